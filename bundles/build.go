@@ -1,0 +1,464 @@
+package bundles
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Family is what the bundle builder knows about a model family: data only.
+type Family struct {
+	Name string
+	// ModelTypes are the config.json model_type values the family accepts.
+	ModelTypes []string
+	Tasks      []Task
+	PluginABI  int
+	// StopIDs are used when the checkpoint's generation_config.json names none.
+	StopIDs        []int32
+	MaxMemoryPages int
+	TimeoutMS      int
+}
+
+// Families lists the families this build can bundle.
+var Families = map[string]Family{
+	"qwen2_5_vl": {
+		Name: "qwen2_5_vl", ModelTypes: []string{"qwen2_5_vl"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 1, StopIDs: []int32{151645, 151643},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+	},
+	"qwen3_vl": {
+		Name: "qwen3_vl", ModelTypes: []string{"qwen3_vl"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 1, StopIDs: []int32{151645, 151643},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+	},
+}
+
+// BuildOptions configure Build. Zero values take the defaults noted.
+type BuildOptions struct {
+	// From is a Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json,
+	// preprocessor_config.json).
+	From string
+	// Family selects an entry of Families.
+	Family string
+	// Out is the bundle directory to create; it must not exist or be empty.
+	Out string
+	// Plugin is the family plugin .wasm file.
+	Plugin string
+	// Name defaults to the base name of Out.
+	Name string
+	// Backend defaults to "cpu"; Precision to "fp32" on cpu and "bf16" on cuda.
+	Backend, Precision string
+	// ContextLength defaults to 4096, capped by the config's max_position_embeddings.
+	ContextLength int
+	// MaxNewTokens defaults to the checkpoint's generation_config max_new_tokens, else 256.
+	MaxNewTokens int
+	// Tasks overrides the family's declared tasks.
+	Tasks []Task
+	// Image overrides the default image limits where non-zero.
+	Image Image
+	// Progress receives human-readable progress lines; nil is quiet.
+	Progress io.Writer
+}
+
+// DefaultImage are the image limits of a new bundle.
+var DefaultImage = Image{MaxBytes: 20 << 20, MaxPixels: 40_000_000, MinSide: 1, MaxAspect: 200}
+
+// Build creates a bundle directory from a checkpoint directory and a family plugin.
+func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
+	fam, ok := Families[o.Family]
+	if !ok {
+		names := make([]string, 0, len(Families))
+		for n := range Families {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("build bundle: unknown family %q (known: %s)", o.Family, strings.Join(names, ", "))
+	}
+	if o.From == "" || o.Out == "" || o.Plugin == "" {
+		return nil, errors.New("build bundle: from, out and plugin are required")
+	}
+	cfg, err := readJSON(filepath.Join(o.From, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	mt, _ := cfg["model_type"].(string)
+	if !slices.Contains(fam.ModelTypes, mt) {
+		return nil, fmt.Errorf("build bundle: family %s expects model_type %s, config.json says %q", fam.Name, strings.Join(fam.ModelTypes, " or "), mt)
+	}
+	weights, err := weightFiles(o.From)
+	if err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	if err := prepareOut(o.Out); err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	// Build next to the destination and rename at the end: a failed build leaves nothing behind.
+	final := o.Out
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(final)), ".iris-bundle-*")
+	if err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	o.Out = tmp
+	m := &Manifest{
+		Schema: SchemaVersion, Name: o.Name, Family: fam.Name, Tasks: fam.Tasks,
+		Engine: Engine{Backend: o.Backend, Precision: o.Precision, ContextLength: o.ContextLength, Config: "config.json"},
+		Image:  DefaultImage,
+		Plugin: Plugin{ABI: fam.PluginABI, MaxMemoryPages: fam.MaxMemoryPages, TimeoutMS: fam.TimeoutMS},
+	}
+	if m.Name == "" {
+		m.Name = filepath.Base(filepath.Clean(final))
+	}
+	if len(o.Tasks) > 0 {
+		m.Tasks = o.Tasks
+	}
+	if m.Engine.Backend == "" {
+		m.Engine.Backend = "cpu"
+	}
+	if m.Engine.Precision == "" {
+		m.Engine.Precision = map[string]string{"cpu": "fp32", "cuda": "bf16"}[m.Engine.Backend]
+	}
+	if m.Engine.ContextLength == 0 {
+		m.Engine.ContextLength = 4096
+		if mp := maxPositions(cfg); mp > 0 && mp < m.Engine.ContextLength {
+			m.Engine.ContextLength = mp
+		}
+	}
+	overrideImage(&m.Image, o.Image)
+	gen, _ := readJSON(filepath.Join(o.From, "generation_config.json")) // optional
+	m.Generation = generationDefaults(gen, cfg, fam, o.MaxNewTokens, m.Engine.ContextLength)
+
+	cp := copier{progress: o.Progress}
+	add := func(dst *[]File, rel string) error {
+		f, err := cp.copy(ctx, filepath.Join(o.From, rel), filepath.Join(o.Out, rel), rel)
+		if err != nil {
+			return err
+		}
+		*dst = append(*dst, f)
+		return nil
+	}
+	for _, w := range weights {
+		if err := add(&m.Weights, w); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+	}
+	for _, name := range []string{"config.json", "preprocessor_config.json", "generation_config.json", "chat_template.json", "chat_template.jinja", "model.safetensors.index.json"} {
+		if _, err := os.Stat(filepath.Join(o.From, name)); err != nil {
+			if name == "config.json" {
+				return nil, fmt.Errorf("build bundle: %w", err)
+			}
+			continue
+		}
+		if err := add(&m.Model, name); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+	}
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		if err := add(&m.Tokenizer.Files, name); err != nil {
+			if name == "tokenizer_config.json" && errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+	}
+	pf, err := cp.copy(ctx, o.Plugin, filepath.Join(o.Out, "plugin.wasm"), "plugin.wasm")
+	if err != nil {
+		return nil, fmt.Errorf("build bundle: plugin: %w", err)
+	}
+	m.Plugin.File, m.Plugin.SHA256 = pf.Path, pf.SHA256
+	pre, err := readJSON(filepath.Join(o.From, "preprocessor_config.json"))
+	if err == nil {
+		m.Plugin.Params = PluginParams(pre)
+	}
+	var buf bytes.Buffer
+	if err := m.Encode(&buf); err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(o.Out, ManifestName), buf.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	if err := os.Remove(final); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	committed = true
+	sum := sha256.Sum256(buf.Bytes())
+	abs, _ := filepath.Abs(final)
+	return &Bundle{Dir: abs, Manifest: m, Digest: hex.EncodeToString(sum[:])}, nil
+}
+
+// PluginParams lifts the preprocessor config's scalar and numeric-list keys (and the size.* keys,
+// flattened) into the plugin's parameter table.
+func PluginParams(pre map[string]any) map[string]any {
+	out := map[string]any{}
+	var put func(prefix string, v map[string]any)
+	put = func(prefix string, v map[string]any) {
+		for k, x := range v {
+			key := prefix + k
+			switch x := x.(type) {
+			case string, bool:
+				out[key] = x
+			case float64:
+				if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+					out[key] = int64(x)
+				} else {
+					out[key] = x
+				}
+			case []any:
+				nums := make([]float64, 0, len(x))
+				for _, e := range x {
+					f, ok := e.(float64)
+					if !ok {
+						nums = nil
+						break
+					}
+					nums = append(nums, f)
+				}
+				if nums != nil {
+					out[key] = nums
+				}
+			case map[string]any:
+				if prefix == "" && k == "size" {
+					put("size.", x)
+				}
+			}
+		}
+	}
+	put("", pre)
+	return out
+}
+
+func generationDefaults(gen, cfg map[string]any, fam Family, maxNew, ctxLen int) Generation {
+	g := Generation{MaxNewTokens: 256, Temperature: 0, TopK: 0, TopP: 1, StopIDs: fam.StopIDs}
+	if v, ok := gen["max_new_tokens"].(float64); ok && v >= 1 {
+		g.MaxNewTokens = int(v)
+	}
+	if sample, _ := gen["do_sample"].(bool); sample {
+		g.Temperature = 1
+		if v, ok := gen["temperature"].(float64); ok && v >= 0 {
+			g.Temperature = v
+		}
+		if v, ok := gen["top_k"].(float64); ok && v >= 0 {
+			g.TopK = int(v)
+		}
+		if v, ok := gen["top_p"].(float64); ok && v > 0 && v <= 1 {
+			g.TopP = v
+		}
+	}
+	if ids := intList(gen["eos_token_id"]); len(ids) > 0 {
+		g.StopIDs = ids
+	} else if ids := intList(cfg["eos_token_id"]); len(ids) > 0 && len(fam.StopIDs) == 0 {
+		g.StopIDs = ids
+	}
+	if maxNew > 0 {
+		g.MaxNewTokens = maxNew
+	}
+	if g.MaxNewTokens >= ctxLen {
+		g.MaxNewTokens = ctxLen / 2
+	}
+	return g
+}
+
+func intList(v any) []int32 {
+	switch v := v.(type) {
+	case float64:
+		return []int32{int32(v)}
+	case []any:
+		var out []int32
+		for _, e := range v {
+			if f, ok := e.(float64); ok {
+				out = append(out, int32(f))
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func maxPositions(cfg map[string]any) int {
+	if v, ok := cfg["max_position_embeddings"].(float64); ok {
+		return int(v)
+	}
+	if tc, ok := cfg["text_config"].(map[string]any); ok {
+		if v, ok := tc["max_position_embeddings"].(float64); ok {
+			return int(v)
+		}
+	}
+	return 0
+}
+
+func overrideImage(dst *Image, o Image) {
+	if o.MaxBytes > 0 {
+		dst.MaxBytes = o.MaxBytes
+	}
+	if o.MaxPixels > 0 {
+		dst.MaxPixels = o.MaxPixels
+	}
+	if o.MinSide > 0 {
+		dst.MinSide = o.MinSide
+	}
+	if o.MaxAspect > 0 {
+		dst.MaxAspect = o.MaxAspect
+	}
+}
+
+// weightFiles returns the checkpoint's safetensors files: the shards of the index if there is one.
+func weightFiles(dir string) ([]string, error) {
+	if idx, err := readJSON(filepath.Join(dir, "model.safetensors.index.json")); err == nil {
+		wm, _ := idx["weight_map"].(map[string]any)
+		set := map[string]bool{}
+		for _, v := range wm {
+			if s, ok := v.(string); ok {
+				if err := checkPath(s); err != nil {
+					return nil, fmt.Errorf("model.safetensors.index.json: %w", err)
+				}
+				set[s] = true
+			}
+		}
+		var out []string
+		for s := range set {
+			out = append(out, s)
+		}
+		sort.Strings(out)
+		if len(out) == 0 {
+			return nil, errors.New("model.safetensors.index.json names no shards")
+		}
+		return out, nil
+	}
+	matches, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil {
+		return nil, err
+	}
+	if len(matches) == 0 {
+		return nil, fmt.Errorf("no *.safetensors in %s", dir)
+	}
+	out := make([]string, len(matches))
+	for i, p := range matches {
+		out[i] = filepath.Base(p)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func prepareOut(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return os.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o755)
+	case err != nil:
+		return err
+	case len(entries) > 0:
+		return fmt.Errorf("output directory %s is not empty", dir)
+	}
+	return nil
+}
+
+func readJSON(p string) (map[string]any, error) {
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", filepath.Base(p), err)
+	}
+	return v, nil
+}
+
+// copier copies files while hashing them and reporting progress on large ones.
+type copier struct {
+	progress io.Writer
+}
+
+const progressMin = 64 << 20 // files smaller than this are reported in one line
+
+func (c *copier) copy(ctx context.Context, src, dst, rel string) (File, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return File{}, err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return File{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return File{}, err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return File{}, err
+	}
+	h := sha256.New()
+	buf := make([]byte, 4<<20)
+	var done int64
+	start, last := time.Now(), time.Now()
+	for {
+		if err := ctx.Err(); err != nil {
+			out.Close()
+			return File{}, err
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			if _, err := out.Write(buf[:n]); err != nil {
+				out.Close()
+				return File{}, fmt.Errorf("write %s: %w", rel, err)
+			}
+			done += int64(n)
+			if c.progress != nil && fi.Size() >= progressMin && time.Since(last) > time.Second {
+				last = time.Now()
+				fmt.Fprintf(c.progress, "  %s: %s / %s (%.0f%%)\n", rel, human(done), human(fi.Size()), 100*float64(done)/float64(fi.Size()))
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return File{}, fmt.Errorf("read %s: %w", rel, rerr)
+		}
+	}
+	if err := out.Close(); err != nil {
+		return File{}, err
+	}
+	if c.progress != nil {
+		el := time.Since(start).Seconds()
+		fmt.Fprintf(c.progress, "  %s: %s in %.1fs\n", rel, human(done), el)
+	}
+	return File{Path: filepath.ToSlash(rel), SHA256: hex.EncodeToString(h.Sum(nil)), Size: done}, nil
+}
+
+func human(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

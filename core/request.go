@@ -1,0 +1,179 @@
+package core
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Task names a capability a bundle declares. The bundle's declared tasks, not the model's
+// architecture, decide which requests it serves.
+type Task string
+
+// Tasks a bundle may declare.
+const (
+	TaskVisionLanguage Task = "vision-language-generation"
+	TaskText           Task = "text-generation"
+)
+
+// Request is one chat request as every caller (HTTP gateway, profiler, tests) hands it to the
+// runtime. A request with an Image reaches only a vision-language task.
+type Request struct {
+	// ID is the request id (X-Request-ID); CorrelationID is the client's correlation id.
+	ID            string
+	CorrelationID string
+	// Model names a loaded bundle.
+	Model string
+	// Text is the user's question.
+	Text string
+	// Image holds the image file's bytes as sent (PNG or JPEG), or nil for a text-only request.
+	Image []byte
+	// TextFirst is true when the text part came before the image part in the message.
+	TextFirst bool
+	Params    Params
+}
+
+// Params are the generation settings of one request. Nil pointers and zero MaxTokens take the
+// bundle's defaults.
+type Params struct {
+	MaxTokens   int
+	Temperature *float64
+	TopK        *int
+	TopP        *float64
+	Seed        *int64
+	IgnoreEOS   bool
+}
+
+// Resolved is a request's generation settings after the bundle's defaults were applied.
+type Resolved struct {
+	MaxTokens   int
+	Temperature float64
+	TopK        int
+	TopP        float64
+	Seed        int64
+	IgnoreEOS   bool
+}
+
+// Greedy reports whether the settings select the argmax token at every step.
+func (r Resolved) Greedy() bool { return r.Temperature == 0 || r.TopK == 1 }
+
+// Key is the identity of a request's answer: two requests with equal keys must get equal answers
+// from a deterministic engine. It covers everything that changes the answer.
+func (r Resolved) Key(question, imageSHA256 string) string {
+	return fmt.Sprintf("q=%s|img=%s|max=%d|t=%s|k=%d|p=%s|seed=%d|ieos=%t",
+		strconv.Quote(question), imageSHA256, r.MaxTokens,
+		strconv.FormatFloat(r.Temperature, 'g', -1, 64), r.TopK,
+		strconv.FormatFloat(r.TopP, 'g', -1, 64), r.Seed, r.IgnoreEOS)
+}
+
+// ImageInfo identifies the request's original image.
+type ImageInfo struct {
+	// SHA256 is the hex digest of the image file's bytes as sent, before any decoding.
+	SHA256 string `json:"sha256"`
+	Format string `json:"format"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+}
+
+// BundleInfo identifies the bundle that answered.
+type BundleInfo struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// Usage counts tokens the way the engine saw them.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	ImageTokens      int `json:"image_tokens"`
+}
+
+// Stage names, in pipeline order.
+const (
+	StageQueue       = "queue"
+	StageDecodeImage = "decode_image"
+	StagePlan        = "plan"
+	StagePixels      = "pixels"
+	StageFrame       = "frame"
+	StageTokenize    = "tokenize"
+	StageVision      = "vision"
+	StagePrefill     = "prefill"
+	StageDecode      = "decode"
+)
+
+// StageTiming is the wall time one pipeline stage took.
+type StageTiming struct {
+	Stage    string
+	Start    time.Time
+	Duration time.Duration
+}
+
+// Timings lists stage durations in pipeline order.
+type Timings []StageTiming
+
+// Get returns the duration recorded for stage, or zero.
+func (t Timings) Get(stage string) time.Duration {
+	for _, s := range t {
+		if s.Stage == stage {
+			return s.Duration
+		}
+	}
+	return 0
+}
+
+// FinishReason says why generation stopped.
+type FinishReason string
+
+// Finish reasons, as OpenAI names them.
+const (
+	FinishStop   FinishReason = "stop"
+	FinishLength FinishReason = "length"
+)
+
+// Result is a finished request.
+type Result struct {
+	Text         string
+	TokenIDs     []int32
+	FinishReason FinishReason
+	Usage        Usage
+	Image        *ImageInfo
+	Bundle       BundleInfo
+	Params       Resolved
+	Timings      Timings
+}
+
+// EventKind tells the events of a running request apart.
+type EventKind int
+
+// Event kinds. A request emits one EventStart, then zero or more EventDelta.
+const (
+	// EventStart: the request was admitted and its prompt built; nothing can be refused as a
+	// client error after it.
+	EventStart EventKind = iota + 1
+	// EventDelta: new answer text.
+	EventDelta
+)
+
+// Event is what a running request reports before its Result.
+type Event struct {
+	Kind EventKind
+	// Start fields.
+	Usage  Usage
+	Image  *ImageInfo
+	Bundle BundleInfo
+	// Delta fields.
+	Text   string
+	Tokens int
+}
+
+// ModelInfo describes a loaded bundle.
+type ModelInfo struct {
+	Name    string
+	Family  string
+	Tasks   []Task
+	Digest  string
+	Created time.Time
+	// ContextLength is the bundle's context budget in tokens; MaxNewTokens its default limit.
+	ContextLength int
+	MaxNewTokens  int
+}

@@ -1,0 +1,457 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/iris-vlm/iris/bundles"
+)
+
+// Config configures a Runtime.
+type Config struct {
+	// Bundles are bundle directories to load.
+	Bundles []string
+	// Workers is how many requests of one model run at once (default 1).
+	Workers int
+	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default 16).
+	QueueDepth int
+	// CacheDir holds compiled plugins across restarts; empty disables the disk cache.
+	CacheDir string
+}
+
+// Option changes how Open builds a Runtime.
+type Option func(*options)
+
+type options struct {
+	vision     VisionTaskFactory
+	text       TextTaskFactory
+	registerer prometheus.Registerer
+	tracer     trace.TracerProvider
+	logger     *slog.Logger
+}
+
+// WithVisionTask sets the factory of vision-language tasks (the default runs the family plugin,
+// the tokenizer and the engine the bundle names).
+func WithVisionTask(f VisionTaskFactory) Option { return func(o *options) { o.vision = f } }
+
+// WithTextTask sets the factory of text-generation tasks.
+func WithTextTask(f TextTaskFactory) Option { return func(o *options) { o.text = f } }
+
+// WithRegisterer sets where the runtime's Prometheus collectors go.
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
+
+// WithTracerProvider sets the provider of the runtime's spans (default: the global one).
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tracer = tp } }
+
+// WithLogger sets the runtime's logger.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// Runtime serves requests against a set of loaded bundles.
+//
+// # Notes
+//
+//   - Generate is safe for concurrent use.
+//   - Close stops admitting requests, waits for running ones and frees every task.
+type Runtime struct {
+	models map[string]*model
+	order  []string
+	tracer trace.Tracer
+	log    *slog.Logger
+	ready  atomic.Bool
+	closed atomic.Bool
+	mu     sync.RWMutex // orders wg.Add in Generate before wg.Wait in Close
+	wg     sync.WaitGroup
+}
+
+type model struct {
+	bundle  *bundles.Bundle
+	info    ModelInfo
+	vision  VisionTask
+	text    TextTask
+	workers chan struct{}
+	limit   int64 // workers + queue depth
+	inside  atomic.Int64
+	served  atomic.Int64 // requests finished, for Retry-After estimates
+	busyNS  atomic.Int64 // their total run time
+}
+
+// Open loads and verifies every bundle and builds the tasks each one declares. It does not warm
+// them up: call Warmup before reporting ready.
+func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
+	o := options{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.Default()
+	}
+	if o.registerer == nil {
+		o.registerer = prometheus.NewRegistry() // collectors go nowhere
+	}
+	if o.tracer == nil {
+		o.tracer = otel.GetTracerProvider()
+	}
+	if o.vision == nil {
+		o.vision = defaultVisionTask
+	}
+	if o.text == nil {
+		o.text = defaultTextTask
+	}
+	if len(cfg.Bundles) == 0 {
+		return nil, errors.New("open runtime: no bundles")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	if cfg.QueueDepth < 0 {
+		return nil, errors.New("open runtime: negative queue depth")
+	}
+	if cfg.QueueDepth == 0 {
+		cfg.QueueDepth = 16
+	}
+	r := &Runtime{models: map[string]*model{}, tracer: o.tracer.Tracer("github.com/iris-vlm/iris/core"), log: o.logger}
+	for _, dir := range cfg.Bundles {
+		b, err := bundles.Load(dir)
+		if err != nil {
+			_ = r.Close()
+			return nil, fmt.Errorf("open runtime: %w", err)
+		}
+		m := b.Manifest
+		if _, dup := r.models[m.Name]; dup {
+			_ = r.Close()
+			return nil, fmt.Errorf("open runtime: two bundles are named %q", m.Name)
+		}
+		st, _ := statTime(b.Path(bundles.ManifestName))
+		md := &model{
+			bundle:  b,
+			workers: make(chan struct{}, cfg.Workers),
+			limit:   int64(cfg.Workers + cfg.QueueDepth),
+			info: ModelInfo{
+				Name: m.Name, Family: m.Family, Digest: b.Digest, Created: st,
+				ContextLength: m.Engine.ContextLength, MaxNewTokens: m.Generation.MaxNewTokens,
+			},
+		}
+		for _, t := range m.Tasks {
+			md.info.Tasks = append(md.info.Tasks, Task(t))
+		}
+		env := &TaskEnv{
+			CacheDir:   cfg.CacheDir,
+			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"bundle": m.Name}, o.registerer),
+			Tracer:     r.tracer,
+			Logger:     o.logger.With("bundle", m.Name),
+		}
+		r.models[m.Name] = md
+		r.order = append(r.order, m.Name)
+		if m.HasTask(bundles.TaskVisionLanguage) {
+			if md.vision, err = o.vision(ctx, b, env); err != nil {
+				_ = r.Close()
+				return nil, fmt.Errorf("open runtime: bundle %s: vision-language task: %w", m.Name, err)
+			}
+		}
+		if m.HasTask(bundles.TaskText) {
+			if md.text, err = o.text(ctx, b, env); err != nil {
+				_ = r.Close()
+				return nil, fmt.Errorf("open runtime: bundle %s: text-generation task: %w", m.Name, err)
+			}
+		}
+		r.log.Info("bundle loaded", "bundle", m.Name, "family", m.Family, "tasks", m.Tasks, "digest", b.Digest[:12])
+	}
+	return r, nil
+}
+
+// Models lists the loaded bundles in load order.
+func (r *Runtime) Models() []ModelInfo {
+	out := make([]ModelInfo, 0, len(r.order))
+	for _, n := range r.order {
+		out = append(out, r.models[n].info)
+	}
+	return out
+}
+
+// Model returns one loaded bundle's description.
+func (r *Runtime) Model(name string) (ModelInfo, bool) {
+	m, ok := r.models[name]
+	if !ok {
+		return ModelInfo{}, false
+	}
+	return m.info, true
+}
+
+// Ready reports nil once every bundle is loaded and warmed up.
+func (r *Runtime) Ready() error {
+	switch {
+	case r.closed.Load():
+		return errors.New("runtime closed")
+	case !r.ready.Load():
+		return errors.New("warming up")
+	}
+	return nil
+}
+
+// Warmup runs one small request through every declared task, so that plugins are compiled and
+// engines touched before the first client request, then marks the runtime ready.
+func (r *Runtime) Warmup(ctx context.Context) error {
+	for _, name := range r.order {
+		m := r.models[name]
+		start := time.Now()
+		if m.vision != nil {
+			req := Request{ID: "warmup", Model: name, Text: "Describe the image.", Image: warmupPNG(), Params: Params{MaxTokens: 1}}
+			if _, err := r.Generate(ctx, req, nil); err != nil {
+				return fmt.Errorf("warm up %s: %w", name, err)
+			}
+		}
+		if m.text != nil {
+			req := Request{ID: "warmup", Model: name, Text: "Hello.", Params: Params{MaxTokens: 1}}
+			if _, err := r.Generate(ctx, req, nil); err != nil {
+				return fmt.Errorf("warm up %s: %w", name, err)
+			}
+		}
+		r.log.Info("bundle warmed up", "bundle", name, "took", time.Since(start).Round(time.Millisecond))
+	}
+	r.ready.Store(true)
+	return nil
+}
+
+// Stats is a snapshot of one model's load.
+type Stats struct {
+	Model string
+	// Inside counts admitted requests: running plus waiting.
+	Inside int
+	// Capacity is the most that may be inside at once.
+	Capacity int
+}
+
+// Stats returns the load of every model.
+func (r *Runtime) Stats() []Stats {
+	out := make([]Stats, 0, len(r.order))
+	for _, n := range r.order {
+		m := r.models[n]
+		out = append(out, Stats{Model: n, Inside: int(m.inside.Load()), Capacity: int(m.limit)})
+	}
+	return out
+}
+
+// Close stops admitting requests, waits for running ones and frees every task. It is safe to call
+// more than once.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if r.closed.Swap(true) {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	var errs []error
+	for _, m := range r.models {
+		if m.vision != nil {
+			errs = append(errs, m.vision.Close())
+		}
+		if m.text != nil {
+			errs = append(errs, m.text.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Resolve applies a bundle's generation defaults to a request's settings and checks their ranges.
+func (r *Runtime) Resolve(modelName string, p Params) (Resolved, error) {
+	m, ok := r.models[modelName]
+	if !ok {
+		return Resolved{}, Errorf(KindNotFound, "model_not_found", "model", "the model %q does not exist", modelName)
+	}
+	return resolve(m.bundle.Manifest, p)
+}
+
+func resolve(m *bundles.Manifest, p Params) (Resolved, error) {
+	g := m.Generation
+	out := Resolved{MaxTokens: g.MaxNewTokens, Temperature: g.Temperature, TopK: g.TopK, TopP: g.TopP, IgnoreEOS: p.IgnoreEOS}
+	if p.MaxTokens != 0 {
+		out.MaxTokens = p.MaxTokens
+	}
+	if p.Temperature != nil {
+		out.Temperature = *p.Temperature
+	}
+	if p.TopK != nil {
+		out.TopK = *p.TopK
+	}
+	if p.TopP != nil {
+		out.TopP = *p.TopP
+	}
+	if p.Seed != nil {
+		out.Seed = *p.Seed
+	}
+	switch {
+	case out.MaxTokens < 1:
+		return out, Errorf(KindInvalid, "invalid_value", "max_tokens", "max_tokens must be at least 1")
+	case out.MaxTokens >= m.Engine.ContextLength:
+		return out, Errorf(KindInvalid, "context_length_exceeded", "max_tokens",
+			"max_tokens %d does not fit the model's context of %d tokens", out.MaxTokens, m.Engine.ContextLength)
+	case math.IsNaN(out.Temperature) || out.Temperature < 0 || out.Temperature > 100:
+		return out, Errorf(KindInvalid, "invalid_value", "temperature", "temperature must be in [0, 100]")
+	case out.TopK < 0:
+		return out, Errorf(KindInvalid, "invalid_value", "top_k", "top_k must be >= 0")
+	case math.IsNaN(out.TopP) || out.TopP <= 0 || out.TopP > 1:
+		return out, Errorf(KindInvalid, "invalid_value", "top_p", "top_p must be in (0, 1]")
+	}
+	return out, nil
+}
+
+// Generate runs one request to completion, reporting events to emit (which may be nil). The
+// bundle's declared tasks decide where it goes: a request with an image reaches only a
+// vision-language task, a text-only request only a text-generation task.
+func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Result, err error) {
+	ctx, span := r.tracer.Start(ctx, "iris.generate", trace.WithAttributes(
+		attribute.String("iris.request_id", req.ID),
+		attribute.String("iris.correlation_id", req.CorrelationID),
+		attribute.String("iris.model", req.Model),
+	))
+	defer func() { r.endSpan(span, res, err) }()
+	r.mu.RLock()
+	if r.closed.Load() {
+		r.mu.RUnlock()
+		return nil, Errorf(KindUnavailable, "shutting_down", "", "the server is shutting down")
+	}
+	r.wg.Add(1)
+	r.mu.RUnlock()
+	defer r.wg.Done()
+	m, ok := r.models[req.Model]
+	if !ok {
+		return nil, Errorf(KindNotFound, "model_not_found", "model", "the model %q does not exist", req.Model)
+	}
+	span.SetAttributes(attribute.String("iris.bundle", m.info.Name), attribute.String("iris.bundle_digest", m.info.Digest))
+	if req.Image != nil && m.vision == nil {
+		return nil, Errorf(KindInvalid, "task_not_supported", "messages",
+			"model %q declares no vision-language task (declared: %v); image requests are served only by one", req.Model, m.info.Tasks)
+	}
+	if req.Image == nil && m.text == nil {
+		return nil, Errorf(KindInvalid, "task_not_supported", "messages",
+			"model %q declares no text-generation task (declared: %v); send exactly one image with the question", req.Model, m.info.Tasks)
+	}
+	params, err := resolve(m.bundle.Manifest, req.Params)
+	if err != nil {
+		return nil, err
+	}
+	var img *Image
+	var hdr imageHeader
+	if req.Image != nil {
+		hdr, err = inspectImage(req.Image, m.bundle.Manifest.Image)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(req.Image)
+		img = &Image{Info: ImageInfo{SHA256: hex.EncodeToString(sum[:]), Format: hdr.format, Width: hdr.width, Height: hdr.height}}
+		span.SetAttributes(attribute.String("iris.image.sha256", img.Info.SHA256),
+			attribute.Int("iris.image.width", hdr.width), attribute.Int("iris.image.height", hdr.height))
+	}
+
+	// Admission: refuse rather than queue without bound.
+	if n := m.inside.Add(1); n > m.limit {
+		m.inside.Add(-1)
+		return nil, &Error{Kind: KindBusy, Code: "server_busy", Message: "too many requests are queued for this model; retry later", RetryAfter: m.retryAfter()}
+	}
+	defer m.inside.Add(-1)
+	queued := time.Now()
+	select {
+	case m.workers <- struct{}{}:
+	case <-ctx.Done():
+		return nil, AsError(ctx.Err())
+	}
+	defer func() { <-m.workers }()
+	started := time.Now()
+	defer func() { m.served.Add(1); m.busyNS.Add(int64(time.Since(started))) }()
+	timings := Timings{{Stage: StageQueue, Start: queued, Duration: started.Sub(queued)}}
+
+	wrapped := func(ev Event) error {
+		if ev.Kind == EventStart {
+			ev.Image = nil
+			if img != nil {
+				info := img.Info
+				ev.Image = &info
+			}
+			ev.Bundle = BundleInfo{Name: m.info.Name, Digest: m.info.Digest}
+		}
+		if emit == nil {
+			return nil
+		}
+		return emit(ev)
+	}
+	if img != nil {
+		t0 := time.Now()
+		if err := decodeImage(ctx, req.Image, hdr, img); err != nil {
+			return nil, err
+		}
+		timings = append(timings, StageTiming{Stage: StageDecodeImage, Start: t0, Duration: time.Since(t0)})
+		res, err = m.vision.Answer(ctx, &VisionInput{RequestID: req.ID, Question: req.Text, TextFirst: req.TextFirst, Image: img, Params: params}, wrapped)
+	} else {
+		res, err = m.text.Complete(ctx, &TextInput{RequestID: req.ID, Question: req.Text, Params: params}, wrapped)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, AsError(ctx.Err())
+		}
+		return nil, err
+	}
+	if img != nil {
+		info := img.Info
+		res.Image = &info
+	}
+	res.Bundle = BundleInfo{Name: m.info.Name, Digest: m.info.Digest}
+	res.Params = params
+	res.Timings = append(timings, res.Timings...)
+	return res, nil
+}
+
+// retryAfter estimates when a slot frees up from the mean run time so far.
+func (m *model) retryAfter() time.Duration {
+	n := m.served.Load()
+	if n == 0 {
+		return time.Second
+	}
+	mean := time.Duration(m.busyNS.Load() / n)
+	wait := mean * time.Duration(m.limit) / time.Duration(cap(m.workers))
+	return min(max(wait.Round(time.Second), time.Second), time.Minute)
+}
+
+func (r *Runtime) endSpan(span trace.Span, res *Result, err error) {
+	if err != nil {
+		e := AsError(err)
+		span.SetAttributes(attribute.String("iris.status", "error"), attribute.String("iris.error.code", e.Code))
+		span.SetStatus(codes.Error, e.Code)
+		span.End()
+		return
+	}
+	span.SetAttributes(attribute.String("iris.status", "ok"),
+		attribute.Int("iris.tokens.prompt", res.Usage.PromptTokens),
+		attribute.Int("iris.tokens.completion", res.Usage.CompletionTokens),
+		attribute.Int("iris.tokens.image", res.Usage.ImageTokens),
+		attribute.String("iris.finish_reason", string(res.FinishReason)))
+	// Stage spans are recorded after the fact from the measured timings, so that tasks need no
+	// tracing code of their own and every stage of every backend is reported the same way.
+	stages := slices.Clone(res.Timings)
+	sort.SliceStable(stages, func(i, j int) bool { return stages[i].Start.Before(stages[j].Start) })
+	ctx := trace.ContextWithSpan(context.Background(), span)
+	for _, st := range stages {
+		if st.Start.IsZero() {
+			continue
+		}
+		_, s := r.tracer.Start(ctx, "iris."+st.Stage, trace.WithTimestamp(st.Start))
+		s.End(trace.WithTimestamp(st.Start.Add(st.Duration)))
+	}
+	span.End()
+}
