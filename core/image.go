@@ -3,6 +3,7 @@ package core
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"image/color"
 	"image/png"
@@ -10,46 +11,39 @@ import (
 	"time"
 
 	"github.com/iris-vlm/iris/bundles"
+	"github.com/iris-vlm/iris/core/internal/imageio"
 )
 
-type imageHeader struct {
-	format        string
-	width, height int
-}
-
 // inspectImage checks an image's header against the bundle's limits before any raster exists.
-// (Replaced by core/internal/imageio once it lands.)
-func inspectImage(data []byte, lim bundles.Image) (imageHeader, error) {
-	if len(data) == 0 {
-		return imageHeader{}, Errorf(KindInvalid, "image_empty", "image", "the image is empty")
-	}
-	if int64(len(data)) > lim.MaxBytes {
-		return imageHeader{}, Errorf(KindInvalid, "image_too_large", "image", "the image has %d bytes; this model takes at most %d", len(data), lim.MaxBytes)
-	}
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+func inspectImage(data []byte, lim bundles.Image) (imageio.Header, error) {
+	hdr, err := imageio.Inspect(data, imageio.Limits{MaxBytes: lim.MaxBytes, MaxPixels: lim.MaxPixels, MinSide: lim.MinSide, MaxAspect: lim.MaxAspect})
 	if err != nil {
-		return imageHeader{}, Errorf(KindInvalid, "unsupported_image_format", "image", "the image is not a readable PNG or JPEG")
+		return hdr, imageError(err)
 	}
-	return imageHeader{format: format, width: cfg.Width, height: cfg.Height}, nil
+	return hdr, nil
 }
 
-func decodeImage(ctx context.Context, data []byte, hdr imageHeader, dst *Image) error {
-	img, _, err := image.Decode(bytes.NewReader(data))
+// decodeImage decodes the image into dst exactly as the reference processors see it.
+func decodeImage(ctx context.Context, data []byte, hdr imageio.Header, dst *Image) error {
+	img, err := imageio.Decode(ctx, data, hdr)
 	if err != nil {
-		return Errorf(KindInvalid, "image_corrupt", "image", "the image could not be decoded")
+		return imageError(err)
 	}
-	b := img.Bounds()
-	dst.Width, dst.Height = b.Dx(), b.Dy()
-	dst.Pix = make([]byte, 3*dst.Width*dst.Height)
-	i := 0
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			c := color.NRGBAModel.Convert(img.At(x, y)).(color.NRGBA)
-			dst.Pix[i], dst.Pix[i+1], dst.Pix[i+2] = c.R, c.G, c.B
-			i += 3
-		}
+	dst.Width, dst.Height, dst.Pix = img.W, img.H, img.Pix
+	dst.HasAlpha = hdr.HasAlpha
+	return nil
+}
+
+func imageError(err error) error {
+	var ie *imageio.Error
+	if !errors.As(err, &ie) {
+		return err // context errors and the like
 	}
-	return ctx.Err()
+	kind := KindInvalid
+	if ie.Code.TooLarge() {
+		kind = KindTooLarge
+	}
+	return &Error{Kind: kind, Code: string(ie.Code), Param: "image", Message: ie.Message, Err: err}
 }
 
 // warmupPNG is a small gradient image for warm-up requests.

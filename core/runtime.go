@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/iris-vlm/iris/bundles"
+	"github.com/iris-vlm/iris/core/internal/imageio"
 )
 
 // Config configures a Runtime.
@@ -348,16 +350,16 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 		return nil, err
 	}
 	var img *Image
-	var hdr imageHeader
+	var hdr imageio.Header
 	if req.Image != nil {
 		hdr, err = inspectImage(req.Image, m.bundle.Manifest.Image)
 		if err != nil {
 			return nil, err
 		}
 		sum := sha256.Sum256(req.Image)
-		img = &Image{Info: ImageInfo{SHA256: hex.EncodeToString(sum[:]), Format: hdr.format, Width: hdr.width, Height: hdr.height}}
+		img = &Image{Info: ImageInfo{SHA256: hex.EncodeToString(sum[:]), Format: hdr.Format, Width: hdr.Width, Height: hdr.Height}}
 		span.SetAttributes(attribute.String("iris.image.sha256", img.Info.SHA256),
-			attribute.Int("iris.image.width", hdr.width), attribute.Int("iris.image.height", hdr.height))
+			attribute.Int("iris.image.width", hdr.Width), attribute.Int("iris.image.height", hdr.Height))
 	}
 
 	// Admission: refuse rather than queue without bound.
@@ -397,10 +399,8 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 			return nil, err
 		}
 		timings = append(timings, StageTiming{Stage: StageDecodeImage, Start: t0, Duration: time.Since(t0)})
-		res, err = m.vision.Answer(ctx, &VisionInput{RequestID: req.ID, Question: req.Text, TextFirst: req.TextFirst, Image: img, Params: params}, wrapped)
-	} else {
-		res, err = m.text.Complete(ctx, &TextInput{RequestID: req.ID, Question: req.Text, Params: params}, wrapped)
 	}
+	res, err = r.runTask(ctx, m, &req, img, params, wrapped)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, AsError(ctx.Err())
@@ -417,6 +417,26 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 	return res, nil
 }
 
+// runTask runs the request's task, turning a panic inside it into an internal error: a broken
+// task fails its request, never the server.
+func (r *Runtime) runTask(ctx context.Context, m *model, req *Request, img *Image, params Resolved, emit Emit) (res *Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("task panicked", "bundle", m.info.Name, "request_id", req.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res, err = nil, &Error{Kind: KindInternal, Code: "task_panic", Message: "internal error", Err: fmt.Errorf("task panicked: %v", p)}
+		}
+	}()
+	if img != nil {
+		res, err = m.vision.Answer(ctx, &VisionInput{RequestID: req.ID, Question: req.Text, TextFirst: req.TextFirst, Image: img, Params: params}, emit)
+	} else {
+		res, err = m.text.Complete(ctx, &TextInput{RequestID: req.ID, Question: req.Text, Params: params}, emit)
+	}
+	if err == nil && res == nil {
+		err = &Error{Kind: KindInternal, Code: "internal_error", Message: "internal error", Err: errors.New("task returned no result")}
+	}
+	return res, err
+}
+
 // retryAfter estimates when a slot frees up from the mean run time so far.
 func (m *model) retryAfter() time.Duration {
 	n := m.served.Load()
@@ -429,6 +449,9 @@ func (m *model) retryAfter() time.Duration {
 }
 
 func (r *Runtime) endSpan(span trace.Span, res *Result, err error) {
+	if err == nil && res == nil {
+		err = errors.New("task returned no result")
+	}
 	if err != nil {
 		e := AsError(err)
 		span.SetAttributes(attribute.String("iris.status", "error"), attribute.String("iris.error.code", e.Code))

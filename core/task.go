@@ -16,6 +16,8 @@ type Image struct {
 	Width  int
 	Height int
 	Pix    []byte
+	// HasAlpha is true when the file carried transparency (dropped, as the reference does).
+	HasAlpha bool
 }
 
 // VisionInput is what a vision-language task receives: the runtime has already resolved the

@@ -1,0 +1,229 @@
+// Package config reads and validates the gateway's configuration file (strict TOML: an unknown
+// key is an error that names it).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/iris-vlm/iris/core"
+)
+
+// Config is the whole gateway configuration. The zero value of any field takes the default that
+// [Default] shows.
+type Config struct {
+	Server    Server    `toml:"server"`
+	Runtime   Runtime   `toml:"runtime"`
+	Log       Log       `toml:"log"`
+	Telemetry Telemetry `toml:"telemetry"`
+}
+
+// Server configures the HTTP server.
+type Server struct {
+	// Addr is the listen address, host:port.
+	Addr string `toml:"addr"`
+	// MaxBodyBytes caps a request body; a larger one gets 413.
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading the request headers; ReadTimeout the whole request,
+	// body included (a 32 MiB upload on a slow link needs time).
+	ReadHeaderTimeout time.Duration `toml:"read_header_timeout"`
+	ReadTimeout       time.Duration `toml:"read_timeout"`
+	// IdleTimeout closes idle keep-alive connections.
+	IdleTimeout time.Duration `toml:"idle_timeout"`
+	// RequestTimeout bounds one request's work in the runtime (504 beyond it); 0 disables it.
+	RequestTimeout time.Duration `toml:"request_timeout"`
+	// StreamWriteTimeout bounds each write of a streamed answer, so that a client that stops
+	// reading cannot hold a worker forever.
+	StreamWriteTimeout time.Duration `toml:"stream_write_timeout"`
+	// ShutdownTimeout is how long a graceful shutdown waits for running requests.
+	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
+	// TrustedProxies are the proxies (IPs or CIDRs) whose X-Forwarded-For is believed for the
+	// client address in logs; empty trusts none.
+	TrustedProxies []string `toml:"trusted_proxies"`
+	// RemoteImages allows http(s) image URLs; off unless hosts are listed.
+	RemoteImages RemoteImages `toml:"remote_images"`
+}
+
+// RemoteImages configures fetching http(s) image URLs. With no AllowHosts every such URL is
+// refused with 400 image_url_not_allowed.
+type RemoteImages struct {
+	// AllowHosts lists the hosts (exact, case-insensitive, "host" or "host:port") the gateway
+	// may fetch images from.
+	AllowHosts []string `toml:"allow_hosts"`
+	// AllowHTTP also allows plain http URLs (https only otherwise).
+	AllowHTTP bool `toml:"allow_http"`
+	// MaxBytes caps a fetched image.
+	MaxBytes int64 `toml:"max_bytes"`
+	// Timeout bounds one fetch, connection to last byte.
+	Timeout time.Duration `toml:"timeout"`
+}
+
+// Enabled reports whether any remote image may be fetched.
+func (r RemoteImages) Enabled() bool { return len(r.AllowHosts) > 0 }
+
+// Runtime configures the runtime (core) the gateway serves.
+type Runtime struct {
+	// Bundles are the bundle directories to load.
+	Bundles []string `toml:"bundles"`
+	// Workers is how many requests of one model run at once.
+	Workers int `toml:"workers"`
+	// QueueDepth is how many more may wait; beyond it requests get 429 (0 takes the runtime's
+	// default, 16).
+	QueueDepth int `toml:"queue_depth"`
+	// CacheDir keeps compiled plugins across restarts; empty disables the cache.
+	CacheDir string `toml:"cache_dir"`
+}
+
+// Core returns the runtime settings as core takes them.
+func (r Runtime) Core() core.Config {
+	return core.Config{Bundles: r.Bundles, Workers: r.Workers, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+}
+
+// Log configures the structured log.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `toml:"level"`
+	// Format is text or json.
+	Format string `toml:"format"`
+}
+
+// Telemetry configures OpenTelemetry tracing.
+type Telemetry struct {
+	// OTLPEndpoint is an OTLP/HTTP endpoint (host:port or URL); empty disables exporting.
+	OTLPEndpoint string `toml:"otlp_endpoint"`
+	// ServiceName names this process in traces.
+	ServiceName string `toml:"service_name"`
+}
+
+// Default returns the configuration used when a file sets nothing.
+func Default() Config {
+	return Config{
+		Server: Server{
+			Addr:               "127.0.0.1:8080",
+			MaxBodyBytes:       32 << 20,
+			ReadHeaderTimeout:  10 * time.Second,
+			ReadTimeout:        2 * time.Minute,
+			IdleTimeout:        2 * time.Minute,
+			RequestTimeout:     10 * time.Minute,
+			StreamWriteTimeout: 30 * time.Second,
+			ShutdownTimeout:    30 * time.Second,
+			RemoteImages: RemoteImages{
+				MaxBytes: 20 << 20,
+				Timeout:  10 * time.Second,
+			},
+		},
+		Runtime:   Runtime{Workers: 1, QueueDepth: 16},
+		Log:       Log{Level: "info", Format: "text"},
+		Telemetry: Telemetry{ServiceName: "iris"},
+	}
+}
+
+// Load reads a TOML file over the defaults and validates the result. An unknown key is an error
+// that names it.
+func Load(path string) (Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("load config: %w", err)
+	}
+	cfg, err := Decode(string(raw))
+	if err != nil {
+		return Config{}, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Decode parses TOML text over the defaults and validates the result.
+func Decode(text string) (Config, error) {
+	cfg := Default()
+	md, err := toml.Decode(text, &cfg)
+	if err != nil {
+		return Config{}, err
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = fmt.Sprintf("%q", k.String())
+		}
+		return Config{}, fmt.Errorf("unknown key %s", strings.Join(keys, ", "))
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Validate checks every value; the error names the first bad key.
+func (c *Config) Validate() error {
+	s := c.Server
+	if _, _, err := net.SplitHostPort(s.Addr); err != nil {
+		return fmt.Errorf("server.addr: %q is not host:port", s.Addr)
+	}
+	positive := []struct {
+		key string
+		v   time.Duration
+	}{
+		{"server.read_header_timeout", s.ReadHeaderTimeout},
+		{"server.read_timeout", s.ReadTimeout},
+		{"server.idle_timeout", s.IdleTimeout},
+		{"server.stream_write_timeout", s.StreamWriteTimeout},
+		{"server.shutdown_timeout", s.ShutdownTimeout},
+		{"server.remote_images.timeout", s.RemoteImages.Timeout},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return fmt.Errorf("%s: must be positive, got %s", p.key, p.v)
+		}
+	}
+	switch {
+	case s.RequestTimeout < 0:
+		return errors.New("server.request_timeout: must be >= 0 (0 disables it)")
+	case s.MaxBodyBytes < 1<<10:
+		return fmt.Errorf("server.max_body_bytes: must be at least 1024, got %d", s.MaxBodyBytes)
+	case s.RemoteImages.MaxBytes < 1:
+		return fmt.Errorf("server.remote_images.max_bytes: must be positive, got %d", s.RemoteImages.MaxBytes)
+	}
+	for _, p := range s.TrustedProxies {
+		if net.ParseIP(p) == nil {
+			if _, _, err := net.ParseCIDR(p); err != nil {
+				return fmt.Errorf("server.trusted_proxies: %q is neither an IP nor a CIDR", p)
+			}
+		}
+	}
+	for _, h := range s.RemoteImages.AllowHosts {
+		if h == "" || strings.ContainsAny(h, "/@ ") {
+			return fmt.Errorf("server.remote_images.allow_hosts: %q is not a host or host:port", h)
+		}
+	}
+	r := c.Runtime
+	switch {
+	case r.Workers < 1:
+		return fmt.Errorf("runtime.workers: must be at least 1, got %d", r.Workers)
+	case r.QueueDepth < 0:
+		return fmt.Errorf("runtime.queue_depth: must be >= 0, got %d", r.QueueDepth)
+	}
+	for _, b := range r.Bundles {
+		if b == "" {
+			return errors.New("runtime.bundles: empty path")
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return fmt.Errorf("log.format: %q is not text or json", c.Log.Format)
+	}
+	if c.Telemetry.ServiceName == "" {
+		return errors.New("telemetry.service_name: must not be empty")
+	}
+	return nil
+}

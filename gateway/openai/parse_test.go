@@ -1,0 +1,408 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"strings"
+	"testing"
+)
+
+// pngURL is a data URL of a real 2x2 PNG.
+var pngURL = "data:image/png;base64," + base64.StdEncoding.EncodeToString(encodePNG(2, 2))
+
+func encodePNG(w, h int) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.Set(x, y, color.RGBA{uint8(x * 40), uint8(y * 30), 90, 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// body builds a request body: the message content is given as raw JSON, extra top-level keys as
+// raw JSON members (`"k":v,...`).
+func body(content, extra string) string {
+	s := `{"model":"m","messages":[{"role":"user","content":` + content + `}]`
+	if extra != "" {
+		s += "," + extra
+	}
+	return s + "}"
+}
+
+func parts(ps ...string) string { return "[" + strings.Join(ps, ",") + "]" }
+
+const textPart = `{"type":"text","text":"What is in the image?"}`
+
+func imagePart(url string) string {
+	return `{"type":"image_url","image_url":{"url":` + quote(url) + `}}`
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+var okContent = parts(textPart, imagePart(pngURL))
+
+// parseCases are the table cases; they also seed FuzzChatRequest.
+var parseCases = []struct {
+	name      string
+	body      string
+	wantCode  string
+	wantParam string
+	check     func(t *testing.T, r *Request)
+}{
+	{name: "text then image", body: body(okContent, `"max_tokens":16,"temperature":0,"top_k":1,"top_p":0.5,"seed":7,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"user":"u1"`),
+		check: func(t *testing.T, r *Request) {
+			if r.Model != "m" || r.Text != "What is in the image?" || !r.TextFirst || r.MaxTokens != 16 || r.MaxTokensParam != "max_tokens" {
+				t.Errorf("request %+v", r)
+			}
+			if *r.Temperature != 0 || *r.TopK != 1 || *r.TopP != 0.5 || *r.Seed != 7 || !r.Stream || !r.IncludeUsage || !r.IgnoreEOS || r.User != "u1" {
+				t.Errorf("params %+v", r)
+			}
+			if r.Image == nil || r.Image.MediaType != "image/png" || !bytes.Equal(r.Image.Data, encodePNG(2, 2)) {
+				t.Fatalf("image %+v", r.Image)
+			}
+			if r.Image.Param != "messages[0].content[1].image_url.url" {
+				t.Errorf("image param %q", r.Image.Param)
+			}
+		}},
+	{name: "image then text", body: body(parts(imagePart(pngURL), textPart), ""),
+		check: func(t *testing.T, r *Request) {
+			if r.TextFirst || r.Image == nil || r.Image.Param != "messages[0].content[0].image_url.url" {
+				t.Errorf("request %+v", r)
+			}
+			if r.Temperature != nil || r.TopK != nil || r.TopP != nil || r.Seed != nil || r.MaxTokens != 0 || r.Stream {
+				t.Errorf("defaults %+v", r)
+			}
+		}},
+	{name: "aiperf body", body: `{"messages":[{"role":"user","content":[{"type":"text","text":"Q"},{"type":"image_url","image_url":{"url":"` + pngURL + `"},"uuid":"x"}]}],"model":"m","stream":true,"max_completion_tokens":16,"temperature":0,"top_k":1,"ignore_eos":true,"min_tokens":16,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+		check: func(t *testing.T, r *Request) {
+			if r.MaxTokens != 16 || r.MaxTokensParam != "max_completion_tokens" || !r.IncludeUsage {
+				t.Errorf("request %+v", r)
+			}
+		}},
+	{name: "plain string content", body: body(`"Hello there"`, ""),
+		check: func(t *testing.T, r *Request) {
+			if r.Image != nil || r.Text != "Hello there" || !r.TextFirst {
+				t.Errorf("request %+v", r)
+			}
+		}},
+	{name: "text part only", body: body(parts(textPart), ""),
+		check: func(t *testing.T, r *Request) {
+			if r.Image != nil || r.Text == "" {
+				t.Errorf("request %+v", r)
+			}
+		}},
+	{name: "unknown keys ignored", body: body(okContent, `"frequency_penalty":0.5,"metadata":{"a":1},"n":1,"stop":null,"tools":[],"logprobs":false,"tool_choice":"none","response_format":{"type":"text"}`)},
+	{name: "image/jpg accepted", body: body(parts(textPart, imagePart(strings.Replace(pngURL, "image/png", "image/jpg", 1))), ""),
+		check: func(t *testing.T, r *Request) {
+			if r.Image.MediaType != "image/jpeg" {
+				t.Errorf("media type %q", r.Image.MediaType)
+			}
+		}},
+	{name: "escaped slashes in url", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+strings.ReplaceAll(quote(pngURL), "/", `\/`)+`}}`), ""),
+		check: func(t *testing.T, r *Request) {
+			if !bytes.Equal(r.Image.Data, encodePNG(2, 2)) {
+				t.Error("image bytes differ")
+			}
+		}},
+	{name: "remote url kept for the server", body: body(parts(textPart, imagePart("https://img.example.com/cat.png")), ""),
+		check: func(t *testing.T, r *Request) {
+			if r.Image.URL == nil || r.Image.URL.Host != "img.example.com" || r.Image.Data != nil {
+				t.Errorf("image %+v", r.Image)
+			}
+		}},
+	{name: "equal max tokens", body: body(okContent, `"max_tokens":5,"max_completion_tokens":5`)},
+
+	{name: "empty body", body: ``, wantCode: CodeInvalidJSON},
+	{name: "malformed json", body: `{"model":"m",`, wantCode: CodeInvalidJSON},
+	{name: "body not an object", body: `[1,2]`, wantCode: CodeInvalidType},
+	{name: "body null", body: `null`, wantCode: CodeInvalidType},
+	{name: "missing model", body: `{"messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeMissingParameter, wantParam: "model"},
+	{name: "model not a string", body: `{"model":3,"messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeInvalidType, wantParam: "model"},
+	{name: "model too long", body: `{"model":"` + strings.Repeat("m", 300) + `","messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeInvalidValue, wantParam: "model"},
+	{name: "missing messages", body: `{"model":"m"}`, wantCode: CodeMissingParameter, wantParam: "messages"},
+	{name: "messages not an array", body: `{"model":"m","messages":"hi"}`, wantCode: CodeInvalidType, wantParam: "messages"},
+	{name: "message not an object", body: `{"model":"m","messages":[3]}`, wantCode: CodeInvalidType, wantParam: "messages[0]"},
+	{name: "no messages", body: `{"model":"m","messages":[]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "two messages", body: `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "system role", body: `{"model":"m","messages":[{"role":"system","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
+	{name: "developer role", body: `{"model":"m","messages":[{"role":"developer","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
+	{name: "assistant role", body: `{"model":"m","messages":[{"role":"assistant","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
+	{name: "unknown role", body: `{"model":"m","messages":[{"role":"robot","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
+	{name: "missing role", body: `{"model":"m","messages":[{"content":"hi"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].role"},
+	{name: "missing content", body: `{"model":"m","messages":[{"role":"user"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].content"},
+	{name: "content a number", body: body(`7`, ""), wantCode: CodeInvalidType, wantParam: "messages[0].content"},
+	{name: "empty string content", body: body(`""`, ""), wantCode: CodeMissingText, wantParam: "messages[0].content"},
+	{name: "empty parts", body: body(`[]`, ""), wantCode: CodeMissingText, wantParam: "messages[0].content"},
+	{name: "image only", body: body(parts(imagePart(pngURL)), ""), wantCode: CodeMissingText, wantParam: "messages[0].content"},
+	{name: "empty text part", body: body(parts(`{"type":"text","text":""}`, imagePart(pngURL)), ""), wantCode: CodeMissingText, wantParam: "messages[0].content[0].text"},
+	{name: "text part without text", body: body(parts(`{"type":"text"}`, imagePart(pngURL)), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[0].text"},
+	{name: "text not a string", body: body(parts(`{"type":"text","text":5}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[0].text"},
+	{name: "two text parts", body: body(parts(textPart, imagePart(pngURL), textPart), ""), wantCode: CodeTooManyTextParts, wantParam: "messages[0].content[2]"},
+	{name: "two images", body: body(parts(textPart, imagePart(pngURL), imagePart(pngURL)), ""), wantCode: CodeTooManyImages, wantParam: "messages[0].content[2]"},
+	{name: "part not an object", body: body(parts(textPart, `"x"`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1]"},
+	{name: "part without type", body: body(parts(`{"text":"q"}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[0].type"},
+	{name: "audio part", body: body(parts(textPart, `{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type"},
+	{name: "video part", body: body(parts(textPart, `{"type":"video_url","video_url":{"url":"x"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type"},
+	{name: "file part", body: body(parts(textPart, `{"type":"file","file":{"file_id":"f"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type"},
+	{name: "unknown part", body: body(parts(textPart, `{"type":"hologram"}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type"},
+	{name: "image_url not an object", body: body(parts(textPart, `{"type":"image_url","image_url":"`+pngURL+`"}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url"},
+	{name: "image_url missing", body: body(parts(textPart, `{"type":"image_url"}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[1].image_url"},
+	{name: "image url missing", body: body(parts(textPart, `{"type":"image_url","image_url":{}}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "image url not a string", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":1}}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "NUL in text", body: body(parts(`{"type":"text","text":"a\u0000b"}`, imagePart(pngURL)), ""), wantCode: CodeInvalidValue, wantParam: "messages[0].content[0].text"},
+	{name: "NUL in string content", body: body(`"a\u0000b"`, ""), wantCode: CodeInvalidValue, wantParam: "messages[0].content"},
+	{name: "malformed base64", body: body(parts(textPart, imagePart("data:image/png;base64,iVBOR$$w0K")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "gif media type", body: body(parts(textPart, imagePart("data:image/gif;base64,R0lGODlh")), ""), wantCode: CodeUnsupportedImageFormat, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "not base64", body: body(parts(textPart, imagePart("data:image/png,rawbytes")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "empty data url", body: body(parts(textPart, imagePart("data:image/png;base64,")), ""), wantCode: CodeImageEmpty, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "file url", body: body(parts(textPart, imagePart("file:///etc/passwd")), ""), wantCode: CodeImageURLNotAllowed, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "ftp url", body: body(parts(textPart, imagePart("ftp://h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "http url with credentials", body: body(parts(textPart, imagePart("https://u:p@h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
+	{name: "n 2", body: body(okContent, `"n":2`), wantCode: CodeUnsupportedParameter, wantParam: "n"},
+	{name: "n string", body: body(okContent, `"n":"2"`), wantCode: CodeInvalidType, wantParam: "n"},
+	{name: "stop", body: body(okContent, `"stop":["\n"]`), wantCode: CodeUnsupportedParameter, wantParam: "stop"},
+	{name: "tools", body: body(okContent, `"tools":[{"type":"function","function":{"name":"f"}}]`), wantCode: CodeUnsupportedParameter, wantParam: "tools"},
+	{name: "tool_choice", body: body(okContent, `"tool_choice":"auto"`), wantCode: CodeUnsupportedParameter, wantParam: "tool_choice"},
+	{name: "functions", body: body(okContent, `"functions":[{"name":"f"}]`), wantCode: CodeUnsupportedParameter, wantParam: "functions"},
+	{name: "response_format", body: body(okContent, `"response_format":{"type":"json_object"}`), wantCode: CodeUnsupportedParameter, wantParam: "response_format"},
+	{name: "logprobs", body: body(okContent, `"logprobs":true`), wantCode: CodeUnsupportedParameter, wantParam: "logprobs"},
+	{name: "top_logprobs", body: body(okContent, `"top_logprobs":3`), wantCode: CodeUnsupportedParameter, wantParam: "top_logprobs"},
+	{name: "reasoning_effort", body: body(okContent, `"reasoning_effort":"low"`), wantCode: CodeUnsupportedParameter, wantParam: "reasoning_effort"},
+	{name: "chat_template_kwargs", body: body(okContent, `"chat_template_kwargs":{"enable_thinking":false}`), wantCode: CodeUnsupportedParameter, wantParam: "chat_template_kwargs"},
+	{name: "enable_thinking", body: body(okContent, `"enable_thinking":true`), wantCode: CodeUnsupportedParameter, wantParam: "enable_thinking"},
+	{name: "thinking", body: body(okContent, `"thinking":{"type":"enabled"}`), wantCode: CodeUnsupportedParameter, wantParam: "thinking"},
+	{name: "max_tokens zero", body: body(okContent, `"max_tokens":0`), wantCode: CodeInvalidValue, wantParam: "max_tokens"},
+	{name: "max_tokens negative", body: body(okContent, `"max_tokens":-3`), wantCode: CodeInvalidValue, wantParam: "max_tokens"},
+	{name: "max_completion_tokens zero", body: body(okContent, `"max_completion_tokens":0`), wantCode: CodeInvalidValue, wantParam: "max_completion_tokens"},
+	{name: "max_tokens string", body: body(okContent, `"max_tokens":"10"`), wantCode: CodeInvalidType, wantParam: "max_tokens"},
+	{name: "max_tokens fraction", body: body(okContent, `"max_tokens":1.5`), wantCode: CodeInvalidType, wantParam: "max_tokens"},
+	{name: "max_tokens huge", body: body(okContent, `"max_tokens":99999999999999999999999`), wantCode: CodeInvalidValue, wantParam: "max_tokens"},
+	{name: "max tokens disagree", body: body(okContent, `"max_tokens":5,"max_completion_tokens":6`), wantCode: CodeConflictingParameters, wantParam: "max_completion_tokens"},
+	{name: "temperature negative", body: body(okContent, `"temperature":-0.1`), wantCode: CodeInvalidValue, wantParam: "temperature"},
+	{name: "temperature string", body: body(okContent, `"temperature":"hot"`), wantCode: CodeInvalidType, wantParam: "temperature"},
+	{name: "top_k negative", body: body(okContent, `"top_k":-1`), wantCode: CodeInvalidValue, wantParam: "top_k"},
+	{name: "top_p zero", body: body(okContent, `"top_p":0`), wantCode: CodeInvalidValue, wantParam: "top_p"},
+	{name: "top_p over one", body: body(okContent, `"top_p":1.01`), wantCode: CodeInvalidValue, wantParam: "top_p"},
+	{name: "seed fraction", body: body(okContent, `"seed":0.5`), wantCode: CodeInvalidType, wantParam: "seed"},
+	{name: "stream string", body: body(okContent, `"stream":"yes"`), wantCode: CodeInvalidType, wantParam: "stream"},
+	{name: "stream_options not object", body: body(okContent, `"stream_options":true`), wantCode: CodeInvalidType, wantParam: "stream_options"},
+	{name: "include_usage string", body: body(okContent, `"stream_options":{"include_usage":"y"}`), wantCode: CodeInvalidType, wantParam: "stream_options.include_usage"},
+	{name: "ignore_eos number", body: body(okContent, `"ignore_eos":1`), wantCode: CodeInvalidType, wantParam: "ignore_eos"},
+	{name: "user number", body: body(okContent, `"user":1`), wantCode: CodeInvalidType, wantParam: "user"},
+}
+
+func TestParseChatRequest(t *testing.T) {
+	for _, tt := range parseCases {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseChatRequest([]byte(tt.body))
+			if tt.wantCode == "" {
+				if err != nil {
+					t.Fatalf("ParseChatRequest: %v", err)
+				}
+				if tt.check != nil {
+					tt.check(t, r)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("ParseChatRequest = %+v, %v; want code %s", r, err, tt.wantCode)
+			}
+			if e.Code != tt.wantCode || e.Param != tt.wantParam {
+				t.Fatalf("error %q (param %q), want %s (param %q)", e.Code, e.Param, tt.wantCode, tt.wantParam)
+			}
+			if e.Message == "" {
+				t.Fatal("empty message")
+			}
+		})
+	}
+}
+
+// TestErrorsNeverEchoPayload sends distinctive text and image bytes in refused requests and
+// checks that no error message repeats them. Short media-type-like tokens (a part type, a
+// declared media type) may be named; anything else may not.
+func TestErrorsNeverEchoPayload(t *testing.T) {
+	const secret = "SECRETQUESTIONxyz"
+	secretB64 := base64.StdEncoding.EncodeToString([]byte("SECRETIMAGEBYTES-0123456789"))
+	bodies := []string{
+		body(parts(`{"type":"text","text":"`+secret+`"}`, `{"type":"text","text":"`+secret+`"}`), ""),
+		body(parts(`{"type":"text","text":"`+secret+`\u0000"}`), ""),
+		body(parts(textPart, imagePart("data:image/png;base64,"+secretB64+"$$")), ""),
+		body(parts(textPart, imagePart("data:image/"+secret+" q;base64,"+secretB64)), ""),
+		body(parts(textPart, imagePart("data:"+secret+secret+secret+secret+secret+";base64,"+secretB64)), ""),
+		body(parts(textPart, imagePart("file:///"+secret)), ""),
+		body(parts(textPart, `{"type":"`+secret+` q"}`), ""),
+		`{"model":"m","messages":[{"role":"` + secret + `","content":"x"}]}`,
+	}
+	for i, b := range bodies {
+		_, err := ParseChatRequest([]byte(b))
+		if err == nil {
+			t.Fatalf("body %d accepted", i)
+		}
+		msg := err.Error()
+		if strings.Contains(strings.ToLower(msg), strings.ToLower(secret)) || strings.Contains(msg, secretB64[:12]) {
+			t.Errorf("body %d: error echoes the payload: %s", i, msg)
+		}
+	}
+}
+
+var dataURLCases = []struct {
+	name     string
+	url      string
+	wantType string
+	wantData []byte
+	wantCode string
+}{
+	{"png", "data:image/png;base64,QUJD", "image/png", []byte("ABC"), ""},
+	{"jpeg", "data:image/jpeg;base64,QUJD", "image/jpeg", []byte("ABC"), ""},
+	{"jpg alias", "data:image/jpg;base64,QUJD", "image/jpeg", []byte("ABC"), ""},
+	{"upper case", "DATA:IMAGE/PNG;BASE64,QUJD", "image/png", []byte("ABC"), ""},
+	{"unpadded", "data:image/png;base64,QUI", "image/png", []byte("AB"), ""},
+	{"padded", "data:image/png;base64,QUI=", "image/png", []byte("AB"), ""},
+	{"line breaks", "data:image/png;base64,QU\r\nJD", "image/png", []byte("ABC"), ""},
+	{"parameter", "data:image/png;name=a.png;base64,QUJD", "image/png", []byte("ABC"), ""},
+	{"not data", "http://x/y.png", "", nil, CodeInvalidImageURL},
+	{"no comma", "data:image/png;base64", "", nil, CodeInvalidImageURL},
+	{"no base64 token", "data:image/png,QUJD", "", nil, CodeInvalidImageURL},
+	{"bad parameter", "data:image/png;junk;base64,QUJD", "", nil, CodeInvalidImageURL},
+	{"no media type", "data:;base64,QUJD", "", nil, CodeUnsupportedImageFormat},
+	{"webp", "data:image/webp;base64,QUJD", "", nil, CodeUnsupportedImageFormat},
+	{"svg", "data:image/svg+xml;base64,QUJD", "", nil, CodeUnsupportedImageFormat},
+	{"empty payload", "data:image/png;base64,", "", nil, CodeImageEmpty},
+	{"only line breaks", "data:image/png;base64,\r\n", "", nil, CodeImageEmpty},
+	{"bad character", "data:image/png;base64,QU*D", "", nil, CodeInvalidImageURL},
+	{"url alphabet", "data:image/png;base64,__-_", "", nil, CodeInvalidImageURL},
+	{"nonzero padding bits", "data:image/png;base64,QUJ=", "", nil, CodeInvalidImageURL},
+	{"misplaced padding", "data:image/png;base64,Q=JD", "", nil, CodeInvalidImageURL},
+	{"one char", "data:image/png;base64,Q", "", nil, CodeInvalidImageURL},
+}
+
+func TestDecodeDataURL(t *testing.T) {
+	for _, tt := range dataURLCases {
+		t.Run(tt.name, func(t *testing.T) {
+			mt, data, err := DecodeDataURL(tt.url)
+			if tt.wantCode != "" {
+				var e *Error
+				if !errors.As(err, &e) || e.Code != tt.wantCode {
+					t.Fatalf("DecodeDataURL = %q, %q, %v; want code %s", mt, data, err, tt.wantCode)
+				}
+				return
+			}
+			if err != nil || mt != tt.wantType || !bytes.Equal(data, tt.wantData) {
+				t.Fatalf("DecodeDataURL = %q, %q, %v; want %q, %q", mt, data, err, tt.wantType, tt.wantData)
+			}
+		})
+	}
+}
+
+func FuzzChatRequest(f *testing.F) {
+	for _, tt := range parseCases {
+		f.Add([]byte(tt.body))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseChatRequest(b)
+		if err != nil {
+			var e *Error
+			if r != nil || !errors.As(err, &e) || e.Code == "" || e.Message == "" {
+				t.Fatalf("ParseChatRequest = %+v, %#v", r, err)
+			}
+			return
+		}
+		switch {
+		case r.Model == "" || len(r.Model) > maxModelNameLen:
+			t.Fatalf("accepted model %q", r.Model)
+		case r.Text == "" || strings.IndexByte(r.Text, 0) >= 0:
+			t.Fatalf("accepted text %q", r.Text)
+		case r.MaxTokens < 0 || (r.MaxTokens > 0) != (r.MaxTokensParam != ""):
+			t.Fatalf("accepted max tokens %d (%q)", r.MaxTokens, r.MaxTokensParam)
+		case r.Temperature != nil && *r.Temperature < 0, r.TopK != nil && *r.TopK < 0,
+			r.TopP != nil && !(*r.TopP > 0 && *r.TopP <= 1):
+			t.Fatalf("accepted sampling settings %+v", r)
+		}
+		if img := r.Image; img != nil {
+			if (img.URL == nil) == (img.Data == nil) || img.Param == "" {
+				t.Fatalf("image %+v", img)
+			}
+			if img.Data != nil && (len(img.Data) == 0 || imageMediaTypes[img.MediaType] != img.MediaType) {
+				t.Fatalf("image data %d bytes, type %q", len(img.Data), img.MediaType)
+			}
+		}
+	})
+}
+
+func FuzzDataURL(f *testing.F) {
+	for _, tt := range dataURLCases {
+		f.Add(tt.url)
+	}
+	f.Fuzz(func(t *testing.T, u string) {
+		mt, data, err := DecodeDataURL(u)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Code == "" || mt != "" || data != nil {
+				t.Fatalf("DecodeDataURL = %q, %d bytes, %#v", mt, len(data), err)
+			}
+			return
+		}
+		if imageMediaTypes[mt] != mt || len(data) == 0 {
+			t.Fatalf("accepted type %q with %d bytes", mt, len(data))
+		}
+		// Strict decoding gives every accepted payload one canonical encoding.
+		payload := u[strings.IndexByte(u, ',')+1:]
+		payload = strings.ReplaceAll(strings.ReplaceAll(payload, "\r", ""), "\n", "")
+		got := base64.RawStdEncoding.EncodeToString(data)
+		if want := strings.TrimRight(payload, "="); got != want {
+			t.Fatalf("payload %q decodes to bytes that encode as %q", want, got)
+		}
+	})
+}
+
+// BenchmarkParseChatRequestJPEG measures what the gateway does to a typical request body before
+// the runtime sees it: decode the JSON, validate it and base64-decode a 426x320 JPEG.
+func BenchmarkParseChatRequestJPEG(b *testing.B) {
+	img := image.NewRGBA(image.Rect(0, 0, 426, 320))
+	seed := uint32(1)
+	for i := range img.Pix {
+		// A smooth gradient plus noise, so that the JPEG has a realistic size.
+		seed = seed*1664525 + 1013904223
+		img.Pix[i] = uint8(i/7%251) ^ uint8(seed>>28)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
+		b.Fatal(err)
+	}
+	req := ChatCompletionRequest{
+		Model: "qwen2.5-vl-3b",
+		Messages: []Message{{Role: "user", Content: []ContentPart{
+			{Type: "text", Text: "What is the main object in this image? Answer in one word."},
+			{Type: "image_url", ImageURL: &ImageURL{URL: "data:image/jpeg;base64," + base64.StdEncoding.EncodeToString(buf.Bytes())}},
+		}}},
+		Stream: true, StreamOptions: &StreamOptions{IncludeUsage: true},
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("jpeg %d bytes, body %d bytes", buf.Len(), len(raw))
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := ParseChatRequest(raw)
+		if err != nil || len(r.Image.Data) != buf.Len() {
+			b.Fatal(err)
+		}
+	}
+}

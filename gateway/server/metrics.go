@@ -1,0 +1,97 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/iris-vlm/iris/core"
+)
+
+// modelMetrics are the per-bundle collectors fed from finished results. Their bundle label
+// comes from the runtime's result, never from the request, so its values are bounded by the
+// loaded bundles.
+type modelMetrics struct {
+	stage       *prometheus.HistogramVec
+	ttft        *prometheus.HistogramVec
+	tokens      *prometheus.CounterVec
+	imageTokens *prometheus.HistogramVec
+}
+
+// newModelMetrics registers:
+//
+//   - iris_stage_duration_seconds{bundle,stage}: each pipeline stage of each finished request
+//   - iris_time_to_first_token_seconds{bundle}: request arrival to the first answer text
+//   - iris_tokens_total{bundle,kind}: prompt, completion and image tokens
+//   - iris_request_image_tokens{bundle}: image tokens per image request
+//   - iris_queue_requests{model}, iris_queue_capacity{model}: admitted requests (running plus
+//     waiting) and the most that may be admitted, read from the runtime at scrape time
+func newModelMetrics(reg prometheus.Registerer, b Backend) (*modelMetrics, error) {
+	m := &modelMetrics{
+		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "iris_stage_duration_seconds",
+			Help:    "Wall time of each pipeline stage of finished requests.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 16), // 0.1 ms .. 93 s
+		}, []string{"bundle", "stage"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "iris_time_to_first_token_seconds",
+			Help:    "Time from request arrival to the first answer text.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16), // 5 ms .. 164 s
+		}, []string{"bundle"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "iris_tokens_total",
+			Help: "Tokens of finished requests by kind: prompt (image tokens included), completion, image.",
+		}, []string{"bundle", "kind"}),
+		imageTokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "iris_request_image_tokens",
+			Help:    "Image tokens per finished image request.",
+			Buckets: prometheus.ExponentialBuckets(16, 2, 12), // 16 .. 32768
+		}, []string{"bundle"}),
+	}
+	q := &queueCollector{
+		backend:  b,
+		inside:   prometheus.NewDesc("iris_queue_requests", "Requests admitted for a model: running plus waiting.", []string{"model"}, nil),
+		capacity: prometheus.NewDesc("iris_queue_capacity", "The most requests a model admits at once; beyond it requests get 429.", []string{"model"}, nil),
+	}
+	for _, c := range []prometheus.Collector{m.stage, m.ttft, m.tokens, m.imageTokens, q} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register model metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *modelMetrics) observe(res *core.Result, a *answer) {
+	b := res.Bundle.Name
+	for _, t := range res.Timings {
+		m.stage.WithLabelValues(b, t.Stage).Observe(t.Duration.Seconds())
+	}
+	if !a.firstToken.IsZero() {
+		m.ttft.WithLabelValues(b).Observe(a.firstToken.Sub(a.start).Seconds())
+	}
+	m.tokens.WithLabelValues(b, "prompt").Add(float64(res.Usage.PromptTokens))
+	m.tokens.WithLabelValues(b, "completion").Add(float64(res.Usage.CompletionTokens))
+	m.tokens.WithLabelValues(b, "image").Add(float64(res.Usage.ImageTokens))
+	if res.Image != nil {
+		m.imageTokens.WithLabelValues(b).Observe(float64(res.Usage.ImageTokens))
+	}
+}
+
+// queueCollector reads the runtime's load when scraped.
+type queueCollector struct {
+	backend  Backend
+	inside   *prometheus.Desc
+	capacity *prometheus.Desc
+}
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- q.inside
+	ch <- q.capacity
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range q.backend.Stats() {
+		ch <- prometheus.MustNewConstMetric(q.inside, prometheus.GaugeValue, float64(s.Inside), s.Model)
+		ch <- prometheus.MustNewConstMetric(q.capacity, prometheus.GaugeValue, float64(s.Capacity), s.Model)
+	}
+}

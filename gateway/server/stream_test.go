@@ -1,0 +1,246 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iris-vlm/iris/gateway/openai"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var streamOn = map[string]any{"stream": true, "stream_options": map[string]any{"include_usage": true}}
+
+// sseTranscriptCases are streamed byte for byte into testdata/<name>.sse.golden.
+var sseTranscriptCases = []struct {
+	name string
+	body string
+}{
+	{"image_usage", chat(bundleVL, okParts, streamOn)},
+	{"image_first_no_usage", chat(bundleVL, []any{imagePart(pngURL), textPart("Name the colours.")}, map[string]any{"stream": true, "max_tokens": 4})},
+	{"text_only", chat(bundleText, "Hello <there> & welcome", streamOn)},
+	{"error_after_start", chat(bundleVL, []any{textPart(doFailAfter), imagePart(pngURL)}, streamOn)},
+	{"no_start_event", chat(bundleVL, []any{textPart(doStartSilent), imagePart(pngURL)}, streamOn)},
+}
+
+// measured matches the timings only the runtime measures; everything else in a transcript is
+// deterministic (the fake's own stages report fixed durations, the clock is fixed).
+var measured = regexp.MustCompile(`"(queue|decode_image)":[0-9.e+-]+`)
+
+func TestStreamGolden(t *testing.T) {
+	e := newEnv(t)
+	for _, tt := range sseTranscriptCases {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := e.do(t, "POST", chatPath, tt.body, http.Header{"X-Request-Id": {"req-" + tt.name}})
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+				t.Errorf("content type %q", ct)
+			}
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := measured.ReplaceAllString(string(raw), `"$1":MEASURED`)
+			for _, m := range e.rt.Models() {
+				got = strings.ReplaceAll(got, m.Digest, "DIGEST_OF_"+m.Name)
+			}
+			path := filepath.Join("testdata", tt.name+".sse.golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("golden transcript missing (go test -run TestStreamGolden -update): %v", err)
+			}
+			if got != string(want) {
+				t.Fatalf("transcript differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
+			}
+		})
+	}
+}
+
+// sseEvent is one parsed server-sent event.
+type sseEvent struct {
+	event string
+	data  string
+}
+
+func parseSSE(t *testing.T, raw string) []sseEvent {
+	t.Helper()
+	if !strings.HasSuffix(raw, "\n\n") {
+		t.Fatalf("stream does not end with a blank line: %q", raw)
+	}
+	var out []sseEvent
+	for _, block := range strings.Split(strings.TrimSuffix(raw, "\n\n"), "\n\n") {
+		var ev sseEvent
+		for _, line := range strings.Split(block, "\n") {
+			switch {
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case strings.HasPrefix(line, "event: "):
+				ev.event = strings.TrimPrefix(line, "event: ")
+			default:
+				t.Fatalf("unexpected SSE line %q", line)
+			}
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// TestStreamMatchesCompletion checks that a streamed answer carries exactly the text, finish
+// reason, usage and iris object of the same request answered in one piece, in OpenAI's chunk
+// order: role chunk, content deltas, finish chunk, usage chunk, [DONE].
+func TestStreamMatchesCompletion(t *testing.T) {
+	e := newEnv(t)
+	bodies := map[string][2]string{
+		"image": {chat(bundleVL, okParts, nil), chat(bundleVL, okParts, streamOn)},
+		"limited": {chat(bundleVL, okParts, map[string]any{"max_tokens": 3}),
+			chat(bundleVL, okParts, map[string]any{"max_tokens": 3, "stream": true, "stream_options": map[string]any{"include_usage": true}})},
+		"text": {chat(bundleText, "Say hi", nil), chat(bundleText, "Say hi", streamOn)},
+	}
+	for name, b := range bodies {
+		t.Run(name, func(t *testing.T) {
+			plain := e.do(t, "POST", chatPath, b[0], nil)
+			pb, _ := io.ReadAll(plain.Body)
+			want := completionOf(t, pb)
+
+			streamed := e.do(t, "POST", chatPath, b[1], nil)
+			sb, _ := io.ReadAll(streamed.Body)
+			events := parseSSE(t, string(sb))
+			if n := len(events); n < 4 || events[n-1].data != "[DONE]" {
+				t.Fatalf("stream %s", sb)
+			}
+			var chunks []openai.ChatCompletionChunk
+			for _, ev := range events[:len(events)-1] {
+				var c openai.ChatCompletionChunk
+				if err := json.Unmarshal([]byte(ev.data), &c); err != nil || c.Object != "chat.completion.chunk" {
+					t.Fatalf("chunk %q: %v", ev.data, err)
+				}
+				chunks = append(chunks, c)
+			}
+			first, finish, usage := chunks[0], chunks[len(chunks)-2], chunks[len(chunks)-1]
+			if first.Choices[0].Delta.Role != "assistant" || first.Choices[0].FinishReason != nil {
+				t.Errorf("first chunk %+v", first)
+			}
+			var text strings.Builder
+			for _, c := range chunks[1 : len(chunks)-2] {
+				if len(c.Choices) != 1 || c.Choices[0].Delta.Content == nil || *c.Choices[0].Delta.Content == "" || c.Choices[0].FinishReason != nil {
+					t.Fatalf("content chunk %+v", c)
+				}
+				text.WriteString(*c.Choices[0].Delta.Content)
+			}
+			if text.String() != want.Choices[0].Message.Content {
+				t.Errorf("streamed text %q, answer %q", text.String(), want.Choices[0].Message.Content)
+			}
+			if fr := finish.Choices[0].FinishReason; fr == nil || *fr != want.Choices[0].FinishReason {
+				t.Errorf("finish chunk %+v, answer finished %q", finish.Choices[0], want.Choices[0].FinishReason)
+			}
+			if finish.Iris == nil || !reflect.DeepEqual(finish.Iris.Image, want.Iris.Image) || finish.Iris.Bundle != want.Iris.Bundle {
+				t.Errorf("finish chunk iris %+v, answer iris %+v", finish.Iris, want.Iris)
+			}
+			if len(usage.Choices) != 0 || usage.Usage == nil || *usage.Usage.PromptTokensDetails != *want.Usage.PromptTokensDetails ||
+				usage.Usage.PromptTokens != want.Usage.PromptTokens || usage.Usage.CompletionTokens != want.Usage.CompletionTokens {
+				t.Errorf("usage chunk %+v, answer usage %+v", usage, want.Usage)
+			}
+			if !strings.Contains(string(sb), `"choices":[]`) {
+				t.Error("the usage chunk does not carry an empty choices array")
+			}
+		})
+	}
+}
+
+// TestDisconnectCancelsTask checks that a client that goes away cancels the task's context,
+// streaming or not, and that the model's slot is freed.
+func TestDisconnectCancelsTask(t *testing.T) {
+	e := newEnv(t)
+	ts := httptest.NewServer(e.srv.Handler())
+	t.Cleanup(ts.Close)
+	for _, stream := range []bool{true, false} {
+		name := map[bool]string{true: "stream", false: "plain"}[stream]
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			body := chat(bundleSlow, []any{textPart(doBlock), imagePart(pngURL)}, map[string]any{"stream": stream})
+			req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+chatPath, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := "req-disconnect-" + name
+			req.Header.Set("X-Request-ID", id)
+			if stream {
+				resp, err := ts.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The role chunk arrives before any answer text: the stream has started.
+				line, err := bufio.NewReader(resp.Body).ReadString('\n')
+				if err != nil || !strings.Contains(line, `"role":"assistant"`) {
+					t.Fatalf("first line %q: %v", line, err)
+				}
+				cancel()
+				_ = resp.Body.Close()
+			} else {
+				go func() {
+					// Hang up once this request reached the task.
+					for got := range e.rec.blocking {
+						if got == id {
+							break
+						}
+					}
+					cancel()
+				}()
+				if resp, err := ts.Client().Do(req); err == nil {
+					_ = resp.Body.Close()
+					t.Fatalf("the request finished with %d", resp.StatusCode)
+				}
+			}
+			select {
+			case got := <-e.rec.canceled:
+				if got != id {
+					t.Fatalf("canceled %s, want %s", got, id)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the task's context was not canceled after the client went away")
+			}
+			waitFor(t, "the slot to be freed", func() bool { return e.insideOf(bundleSlow) == 0 })
+		})
+	}
+}
+
+func (e *testEnv) insideOf(model string) int {
+	for _, s := range e.rt.Stats() {
+		if s.Model == model {
+			return s.Inside
+		}
+	}
+	return -1
+}
+
+// waitFor polls cond for up to 10 s: a liveness bound, not a speed assertion.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
