@@ -29,6 +29,12 @@ type Family struct {
 	StopIDs        []int32
 	MaxMemoryPages int
 	TimeoutMS      int
+	// Params maps each plugin parameter to the preprocessor_config.json keys it is read from,
+	// first present wins ("size.shortest_edge" names a nested key).
+	Params map[string][]string
+	// Fixed are preprocessor_config.json values the family's plugin implements as constants; a
+	// checkpoint that says otherwise is refused rather than served wrongly.
+	Fixed map[string]any
 }
 
 // Families lists the families this build can bundle.
@@ -37,11 +43,28 @@ var Families = map[string]Family{
 		Name: "qwen2_5_vl", ModelTypes: []string{"qwen2_5_vl"},
 		Tasks: []Task{TaskVisionLanguage}, PluginABI: 1, StopIDs: []int32{151645, 151643},
 		MaxMemoryPages: 512, TimeoutMS: 2000,
+		Params: map[string][]string{
+			"min_pixels": {"min_pixels", "size.shortest_edge"},
+			"max_pixels": {"max_pixels", "size.longest_edge"},
+		},
+		Fixed: map[string]any{
+			"patch_size": 14.0, "temporal_patch_size": 2.0, "merge_size": 2.0,
+			"image_mean": []any{0.48145466, 0.4578275, 0.40821073},
+			"image_std":  []any{0.26862954, 0.26130258, 0.27577711},
+		},
 	},
 	"qwen3_vl": {
 		Name: "qwen3_vl", ModelTypes: []string{"qwen3_vl"},
 		Tasks: []Task{TaskVisionLanguage}, PluginABI: 1, StopIDs: []int32{151645, 151643},
 		MaxMemoryPages: 512, TimeoutMS: 2000,
+		Params: map[string][]string{
+			"min_pixels": {"size.shortest_edge", "min_pixels"},
+			"max_pixels": {"size.longest_edge", "max_pixels"},
+		},
+		Fixed: map[string]any{
+			"patch_size": 16.0, "temporal_patch_size": 2.0, "merge_size": 2.0,
+			"image_mean": []any{0.5, 0.5, 0.5}, "image_std": []any{0.5, 0.5, 0.5},
+		},
 	},
 }
 
@@ -187,8 +210,11 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	}
 	m.Plugin.File, m.Plugin.SHA256 = pf.Path, pf.SHA256
 	pre, err := readJSON(filepath.Join(o.From, "preprocessor_config.json"))
-	if err == nil {
-		m.Plugin.Params = PluginParams(pre)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
+	if m.Plugin.Params, err = fam.PluginParams(pre); err != nil {
+		return nil, fmt.Errorf("build bundle: preprocessor_config.json: %w", err)
 	}
 	var buf bytes.Buffer
 	if err := m.Encode(&buf); err != nil {
@@ -209,45 +235,75 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	return &Bundle{Dir: abs, Manifest: m, Digest: hex.EncodeToString(sum[:])}, nil
 }
 
-// PluginParams lifts the preprocessor config's scalar and numeric-list keys (and the size.* keys,
-// flattened) into the plugin's parameter table.
-func PluginParams(pre map[string]any) map[string]any {
-	out := map[string]any{}
-	var put func(prefix string, v map[string]any)
-	put = func(prefix string, v map[string]any) {
-		for k, x := range v {
-			key := prefix + k
-			switch x := x.(type) {
-			case string, bool:
-				out[key] = x
-			case float64:
-				if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
-					out[key] = int64(x)
-				} else {
-					out[key] = x
-				}
-			case []any:
-				nums := make([]float64, 0, len(x))
-				for _, e := range x {
-					f, ok := e.(float64)
-					if !ok {
-						nums = nil
-						break
-					}
-					nums = append(nums, f)
-				}
-				if nums != nil {
-					out[key] = nums
-				}
-			case map[string]any:
-				if prefix == "" && k == "size" {
-					put("size.", x)
-				}
+// PluginParams picks the family plugin's parameters out of a checkpoint's preprocessor config
+// and checks the values the plugin implements as constants.
+func (f Family) PluginParams(pre map[string]any) (map[string]any, error) {
+	lookup := func(key string) (any, bool) {
+		var cur any = pre
+		for _, part := range strings.Split(key, ".") {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if cur, ok = m[part]; !ok || cur == nil {
+				return nil, false
 			}
 		}
+		return cur, true
 	}
-	put("", pre)
-	return out
+	keys := make([]string, 0, len(f.Fixed))
+	for k := range f.Fixed {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got, ok := lookup(k); ok && !sameJSON(got, f.Fixed[k]) {
+			return nil, fmt.Errorf("%s is %v, but the %s plugin implements %v", k, got, f.Name, f.Fixed[k])
+		}
+	}
+	out := map[string]any{}
+	for param, sources := range f.Params {
+		for _, src := range sources {
+			v, ok := lookup(src)
+			if !ok {
+				continue
+			}
+			switch v := v.(type) {
+			case float64:
+				if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+					out[param] = int64(v)
+				} else {
+					out[param] = v
+				}
+			case string, bool:
+				out[param] = v
+			default:
+				return nil, fmt.Errorf("%s: %v is not a number, string or bool", src, v)
+			}
+			break
+		}
+	}
+	return out, nil
+}
+
+func sameJSON(a, b any) bool {
+	switch a := a.(type) {
+	case float64:
+		bf, ok := b.(float64)
+		return ok && a == bf
+	case []any:
+		bl, ok := b.([]any)
+		if !ok || len(a) != len(bl) {
+			return false
+		}
+		for i := range a {
+			if !sameJSON(a[i], bl[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
 }
 
 func generationDefaults(gen, cfg map[string]any, fam Family, maxNew, ctxLen int) Generation {

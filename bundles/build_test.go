@@ -19,7 +19,7 @@ func writeCheckpoint(t *testing.T, modelType string) string {
 		"model.safetensors":        "weights-bytes",
 		"tokenizer.json":           `{"version": "1.0"}`,
 		"tokenizer_config.json":    `{}`,
-		"preprocessor_config.json": `{"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "image_mean": [0.5, 0.5, 0.5], "size": {"shortest_edge": 3136, "longest_edge": 12845056}, "image_processor_type": "Qwen2VLImageProcessor"}`,
+		"preprocessor_config.json": `{"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "image_mean": [0.48145466, 0.4578275, 0.40821073], "size": {"shortest_edge": 3136, "longest_edge": 12845056}, "image_processor_type": "Qwen2VLImageProcessor"}`,
 		"generation_config.json":   `{"eos_token_id": [151645, 151643], "max_new_tokens": 64}`,
 	}
 	for name, body := range files {
@@ -65,11 +65,8 @@ func TestBuildThenLoad(t *testing.T) {
 	if got := m.Generation.StopIDs; len(got) != 2 || got[0] != 151645 || got[1] != 151643 {
 		t.Fatalf("stop ids %v", got)
 	}
-	if m.Plugin.Params["size.shortest_edge"] != int64(3136) || m.Plugin.Params["patch_size"] != int64(14) {
+	if len(m.Plugin.Params) != 2 || m.Plugin.Params["min_pixels"] != int64(3136) || m.Plugin.Params["max_pixels"] != int64(12845056) {
 		t.Fatalf("plugin params %v", m.Plugin.Params)
-	}
-	if _, ok := m.Plugin.Params["image_processor_type"]; !ok {
-		t.Fatalf("string param dropped: %v", m.Plugin.Params)
 	}
 	loaded, err := Load(b.Dir)
 	if err != nil {
@@ -151,6 +148,11 @@ func TestBuildErrors(t *testing.T) {
 			_ = os.Remove(filepath.Join(from, "model.safetensors"))
 			return BuildOptions{From: from, Family: "qwen2_5_vl", Out: t.TempDir(), Plugin: plugin}
 		}, "no *.safetensors"},
+		{"preprocessing the plugin does not implement", func() BuildOptions {
+			from := writeCheckpoint(t, "qwen2_5_vl")
+			_ = os.WriteFile(filepath.Join(from, "preprocessor_config.json"), []byte(`{"patch_size": 16}`), 0o644)
+			return BuildOptions{From: from, Family: "qwen2_5_vl", Out: t.TempDir(), Plugin: plugin}
+		}, "patch_size is 16, but the qwen2_5_vl plugin implements 14"},
 		{"missing plugin", func() BuildOptions {
 			return BuildOptions{From: writeCheckpoint(t, "qwen2_5_vl"), Family: "qwen2_5_vl", Out: t.TempDir(), Plugin: "/nonexistent.wasm"}
 		}, "plugin"},

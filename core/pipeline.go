@@ -3,14 +3,223 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
 
 	"github.com/iris-vlm/iris/bundles"
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/pixels"
+	"github.com/iris-vlm/iris/core/internal/plugin"
+	"github.com/iris-vlm/iris/core/internal/prep"
+	"github.com/iris-vlm/iris/core/internal/tokenize"
+	"github.com/iris-vlm/iris/sdk-wasm/abi"
 )
 
+// visionTask is the vision-language task every bundle gets by default: the family plugin plans
+// and frames, the host executes the pixel plan, the tokenizer encodes, the engine generates.
+type visionTask struct {
+	name  string
+	tok   *tokenize.Tokenizer
+	plug  *plugin.Plugin
+	prep  *prep.Preparer
+	model engine.Model
+	stop  []int32
+}
+
 func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (VisionTask, error) {
-	return nil, errors.New("not wired yet")
+	m := b.Manifest
+	if env.host == nil {
+		return nil, errors.New("no plugin host")
+	}
+	t := &visionTask{name: m.Name}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = t.Close()
+		}
+	}()
+	var err error
+	if t.tok, err = tokenize.Load(b.Dir); err != nil {
+		return nil, err
+	}
+	wasm, err := os.ReadFile(b.Path(m.Plugin.File))
+	if err != nil {
+		return nil, fmt.Errorf("read plugin: %w", err)
+	}
+	lim := plugin.Limits{MemoryPages: uint32(m.Plugin.MaxMemoryPages), Timeout: time.Duration(m.Plugin.TimeoutMS) * time.Millisecond}
+	if t.plug, err = env.host.Load(ctx, m.Family, wasm, m.Plugin.SHA256, lim); err != nil {
+		return nil, err
+	}
+	if fam := t.plug.Describe().Family; fam != m.Family {
+		return nil, fmt.Errorf("plugin %s is for family %q, the bundle is %q", m.Plugin.File, fam, m.Family)
+	}
+	if err := t.plug.CheckParams(m.Plugin.Params); err != nil {
+		return nil, fmt.Errorf("plugin params: %w", err)
+	}
+	if t.prep, err = prep.New(prep.Config{Plugin: t.plug, Tokenizer: t.tok, Params: m.Plugin.Params, TracerProvider: env.tracerProvider}); err != nil {
+		return nil, err
+	}
+	if t.model, err = loadEngine(ctx, b, env); err != nil {
+		return nil, err
+	}
+	t.stop = slices.Clone(m.Generation.StopIDs)
+	ok = true
+	return t, nil
+}
+
+// Answer runs one image question.
+func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*Result, error) {
+	t0 := time.Now()
+	img := &pixels.RGB{W: in.Image.Width, H: in.Image.Height, Pix: in.Image.Pix}
+	pr, err := t.prep.Prepare(ctx, prep.Input{Image: img, Format: in.Image.Info.Format, HasAlpha: in.Image.HasAlpha, Question: in.Question, TextFirst: in.TextFirst})
+	if err != nil {
+		return nil, prepError(err)
+	}
+	timings := prepTimings(t0, pr.Timings)
+
+	stop := t.stop
+	for _, id := range pr.StopIDs {
+		if !slices.Contains(stop, id) {
+			stop = append(slices.Clone(stop), id)
+		}
+	}
+	var (
+		stream  = t.tok.NewStream(true)
+		pending int
+	)
+	req := engine.Request{
+		IDs: pr.InputIDs,
+		Images: []engine.Image{{
+			Pixels: pr.PixelValues,
+			Grid:   engine.Grid{T: pr.Grid.T, H: pr.Grid.H, W: pr.Grid.W},
+		}},
+		MaxNewTokens: in.Params.MaxTokens,
+		Sampling:     engine.Sampling{Temperature: in.Params.Temperature, TopK: in.Params.TopK, TopP: in.Params.TopP, Seed: in.Params.Seed},
+		StopIDs:      stop,
+		IgnoreEOS:    in.Params.IgnoreEOS,
+		OnToken: func(id int32) error {
+			pending++
+			if d := stream.Add(id); d != "" {
+				n := pending
+				pending = 0
+				return emit(Event{Kind: EventDelta, Text: d, Tokens: n})
+			}
+			return nil
+		},
+	}
+	// Bounds before kernels: a request the model cannot hold is a client error, and nothing ran.
+	if err := engine.Check(t.model.Config(), t.model.Limits(), &req); err != nil {
+		return nil, boundsError(err)
+	}
+	if err := emit(Event{Kind: EventStart, Usage: Usage{PromptTokens: len(pr.InputIDs), ImageTokens: pr.ImageTokens}}); err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	gen, err := engine.Generate(ctx, t.model, req)
+	if err != nil {
+		return nil, engineError(err)
+	}
+	if d := stream.Flush(); d != "" || pending > 0 {
+		if err := emit(Event{Kind: EventDelta, Text: d, Tokens: pending}); err != nil {
+			return nil, err
+		}
+	}
+	timings = append(timings,
+		StageTiming{Stage: StageVision, Start: t1, Duration: gen.Timings.Vision},
+		StageTiming{Stage: StagePrefill, Start: t1.Add(gen.Timings.Vision), Duration: gen.Timings.Prefill},
+		StageTiming{Stage: StageDecode, Start: t1.Add(gen.Timings.Vision + gen.Timings.Prefill), Duration: gen.Timings.Decode})
+	finish := FinishStop
+	if gen.Finish == engine.FinishLength {
+		finish = FinishLength
+	}
+	return &Result{
+		Text:         t.tok.DecodeSkipSpecial(gen.Tokens),
+		TokenIDs:     gen.Tokens,
+		FinishReason: finish,
+		Usage:        Usage{PromptTokens: gen.PromptTokens, CompletionTokens: len(gen.Tokens), ImageTokens: gen.ImageTokens},
+		Timings:      timings,
+	}, nil
+}
+
+// Close frees the engine, the plugin and the tokenizer. It is safe to call more than once.
+func (t *visionTask) Close() error {
+	var errs []error
+	if t.model != nil {
+		errs = append(errs, t.model.Close())
+		t.model = nil
+	}
+	if t.plug != nil {
+		errs = append(errs, t.plug.Close(context.Background()))
+		t.plug = nil
+	}
+	if t.tok != nil {
+		errs = append(errs, t.tok.Close())
+		t.tok = nil
+	}
+	return errors.Join(errs...)
+}
+
+// prepTimings lays prep's stages end to end from start, in the order prep runs them.
+func prepTimings(start time.Time, pt prep.Timings) Timings {
+	out := Timings{}
+	at := start
+	for _, st := range []StageTiming{{Stage: StagePlan, Duration: pt.Plan}, {Stage: StageFrame, Duration: pt.Frame}, {Stage: StageTokenize, Duration: pt.Tokenize}, {Stage: StagePixels, Duration: pt.Pixels}} {
+		st.Start = at
+		at = at.Add(st.Duration)
+		out = append(out, st)
+	}
+	return out
+}
+
+// prepError classifies a preprocessing error: the plugin's refusals are the client's, its
+// failures and the host's are ours.
+func prepError(err error) error {
+	var ae *abi.Error
+	if errors.As(err, &ae) {
+		if ae.Kind == abi.Refusal {
+			return &Error{Kind: KindInvalid, Code: ae.Code, Param: "image", Message: ae.Message, Err: err}
+		}
+		return &Error{Kind: KindInternal, Code: "plugin_failure", Message: "internal error", Err: err}
+	}
+	var pe *plugin.Error
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case plugin.CodeTimeout:
+			return &Error{Kind: KindTimeout, Code: pe.Code, Message: "the family plugin ran past its deadline", Err: err}
+		case plugin.CodeCanceled:
+			return &Error{Kind: KindCanceled, Code: "request_canceled", Message: "the request was canceled", Err: err}
+		}
+		return &Error{Kind: KindInternal, Code: pe.Code, Message: "internal error", Err: err}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return AsError(err)
+	}
+	return &Error{Kind: KindInternal, Code: "preprocess_failed", Message: "internal error", Err: err}
+}
+
+func boundsError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrContextExceeded):
+		return &Error{Kind: KindInvalid, Code: "context_length_exceeded", Param: "max_tokens", Message: err.Error(), Err: err}
+	case errors.Is(err, engine.ErrImageTooLarge):
+		return &Error{Kind: KindInvalid, Code: "image_too_large", Param: "image", Message: err.Error(), Err: err}
+	}
+	return &Error{Kind: KindInvalid, Code: "invalid_request", Message: err.Error(), Err: err}
+}
+
+func engineError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return AsError(err)
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		return err // an emit error classified upstream
+	}
+	return err
 }
 
 func defaultTextTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (TextTask, error) {
-	return nil, errors.New("not wired yet")
+	return nil, fmt.Errorf("family %s has no text-generation task in this build: declare only %q", b.Manifest.Family, bundles.TaskVisionLanguage)
 }

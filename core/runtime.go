@@ -23,6 +23,7 @@ import (
 
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/imageio"
+	"github.com/iris-vlm/iris/core/internal/plugin"
 )
 
 // Config configures a Runtime.
@@ -75,6 +76,7 @@ type Runtime struct {
 	order  []string
 	tracer trace.Tracer
 	log    *slog.Logger
+	host   *plugin.Host
 	ready  atomic.Bool
 	closed atomic.Bool
 	mu     sync.RWMutex // orders wg.Add in Generate before wg.Wait in Close
@@ -128,6 +130,11 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		cfg.QueueDepth = 16
 	}
 	r := &Runtime{models: map[string]*model{}, tracer: o.tracer.Tracer("github.com/iris-vlm/iris/core"), log: o.logger}
+	host, err := plugin.NewHost(plugin.Options{CacheDir: cfg.CacheDir, Registerer: o.registerer, TracerProvider: o.tracer, Logger: o.logger})
+	if err != nil {
+		return nil, fmt.Errorf("open runtime: %w", err)
+	}
+	r.host = host
 	for _, dir := range cfg.Bundles {
 		b, err := bundles.Load(dir)
 		if err != nil {
@@ -153,10 +160,12 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 			md.info.Tasks = append(md.info.Tasks, Task(t))
 		}
 		env := &TaskEnv{
-			CacheDir:   cfg.CacheDir,
-			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"bundle": m.Name}, o.registerer),
-			Tracer:     r.tracer,
-			Logger:     o.logger.With("bundle", m.Name),
+			CacheDir:       cfg.CacheDir,
+			Registerer:     prometheus.WrapRegistererWith(prometheus.Labels{"bundle": m.Name}, o.registerer),
+			Tracer:         r.tracer,
+			Logger:         o.logger.With("bundle", m.Name),
+			tracerProvider: o.tracer,
+			host:           host,
 		}
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)
@@ -267,6 +276,9 @@ func (r *Runtime) Close() error {
 		if m.text != nil {
 			errs = append(errs, m.text.Close())
 		}
+	}
+	if r.host != nil {
+		errs = append(errs, r.host.Close(context.Background()))
 	}
 	return errors.Join(errs...)
 }

@@ -104,13 +104,13 @@ func pngBytes(t testing.TB, w, h int) []byte {
 	return buf.Bytes()
 }
 
-type fixture struct {
+type env struct {
 	rt     *core.Runtime
 	vision *echoVision
 	text   *echoText
 }
 
-func open(t *testing.T, cfg core.Config, vision *echoVision) fixture {
+func open(t *testing.T, cfg core.Config, vision *echoVision) env {
 	t.Helper()
 	if vision == nil {
 		vision = &echoVision{}
@@ -123,7 +123,7 @@ func open(t *testing.T, cfg core.Config, vision *echoVision) fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close() })
-	return fixture{rt, vision, text}
+	return env{rt, vision, text}
 }
 
 func code(err error) string {
@@ -349,3 +349,5 @@ func TestOpenRefusesTamperedBundle(t *testing.T) {
 		t.Fatalf("open of a tampered bundle: %v", err)
 	}
 }
+
+func errorsAs(err error, target **core.Error) bool { return errors.As(err, target) }

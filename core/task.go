@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/iris-vlm/iris/core/internal/plugin"
+
 	"github.com/iris-vlm/iris/bundles"
 )
 
@@ -71,4 +73,7 @@ type TaskEnv struct {
 	Tracer trace.Tracer
 	// Logger logs with the bundle attribute set (never nil).
 	Logger *slog.Logger
+
+	tracerProvider trace.TracerProvider
+	host           *plugin.Host
 }

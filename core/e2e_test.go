@@ -1,0 +1,102 @@
+package core_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/iris-vlm/iris/core"
+	"github.com/iris-vlm/iris/core/coretest"
+	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+)
+
+// TestEndToEndGreedyParity runs every fixture case through the whole runtime (image decode, the
+// wasm plugin, native pixels, the tokenizer, the C engine) and compares with transformers.
+func TestEndToEndGreedyParity(t *testing.T) {
+	names, err := fixture.CaseNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 8 {
+		t.Fatalf("%d fixture cases, want >= 8", len(names))
+	}
+	for _, model := range []string{"tiny-untied", "tiny-tied"} {
+		t.Run(model, func(t *testing.T) {
+			golden, err := fixture.LoadGolden(model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = rt.Close() })
+			for _, g := range golden.Cases {
+				t.Run(g.Case, func(t *testing.T) {
+					c, err := fixture.LoadCase(g.Case)
+					if err != nil {
+						t.Fatal(err)
+					}
+					img, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "cases", c.Image))
+					if err != nil {
+						t.Fatal(err)
+					}
+					var streamed strings.Builder
+					res, err := rt.Generate(t.Context(), core.Request{
+						Model: model, Text: c.Question, Image: img,
+						Params: core.Params{MaxTokens: len(g.Tokens), IgnoreEOS: true},
+					}, func(ev core.Event) error {
+						if ev.Kind == core.EventDelta {
+							streamed.WriteString(ev.Text)
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(res.TokenIDs, g.Tokens) {
+						t.Fatalf("greedy tokens differ from transformers:\n got %v\nwant %v", res.TokenIDs, g.Tokens)
+					}
+					if res.Usage.PromptTokens != len(c.InputIDs) || res.Usage.CompletionTokens != len(g.Tokens) {
+						t.Fatalf("usage %+v, want prompt %d completion %d", res.Usage, len(c.InputIDs), len(g.Tokens))
+					}
+					if streamed.String() != res.Text {
+						t.Fatalf("streamed text %q differs from the answer %q", streamed.String(), res.Text)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestBoundsBeforeKernels: a request the context cannot hold is refused as a client error, and
+// the next valid request still works.
+func TestBoundsBeforeKernels(t *testing.T) {
+	dir := coretest.Bundle(t, "tiny-untied", 1024)
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	c, err := fixture.LoadCase("large_644x476")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "cases", c.Image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The prompt is about 400 tokens: 900 new tokens fit the budget check on max_tokens alone
+	// but not prompt + max_tokens in the 1024-token context.
+	_, err = rt.Generate(t.Context(), core.Request{Model: "tiny-untied", Text: c.Question, Image: img, Params: core.Params{MaxTokens: 900}}, nil)
+	var e *core.Error
+	if !errorsAs(err, &e) || e.Kind != core.KindInvalid || e.Code != "context_length_exceeded" {
+		t.Fatalf("over-long request: %v, want 400 context_length_exceeded", err)
+	}
+	res, err := rt.Generate(t.Context(), core.Request{Model: "tiny-untied", Text: c.Question, Image: img, Params: core.Params{MaxTokens: 4}}, nil)
+	if err != nil || res.Usage.CompletionTokens == 0 {
+		t.Fatalf("the next valid request: %+v, %v", res, err)
+	}
+}

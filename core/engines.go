@@ -1,0 +1,36 @@
+package core
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/iris-vlm/iris/bundles"
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/engine/native"
+)
+
+// loadEngine loads the bundle's model on the backend its manifest names.
+func loadEngine(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (engine.Model, error) {
+	m := b.Manifest
+	cfg, err := engine.LoadConfig(b.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("load engine: %w", err)
+	}
+	lim := engine.DefaultLimits(cfg)
+	lim.ContextLength = min(lim.ContextLength, m.Engine.ContextLength)
+	switch m.Engine.Backend {
+	case "cpu":
+		if m.Engine.Precision != "fp32" {
+			return nil, fmt.Errorf("load engine: the cpu backend computes in fp32, the bundle asks for %s", m.Engine.Precision)
+		}
+		model, err := native.Load(b.Dir, native.Options{Limits: &lim})
+		if err != nil {
+			return nil, fmt.Errorf("load engine: %w", err)
+		}
+		env.Logger.Info("engine loaded", "backend", "cpu", "kernels", model.Kernels(), "context", lim.ContextLength)
+		return model, nil
+	case "cuda":
+		return loadCUDA(ctx, b, cfg, lim, env)
+	}
+	return nil, fmt.Errorf("load engine: unknown backend %q", m.Engine.Backend)
+}

@@ -1,0 +1,15 @@
+//go:build !cuda
+
+package core
+
+import (
+	"context"
+	"errors"
+
+	"github.com/iris-vlm/iris/bundles"
+	"github.com/iris-vlm/iris/core/internal/engine"
+)
+
+func loadCUDA(context.Context, *bundles.Bundle, *engine.Config, engine.Limits, *TaskEnv) (engine.Model, error) {
+	return nil, errors.New("load engine: this iris was built without CUDA; rebuild with IRIS_TAGS=cuda (see docs/gpu.md)")
+}

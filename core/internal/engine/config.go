@@ -1,0 +1,360 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// ErrUnsupported reports a checkpoint whose model type or graph option no backend implements.
+var ErrUnsupported = errors.New("unsupported model")
+
+// Config is the model graph, parsed from a checkpoint's config.json. Backends build their graph
+// from these numbers alone: a family differs from another by its values here, not by name.
+type Config struct {
+	// ModelType is config.json's model_type, e.g. "qwen2_5_vl".
+	ModelType string
+	Text      TextConfig
+	Vision    VisionConfig
+	// TieEmbeddings makes lm_head reuse embed_tokens (lm_head.weight may be absent).
+	TieEmbeddings bool
+	// Special token ids of the multimodal prompt.
+	ImageTokenID       int32
+	VideoTokenID       int32
+	VisionStartTokenID int32
+	VisionEndTokenID   int32
+	// EOSTokenIDs are the config's end-of-sequence ids (generation_config.json may add more).
+	EOSTokenIDs []int32
+}
+
+// TextConfig is the decoder: GQA attention with sectioned multimodal RoPE and a SwiGLU MLP.
+type TextConfig struct {
+	Hidden       int
+	Layers       int
+	Heads        int
+	KVHeads      int
+	HeadDim      int
+	Intermediate int
+	Vocab        int
+	// MaxPositions is max_position_embeddings, the model's own context ceiling.
+	MaxPositions int
+	RMSNormEps   float64
+	RopeTheta    float64
+	// MRopeSection splits the HeadDim/2 rotary frequencies between the t, h and w positions.
+	MRopeSection [3]int
+	// Act is the MLP activation; QKVBias says q/k/v projections carry a bias.
+	Act     string
+	QKVBias bool
+}
+
+// VisionConfig is the vision tower: patch embedding, ViT blocks with 2-D RoPE (windowed except
+// in FullAttBlocks), and a merger of MergeSize x MergeSize patches into one token.
+type VisionConfig struct {
+	Depth             int
+	Hidden            int
+	Heads             int
+	Intermediate      int
+	InChannels        int
+	PatchSize         int
+	TemporalPatchSize int
+	MergeSize         int
+	// WindowSize is the attention window side in pixels; 0 means every block is global.
+	WindowSize    int
+	FullAttBlocks []int
+	OutHidden     int
+	RopeTheta     float64
+	// NormEps is the RMSNorm epsilon of the blocks and the merger (fixed by the family).
+	NormEps         float64
+	Act             string
+	TokensPerSecond int
+}
+
+// PatchDim is the length of one pixel row: channels x frames x patch x patch.
+func (v VisionConfig) PatchDim() int {
+	return v.InChannels * v.TemporalPatchSize * v.PatchSize * v.PatchSize
+}
+
+// family holds what a model type fixes that its config.json does not say.
+type family struct {
+	visionNormEps float64
+	qkvBias       bool
+	// defaults the reference applies when config.json omits a key
+	textEps, textTheta, visionTheta float64
+	mropeSection                    [3]int
+	windowSize                      int
+	fullAtt                         []int
+}
+
+// families is the table of supported model types.
+var families = map[string]family{
+	// transformers 5.17 models/qwen2_5_vl: Qwen2_5_VLRMSNorm(..., eps=1e-6) in the vision tower,
+	// q/k/v bias in Qwen2_5_VLAttention, defaults from Qwen2_5_VL{Text,Vision}Config.
+	"qwen2_5_vl": {
+		visionNormEps: 1e-6, qkvBias: true,
+		textEps: 1e-5, textTheta: 1e6, visionTheta: 1e4,
+		mropeSection: [3]int{16, 24, 24}, windowSize: 112, fullAtt: []int{7, 15, 23, 31},
+	},
+}
+
+// LoadConfig reads dir/config.json.
+func LoadConfig(dir string) (*Config, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+	}
+	return cfg, nil
+}
+
+// jsonObject is one level of config.json; keys absent from it read as absent.
+type jsonObject map[string]json.RawMessage
+
+func (o jsonObject) has(key string) bool { _, ok := o[key]; return ok && string(o[key]) != "null" }
+
+func (o jsonObject) get(key string, dst any) (bool, error) {
+	if !o.has(key) {
+		return false, nil
+	}
+	if err := json.Unmarshal(o[key], dst); err != nil {
+		return true, fmt.Errorf("config key %q: %w", key, err)
+	}
+	return true, nil
+}
+
+// ParseConfig parses config.json in either layout: the hub's flat one (text keys at the top,
+// rope_scaling + rope_theta) or transformers 5's nested one (text_config, rope_parameters).
+func ParseConfig(data []byte) (*Config, error) {
+	var top jsonObject
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("parsing config: %w", err)
+	}
+	cfg := &Config{}
+	if _, err := top.get("model_type", &cfg.ModelType); err != nil {
+		return nil, err
+	}
+	fam, ok := families[cfg.ModelType]
+	if !ok {
+		return nil, fmt.Errorf("model_type %q: %w", cfg.ModelType, ErrUnsupported)
+	}
+
+	// Text keys live in text_config (transformers 5) or at the top (hub files); a key missing
+	// from text_config falls back to the top level.
+	text := top
+	if top.has("text_config") {
+		var nested jsonObject
+		if _, err := top.get("text_config", &nested); err != nil {
+			return nil, err
+		}
+		text = jsonObject{}
+		for k, v := range top {
+			text[k] = v
+		}
+		for k, v := range nested {
+			text[k] = v
+		}
+	}
+	var vision jsonObject
+	if _, err := top.get("vision_config", &vision); err != nil {
+		return nil, err
+	}
+	if vision == nil {
+		return nil, errors.New("config has no vision_config")
+	}
+
+	var errs []error
+	need := func(o jsonObject, key string, dst *int) {
+		found, err := o.get(key, dst)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case !found:
+			errs = append(errs, fmt.Errorf("config key %q: missing", key))
+		}
+	}
+	opt := func(o jsonObject, key string, dst any) {
+		if _, err := o.get(key, dst); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	t := &cfg.Text
+	need(text, "hidden_size", &t.Hidden)
+	need(text, "num_hidden_layers", &t.Layers)
+	need(text, "num_attention_heads", &t.Heads)
+	need(text, "intermediate_size", &t.Intermediate)
+	need(text, "vocab_size", &t.Vocab)
+	t.KVHeads = t.Heads
+	opt(text, "num_key_value_heads", &t.KVHeads)
+	t.MaxPositions = 32768
+	opt(text, "max_position_embeddings", &t.MaxPositions)
+	t.RMSNormEps = fam.textEps
+	opt(text, "rms_norm_eps", &t.RMSNormEps)
+	t.Act = "silu"
+	opt(text, "hidden_act", &t.Act)
+	t.QKVBias = fam.qkvBias
+
+	// Rotary: rope_parameters (transformers 5) or rope_scaling plus rope_theta (hub).
+	t.RopeTheta = fam.textTheta
+	opt(text, "rope_theta", &t.RopeTheta)
+	section := fam.mropeSection[:]
+	for _, key := range []string{"rope_scaling", "rope_parameters"} {
+		var rope jsonObject
+		opt(text, key, &rope)
+		if rope == nil {
+			continue
+		}
+		opt(rope, "rope_theta", &t.RopeTheta)
+		if rope.has("mrope_section") {
+			section = nil
+			opt(rope, "mrope_section", &section)
+		}
+	}
+	if len(section) != 3 {
+		errs = append(errs, fmt.Errorf("mrope_section %v: want 3 sections", section))
+	} else {
+		copy(t.MRopeSection[:], section)
+	}
+
+	// tie_word_embeddings: the top level decides; a pre-v5 file may carry it in text_config only
+	// (Qwen2_5_VLConfig.__post_init__ forwards it).
+	opt(top, "tie_word_embeddings", &cfg.TieEmbeddings)
+	if !cfg.TieEmbeddings && top.has("text_config") {
+		var nested jsonObject
+		opt(top, "text_config", &nested)
+		var tied bool
+		opt(nested, "tie_word_embeddings", &tied)
+		cfg.TieEmbeddings = tied
+	}
+
+	cfg.ImageTokenID, cfg.VideoTokenID = 151655, 151656
+	cfg.VisionStartTokenID, cfg.VisionEndTokenID = 151652, 151653
+	opt(top, "image_token_id", &cfg.ImageTokenID)
+	opt(top, "video_token_id", &cfg.VideoTokenID)
+	opt(top, "vision_start_token_id", &cfg.VisionStartTokenID)
+	opt(top, "vision_end_token_id", &cfg.VisionEndTokenID)
+	if ids, err := tokenIDs(text, "eos_token_id"); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.EOSTokenIDs = ids
+	}
+
+	v := &cfg.Vision
+	need(vision, "depth", &v.Depth)
+	need(vision, "hidden_size", &v.Hidden)
+	need(vision, "num_heads", &v.Heads)
+	need(vision, "intermediate_size", &v.Intermediate)
+	need(vision, "out_hidden_size", &v.OutHidden)
+	v.InChannels = 3
+	opt(vision, "in_chans", &v.InChannels) // hub spelling
+	opt(vision, "in_channels", &v.InChannels)
+	v.PatchSize, v.TemporalPatchSize, v.MergeSize = 14, 2, 2
+	opt(vision, "patch_size", &v.PatchSize)
+	opt(vision, "temporal_patch_size", &v.TemporalPatchSize)
+	opt(vision, "spatial_merge_size", &v.MergeSize)
+	v.WindowSize = fam.windowSize
+	opt(vision, "window_size", &v.WindowSize)
+	v.FullAttBlocks = append([]int(nil), fam.fullAtt...)
+	opt(vision, "fullatt_block_indexes", &v.FullAttBlocks)
+	v.Act = "silu"
+	opt(vision, "hidden_act", &v.Act)
+	v.TokensPerSecond = 4
+	opt(vision, "tokens_per_second", &v.TokensPerSecond)
+	v.RopeTheta = fam.visionTheta
+	var vrope jsonObject
+	opt(vision, "rope_parameters", &vrope)
+	if vrope != nil {
+		opt(vrope, "rope_theta", &v.RopeTheta)
+	}
+	v.NormEps = fam.visionNormEps
+
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// Qwen2_5_VLAttention: head_dim = hidden_size // num_heads (a head_dim key is ignored).
+	if t.Heads > 0 {
+		t.HeadDim = t.Hidden / t.Heads
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// tokenIDs reads an id that config files write either as a number or as a list.
+func tokenIDs(o jsonObject, key string) ([]int32, error) {
+	if !o.has(key) {
+		return nil, nil
+	}
+	var one int32
+	if err := json.Unmarshal(o[key], &one); err == nil {
+		return []int32{one}, nil
+	}
+	var many []int32
+	if err := json.Unmarshal(o[key], &many); err != nil {
+		return nil, fmt.Errorf("config key %q: %w", key, err)
+	}
+	return many, nil
+}
+
+// Validate checks that the numbers describe a graph the backends can build.
+func (c *Config) Validate() error {
+	t, v := &c.Text, &c.Vision
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for name, n := range map[string]int{
+		"hidden_size": t.Hidden, "num_hidden_layers": t.Layers, "num_attention_heads": t.Heads,
+		"num_key_value_heads": t.KVHeads, "intermediate_size": t.Intermediate, "vocab_size": t.Vocab,
+		"max_position_embeddings": t.MaxPositions, "vision depth": v.Depth, "vision hidden_size": v.Hidden,
+		"vision num_heads": v.Heads, "vision intermediate_size": v.Intermediate, "in_channels": v.InChannels,
+		"patch_size": v.PatchSize, "temporal_patch_size": v.TemporalPatchSize, "spatial_merge_size": v.MergeSize,
+		"out_hidden_size": v.OutHidden,
+	} {
+		if n <= 0 {
+			bad("%s = %d: must be positive", name, n)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if t.Hidden%t.Heads != 0 {
+		bad("hidden_size %d not divisible by num_attention_heads %d", t.Hidden, t.Heads)
+	}
+	if t.Heads%t.KVHeads != 0 {
+		bad("num_attention_heads %d not a multiple of num_key_value_heads %d", t.Heads, t.KVHeads)
+	}
+	if s := t.MRopeSection; s[0] < 0 || s[1] < 0 || s[2] < 0 || s[0]+s[1]+s[2] != t.HeadDim/2 {
+		bad("mrope_section %v must sum to head_dim/2 = %d", s, t.HeadDim/2)
+	}
+	if t.Act != "silu" {
+		bad("text hidden_act %q: %w", t.Act, ErrUnsupported)
+	}
+	if v.Act != "silu" {
+		bad("vision hidden_act %q: %w", v.Act, ErrUnsupported)
+	}
+	if v.Hidden%v.Heads != 0 || (v.Hidden/v.Heads)%4 != 0 {
+		bad("vision head_dim %d/%d must be a whole multiple of 4", v.Hidden, v.Heads)
+	}
+	if v.WindowSize < 0 || (v.WindowSize > 0 && v.WindowSize%(v.PatchSize*v.MergeSize) != 0) {
+		bad("window_size %d must be a multiple of patch_size*spatial_merge_size", v.WindowSize)
+	}
+	for _, b := range v.FullAttBlocks {
+		if b < 0 || b >= v.Depth {
+			bad("fullatt_block_indexes: block %d outside depth %d", b, v.Depth)
+		}
+	}
+	if v.OutHidden != t.Hidden {
+		bad("vision out_hidden_size %d != text hidden_size %d", v.OutHidden, t.Hidden)
+	}
+	if !(t.RMSNormEps > 0) || !(t.RopeTheta > 0) || !(v.RopeTheta > 0) || !(v.NormEps > 0) {
+		bad("epsilons and rope thetas must be positive")
+	}
+	if c.ImageTokenID < 0 || int(c.ImageTokenID) >= t.Vocab {
+		bad("image_token_id %d outside the vocabulary", c.ImageTokenID)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,164 @@
+package engine_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+)
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		path string
+		want engine.Config
+	}{
+		{
+			// transformers 5 layout: text_config, rope_parameters, top-level tie_word_embeddings
+			name: "fixture untied",
+			path: filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
+			want: engine.Config{
+				ModelType: "qwen2_5_vl",
+				Text: engine.TextConfig{
+					Hidden: 32, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 16, Intermediate: 64, Vocab: 151936,
+					MaxPositions: 4096, RMSNormEps: 1e-6, RopeTheta: 1e6, MRopeSection: [3]int{2, 3, 3}, Act: "silu", QKVBias: true,
+				},
+				Vision: engine.VisionConfig{
+					Depth: 2, Hidden: 64, Heads: 4, Intermediate: 128, InChannels: 3, PatchSize: 14, TemporalPatchSize: 2,
+					MergeSize: 2, WindowSize: 112, FullAttBlocks: []int{1}, OutHidden: 32, RopeTheta: 1e4, NormEps: 1e-6,
+					Act: "silu", TokensPerSecond: 2,
+				},
+				ImageTokenID: 151655, VideoTokenID: 151656, VisionStartTokenID: 151652, VisionEndTokenID: 151653,
+				EOSTokenIDs: []int32{151645},
+			},
+		},
+		{
+			// the hub's flat layout: text keys at the top, rope_scaling, in_chans
+			name: "hub 3B",
+			path: filepath.Join("testdata", "configs", "qwen2_5_vl_3b_hub.json"),
+			want: engine.Config{
+				ModelType: "qwen2_5_vl",
+				Text: engine.TextConfig{
+					Hidden: 2048, Layers: 36, Heads: 16, KVHeads: 2, HeadDim: 128, Intermediate: 11008, Vocab: 151936,
+					MaxPositions: 128000, RMSNormEps: 1e-6, RopeTheta: 1e6, MRopeSection: [3]int{16, 24, 24}, Act: "silu", QKVBias: true,
+				},
+				Vision: engine.VisionConfig{
+					Depth: 32, Hidden: 1280, Heads: 16, Intermediate: 3420, InChannels: 3, PatchSize: 14, TemporalPatchSize: 2,
+					MergeSize: 2, WindowSize: 112, FullAttBlocks: []int{7, 15, 23, 31}, OutHidden: 2048, RopeTheta: 1e4,
+					NormEps: 1e-6, Act: "silu", TokensPerSecond: 2,
+				},
+				TieEmbeddings: true,
+				ImageTokenID:  151655, VideoTokenID: 151656, VisionStartTokenID: 151652, VisionEndTokenID: 151653,
+				EOSTokenIDs: []int32{151645},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := os.ReadFile(tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := engine.ParseConfig(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, tt.want) {
+				t.Errorf("ParseConfig:\n got %+v\nwant %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseConfigTied(t *testing.T) {
+	cfg, err := engine.LoadConfig(fixture.ModelDir("tiny-tied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.TieEmbeddings || cfg.Text.Hidden != 16 || cfg.Text.MRopeSection != [3]int{1, 1, 2} {
+		t.Errorf("tied fixture parsed as %+v", cfg)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	base, err := os.ReadFile(filepath.Join("testdata", "configs", "qwen2_5_vl_3b_hub.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		edit    func(string) string
+		wantErr string
+		is      error
+	}{
+		{"unknown family", func(s string) string {
+			return strings.Replace(s, `"model_type": "qwen2_5_vl"`, `"model_type": "llava"`, 1)
+		}, `model_type "llava"`, engine.ErrUnsupported},
+		{"missing hidden size", func(s string) string {
+			return strings.Replace(s, `"hidden_size": 2048,`, ``, 1)
+		}, `"hidden_size": missing`, nil},
+		{"bad mrope sections", func(s string) string {
+			return strings.Replace(s, `16,
+      24,
+      24`, `16, 24, 16`, 1)
+		}, "mrope_section", nil},
+		{"gelu text MLP", func(s string) string {
+			return strings.Replace(s, `"hidden_act": "silu",
+  "hidden_size": 2048`, `"hidden_act": "gelu",
+  "hidden_size": 2048`, 1)
+		}, `text hidden_act "gelu"`, engine.ErrUnsupported},
+		{"vision width mismatch", func(s string) string {
+			return strings.Replace(s, `"out_hidden_size": 2048`, `"out_hidden_size": 1024`, 1)
+		}, "out_hidden_size 1024 != text hidden_size 2048", nil},
+		{"full block outside depth", func(s string) string {
+			return strings.Replace(s, `      31
+    ]`, `      32
+    ]`, 1)
+		}, "block 32 outside depth 32", nil},
+		{"wrong type", func(s string) string {
+			return strings.Replace(s, `"num_hidden_layers": 36`, `"num_hidden_layers": "36"`, 1)
+		}, `"num_hidden_layers"`, nil},
+		{"not json", func(string) string { return "{" }, "parsing config", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := tt.edit(string(base))
+			if src == string(base) {
+				t.Fatal("edit did not change the config")
+			}
+			_, err := engine.ParseConfig([]byte(src))
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("err = %v, want errors.Is %v", err, tt.is)
+			}
+		})
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	for _, p := range []string{
+		filepath.Join("testdata", "configs", "qwen2_5_vl_3b_hub.json"),
+		filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
+	} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := engine.ParseConfig(data)
+		if err == nil {
+			if verr := cfg.Validate(); verr != nil {
+				t.Fatalf("parsed config fails Validate: %v", verr)
+			}
+		}
+	})
+}

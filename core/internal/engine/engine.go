@@ -1,0 +1,109 @@
+// Package engine defines the model-execution interface the runtime drives, and what every backend
+// shares: the graph config parsed from config.json, 3-D rotary positions, request bounds, sampling
+// and the generate loop (vision -> prefill -> decode).
+//
+// A backend (the cgo CPU engine in engine/native today, a CUDA one later) implements [Model] and
+// [Sequence]; everything else in this package is backend-independent Go without cgo.
+//
+// # Notes
+//
+//   - A [Model] is safe for concurrent use; a backend may serialise calls (the CPU backend runs
+//     one call at a time, each on all its threads).
+//   - A [Sequence] (one KV cache) is used by one request at a time: its methods and the Model
+//     methods that take it must not be called concurrently for the same Sequence.
+//   - [Check] runs before any kernel: the runtime calls it to refuse a request as a client error,
+//     and [Generate] calls it again first.
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrClosed is returned by a Model or Sequence used after Close.
+var ErrClosed = errors.New("engine closed")
+
+// Grid is an image's patch grid (temporal, height, width), as image_grid_thw.
+type Grid struct {
+	T, H, W int
+}
+
+// Patches is the number of pixel rows the grid holds.
+func (g Grid) Patches() int { return g.T * g.H * g.W }
+
+// Tokens is the number of prompt placeholder tokens the grid becomes after a merge x merge merger.
+func (g Grid) Tokens(merge int) int {
+	if merge <= 0 {
+		return 0
+	}
+	return g.T * (g.H / merge) * (g.W / merge)
+}
+
+// Image is one preprocessed image: pixel_values rows in merge-block order.
+type Image struct {
+	// Pixels holds Grid.Patches() rows of Config.Vision.PatchDim() float32 values.
+	Pixels []float32
+	Grid   Grid
+	// Embeddings, when set, are reused instead of running the vision tower (a cache hit).
+	Embeddings *Embeddings
+}
+
+// Embeddings are vision-tower outputs in host memory, one row per placeholder token.
+type Embeddings struct {
+	Tokens, Dim int
+	Data        []float32 // Tokens*Dim values
+}
+
+// Positions are the rotary positions of a prompt: three rows (t, h, w) of one value per token,
+// and the offset a decode step adds to its absolute index (rope_delta).
+type Positions struct {
+	T, H, W []int32
+	Delta   int
+}
+
+// Prompt is the input of a prefill.
+type Prompt struct {
+	IDs       []int32
+	Positions Positions
+	// Images replace, in order, the embeddings of the runs of Config.ImageTokenID in IDs.
+	Images []*Embeddings
+}
+
+// Model is a loaded model that a backend runs.
+type Model interface {
+	// Config is the graph the model was loaded with; callers must not modify it.
+	Config() *Config
+	// Limits are the bounds the model was loaded with.
+	Limits() Limits
+	// EncodeVision runs the vision tower on one image.
+	EncodeVision(ctx context.Context, img Image) (*Embeddings, error)
+	// NewSequence allocates a KV cache for up to capacity tokens.
+	NewSequence(capacity int) (Sequence, error)
+	// Prefill appends the prompt to seq and returns the logits of its last token. The slice
+	// belongs to seq and stays valid until the next call with seq.
+	Prefill(ctx context.Context, seq Sequence, p Prompt) ([]float32, error)
+	// DecodeStep appends token at rotary position pos (all three axes: absolute index plus
+	// Positions.Delta) and returns its logits, valid until the next call with seq.
+	DecodeStep(ctx context.Context, seq Sequence, token int32, pos int32) ([]float32, error)
+	// Close releases the model; it is safe to call more than once.
+	Close() error
+}
+
+// Sequence is one request's KV cache.
+type Sequence interface {
+	// Len is the number of tokens in the cache; Cap the most it can hold.
+	Len() int
+	Cap() int
+	// Reset empties the cache for reuse.
+	Reset()
+	// Close releases the cache; it is safe to call more than once.
+	Close() error
+}
+
+// Timings are the wall times of the engine stages of one request.
+type Timings struct {
+	Vision  time.Duration
+	Prefill time.Duration
+	Decode  time.Duration
+}

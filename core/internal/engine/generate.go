@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// FinishReason says why generation stopped, with OpenAI's names.
+type FinishReason string
+
+// Finish reasons.
+const (
+	FinishStop   FinishReason = "stop"   // a stop token was sampled
+	FinishLength FinishReason = "length" // MaxNewTokens were generated
+)
+
+// Request is one generation: a tokenized prompt whose image placeholder runs match Images.
+type Request struct {
+	// IDs is the prompt, each image already expanded to Grid.Tokens placeholder ids.
+	IDs    []int32
+	Images []Image
+	// MaxNewTokens caps the generated tokens (a sampled stop token does not count).
+	MaxNewTokens int
+	Sampling     Sampling
+	// StopIDs end generation when sampled; the stop token is not part of the answer.
+	StopIDs []int32
+	// IgnoreEOS disables StopIDs: exactly MaxNewTokens tokens are generated.
+	IgnoreEOS bool
+	// OnToken, if set, receives each answer token as soon as it is sampled (streaming); an
+	// error it returns ends generation with that error.
+	OnToken func(id int32) error
+}
+
+// Result is a finished generation.
+type Result struct {
+	// Tokens is the answer, without the stop token.
+	Tokens []int32
+	Finish FinishReason
+	// StopToken is the sampled stop id when Finish is FinishStop.
+	StopToken int32
+	// PromptTokens counts the prompt (image tokens included); ImageTokens the image tokens.
+	PromptTokens int
+	ImageTokens  int
+	Timings      Timings
+}
+
+// Generate runs a request on m: Check, the vision tower for each image, prefill, then decode
+// steps until a stop token or MaxNewTokens. ctx is checked between steps; on cancellation the
+// error wraps ctx.Err().
+func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
+	cfg := m.Config()
+	if err := Check(cfg, m.Limits(), &req); err != nil {
+		return nil, err
+	}
+	res := &Result{PromptTokens: len(req.IDs)}
+
+	start := time.Now()
+	grids := make([]Grid, len(req.Images))
+	embeds := make([]*Embeddings, len(req.Images))
+	for i, img := range req.Images {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		grids[i] = img.Grid
+		e := img.Embeddings
+		if e == nil {
+			var err error
+			if e, err = m.EncodeVision(ctx, img); err != nil {
+				return nil, fmt.Errorf("encoding image %d: %w", i, err)
+			}
+		}
+		embeds[i] = e
+		res.ImageTokens += e.Tokens
+	}
+	res.Timings.Vision = time.Since(start)
+
+	pos, err := Positions3D(req.IDs, cfg.ImageTokenID, grids, cfg.Vision.MergeSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	seq, err := m.NewSequence(len(req.IDs) + req.MaxNewTokens)
+	if err != nil {
+		return nil, fmt.Errorf("allocating sequence: %w", err)
+	}
+	defer seq.Close()
+
+	start = time.Now()
+	logits, err := m.Prefill(ctx, seq, Prompt{IDs: req.IDs, Positions: pos, Images: embeds})
+	if err != nil {
+		return nil, fmt.Errorf("prefill: %w", err)
+	}
+	res.Timings.Prefill = time.Since(start)
+
+	stop := map[int32]bool{}
+	if !req.IgnoreEOS {
+		for _, id := range req.StopIDs {
+			stop[id] = true
+		}
+	}
+	sampler := NewSampler(req.Sampling)
+	start = time.Now()
+	defer func() { res.Timings.Decode = time.Since(start) }()
+	for {
+		tok := sampler.Sample(logits)
+		if stop[tok] {
+			res.Finish, res.StopToken = FinishStop, tok
+			return res, nil
+		}
+		res.Tokens = append(res.Tokens, tok)
+		if req.OnToken != nil {
+			if err := req.OnToken(tok); err != nil {
+				return nil, err
+			}
+		}
+		if len(res.Tokens) == req.MaxNewTokens {
+			res.Finish = FinishLength
+			return res, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
+		// index plus rope_delta on all three axes.
+		at := len(req.IDs) + len(res.Tokens) - 1
+		if logits, err = m.DecodeStep(ctx, seq, tok, int32(at+pos.Delta)); err != nil {
+			return nil, fmt.Errorf("decode step %d: %w", len(res.Tokens), err)
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+)
+
+// fakeModel is a deterministic test double: the logits of a step put all mass on a token given
+// by script[step], and it records every call so tests can see what Generate asked for.
+type fakeModel struct {
+	cfg    *engine.Config
+	lim    engine.Limits
+	script []int32
+	calls  []string
+	pos    []int32 // DecodeStep positions
+	fed    []int32 // DecodeStep tokens
+	step   int
+	closed int
+}
+
+type fakeSeq struct {
+	m      *fakeModel
+	n, cap int
+	closed bool
+}
+
+func (s *fakeSeq) Len() int     { return s.n }
+func (s *fakeSeq) Cap() int     { return s.cap }
+func (s *fakeSeq) Reset()       { s.n = 0 }
+func (s *fakeSeq) Close() error { s.closed = true; s.m.closed++; return nil }
+
+func newFake(script ...int32) *fakeModel {
+	cfg := &engine.Config{
+		ModelType: "fake",
+		Text:      engine.TextConfig{Hidden: 4, Vocab: 16, MaxPositions: 64},
+		Vision: engine.VisionConfig{
+			InChannels: 1, TemporalPatchSize: 1, PatchSize: 1, MergeSize: 2, OutHidden: 4,
+		},
+		ImageTokenID: 15,
+	}
+	return &fakeModel{cfg: cfg, lim: engine.Limits{ContextLength: 32, MaxImages: 2, MaxImagePatches: 16, MaxGridSide: 4}, script: script}
+}
+
+func (m *fakeModel) Config() *engine.Config { return m.cfg }
+func (m *fakeModel) Limits() engine.Limits  { return m.lim }
+func (m *fakeModel) Close() error           { return nil }
+
+func (m *fakeModel) EncodeVision(_ context.Context, img engine.Image) (*engine.Embeddings, error) {
+	m.calls = append(m.calls, "vision")
+	n := img.Grid.Tokens(2)
+	return &engine.Embeddings{Tokens: n, Dim: 4, Data: make([]float32, n*4)}, nil
+}
+
+func (m *fakeModel) NewSequence(capacity int) (engine.Sequence, error) {
+	m.calls = append(m.calls, fmt.Sprintf("seq %d", capacity))
+	return &fakeSeq{m: m, cap: capacity}, nil
+}
+
+func (m *fakeModel) logits() []float32 {
+	l := make([]float32, m.cfg.Text.Vocab)
+	l[m.script[m.step%len(m.script)]] = 1
+	m.step++
+	return l
+}
+
+func (m *fakeModel) Prefill(_ context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
+	m.calls = append(m.calls, fmt.Sprintf("prefill %d delta %d images %d", len(p.IDs), p.Positions.Delta, len(p.Images)))
+	seq.(*fakeSeq).n += len(p.IDs)
+	return m.logits(), nil
+}
+
+func (m *fakeModel) DecodeStep(_ context.Context, seq engine.Sequence, token, pos int32) ([]float32, error) {
+	m.calls = append(m.calls, "decode")
+	m.fed = append(m.fed, token)
+	m.pos = append(m.pos, pos)
+	seq.(*fakeSeq).n++
+	return m.logits(), nil
+}
+
+func TestGenerate(t *testing.T) {
+	// 2 text tokens, a 2x2-token image (4x4 patches), 1 text token: delta = 5 - 7 = -2
+	prompt := []int32{1, 2, 15, 15, 15, 15, 3}
+	image := engine.Image{Pixels: make([]float32, 16), Grid: engine.Grid{T: 1, H: 4, W: 4}}
+	tests := []struct {
+		name       string
+		script     []int32
+		req        engine.Request
+		want       []int32
+		finish     engine.FinishReason
+		stopToken  int32
+		wantDecode int
+	}{
+		{
+			name:   "length",
+			script: []int32{5, 6, 7, 8},
+			req:    engine.Request{MaxNewTokens: 3, StopIDs: []int32{9}},
+			want:   []int32{5, 6, 7}, finish: engine.FinishLength, wantDecode: 2,
+		},
+		{
+			name:   "stop token ends and is dropped",
+			script: []int32{5, 9, 7},
+			req:    engine.Request{MaxNewTokens: 8, StopIDs: []int32{9}},
+			want:   []int32{5}, finish: engine.FinishStop, stopToken: 9, wantDecode: 1,
+		},
+		{
+			name:   "ignore eos",
+			script: []int32{5, 9, 7},
+			req:    engine.Request{MaxNewTokens: 4, StopIDs: []int32{9}, IgnoreEOS: true},
+			want:   []int32{5, 9, 7, 5}, finish: engine.FinishLength, wantDecode: 3,
+		},
+		{
+			name:   "stop at once",
+			script: []int32{9},
+			req:    engine.Request{MaxNewTokens: 4, StopIDs: []int32{9}},
+			want:   nil, finish: engine.FinishStop, stopToken: 9, wantDecode: 0,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFake(tt.script...)
+			req := tt.req
+			req.IDs, req.Images = prompt, []engine.Image{image}
+			var streamed []int32
+			req.OnToken = func(id int32) error { streamed = append(streamed, id); return nil }
+			res, err := engine.Generate(context.Background(), m, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Tokens, tt.want) || !slices.Equal(streamed, tt.want) {
+				t.Errorf("tokens %v, streamed %v, want %v", res.Tokens, streamed, tt.want)
+			}
+			if res.Finish != tt.finish || res.StopToken != tt.stopToken {
+				t.Errorf("finish %q/%d, want %q/%d", res.Finish, res.StopToken, tt.finish, tt.stopToken)
+			}
+			if res.PromptTokens != 7 || res.ImageTokens != 4 {
+				t.Errorf("usage %d/%d, want 7/4", res.PromptTokens, res.ImageTokens)
+			}
+			wantCalls := []string{"vision", fmt.Sprintf("seq %d", 7+req.MaxNewTokens), "prefill 7 delta -2 images 1"}
+			for range tt.wantDecode {
+				wantCalls = append(wantCalls, "decode")
+			}
+			if !slices.Equal(m.calls, wantCalls) {
+				t.Errorf("calls %q, want %q", m.calls, wantCalls)
+			}
+			// the i-th fed token sits at absolute index 7+i and rotates at 7+i-2
+			for i, p := range m.pos {
+				if p != int32(7+i-2) || m.fed[i] != tt.want[i] {
+					t.Errorf("decode %d: token %d at %d, want %d at %d", i, m.fed[i], p, tt.want[i], 7+i-2)
+				}
+			}
+			if m.closed != 1 {
+				t.Errorf("sequence closed %d times", m.closed)
+			}
+		})
+	}
+}
+
+func TestGenerateCachedEmbeddings(t *testing.T) {
+	m := newFake(5)
+	emb := &engine.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4)}
+	res, err := engine.Generate(context.Background(), m, engine.Request{
+		IDs:          []int32{1, 15, 2},
+		Images:       []engine.Image{{Grid: engine.Grid{T: 1, H: 2, W: 2}, Embeddings: emb}},
+		MaxNewTokens: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(m.calls, "vision") || res.ImageTokens != 1 {
+		t.Errorf("calls %q, image tokens %d: cached embeddings must skip the vision tower", m.calls, res.ImageTokens)
+	}
+}
+
+func TestGenerateCancel(t *testing.T) {
+	m := newFake(5, 6, 7, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	_, err := engine.Generate(ctx, m, engine.Request{
+		IDs: []int32{1, 2}, MaxNewTokens: 10,
+		OnToken: func(int32) error {
+			if n++; n == 2 {
+				cancel()
+			}
+			return nil
+		},
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if got := slices.Index(m.calls, "decode"); got < 0 || len(m.calls)-got != 1 {
+		t.Errorf("calls %q: want exactly one decode step before the cancel is seen", m.calls)
+	}
+
+	m = newFake(5)
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	if _, err := engine.Generate(ctx, m, engine.Request{IDs: []int32{1}, MaxNewTokens: 1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if len(m.calls) != 0 {
+		t.Errorf("calls %q after a canceled context", m.calls)
+	}
+}
+
+func TestGenerateCallbackError(t *testing.T) {
+	m := newFake(5, 6)
+	stop := errors.New("client gone")
+	_, err := engine.Generate(context.Background(), m, engine.Request{
+		IDs: []int32{1}, MaxNewTokens: 5, OnToken: func(int32) error { return stop },
+	})
+	if !errors.Is(err, stop) {
+		t.Fatalf("err = %v, want the callback's error", err)
+	}
+}
+
+// TestGenerateRefusesFirst checks that a request over a bound reaches no model method.
+func TestGenerateRefusesFirst(t *testing.T) {
+	m := newFake(5)
+	_, err := engine.Generate(context.Background(), m, engine.Request{IDs: make([]int32, 30), MaxNewTokens: 3})
+	var be *engine.BoundsError
+	if !errors.Is(err, engine.ErrContextExceeded) || !errors.As(err, &be) || be.Got != 33 || be.Limit != 32 {
+		t.Fatalf("err = %v, want a BoundsError 33 > 32", err)
+	}
+	if len(m.calls) != 0 {
+		t.Errorf("calls %q: a refused request must run nothing", m.calls)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	cfg := newFake().cfg
+	lim := engine.Limits{ContextLength: 32, MaxImages: 1, MaxImagePatches: 16, MaxGridSide: 4}
+	px := func(n int) []float32 { return make([]float32, n) }
+	tests := []struct {
+		name string
+		req  engine.Request
+		is   error // nil: accepted
+	}{
+		{"ok", engine.Request{IDs: []int32{1, 15, 2}, MaxNewTokens: 29, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, nil},
+		{"context exactly full", engine.Request{IDs: []int32{1, 2}, MaxNewTokens: 30}, nil},
+		{"context exceeded", engine.Request{IDs: []int32{1, 2}, MaxNewTokens: 31}, engine.ErrContextExceeded},
+		{"image tokens count", engine.Request{IDs: append(make([]int32, 2), 15, 15, 15, 15), MaxNewTokens: 27, Images: []engine.Image{{Pixels: px(16), Grid: engine.Grid{T: 1, H: 4, W: 4}}}}, engine.ErrContextExceeded},
+		{"grid side", engine.Request{IDs: []int32{15, 15, 15, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(12 * 2), Grid: engine.Grid{T: 1, H: 6, W: 4}}}}, engine.ErrImageTooLarge},
+		{"too many patches", engine.Request{IDs: []int32{15, 15, 15, 15, 15, 15, 15, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(32), Grid: engine.Grid{T: 2, H: 4, W: 4}}}}, engine.ErrImageTooLarge},
+		{"too many images", engine.Request{IDs: []int32{15, 1, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}, {Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrImageTooLarge},
+		{"empty prompt", engine.Request{MaxNewTokens: 1}, engine.ErrInvalidInput},
+		{"no new tokens", engine.Request{IDs: []int32{1}}, engine.ErrInvalidInput},
+		{"id outside vocab", engine.Request{IDs: []int32{16}, MaxNewTokens: 1}, engine.ErrInvalidInput},
+		{"negative id", engine.Request{IDs: []int32{-1}, MaxNewTokens: 1}, engine.ErrInvalidInput},
+		{"placeholders without image", engine.Request{IDs: []int32{15}, MaxNewTokens: 1}, engine.ErrInvalidInput},
+		{"image without placeholders", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
+		{"placeholder count", engine.Request{IDs: []int32{15, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
+		{"pixel count", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(3), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
+		{"odd grid", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(6), Grid: engine.Grid{T: 1, H: 3, W: 2}}}}, engine.ErrInvalidInput},
+		{"bad embeddings", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []engine.Image{{Grid: engine.Grid{T: 1, H: 2, W: 2}, Embeddings: &engine.Embeddings{Tokens: 1, Dim: 3, Data: px(3)}}}}, engine.ErrInvalidInput},
+		{"negative temperature", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: -1}}, engine.ErrInvalidInput},
+		{"top_p over one", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: 1, TopP: 1.5}}, engine.ErrInvalidInput},
+		{"nan temperature", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: math.NaN()}}, engine.ErrInvalidInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := engine.Check(cfg, lim, &tt.req)
+			if tt.is == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.is) {
+				t.Fatalf("err = %v, want %v", err, tt.is)
+			}
+		})
+	}
+}

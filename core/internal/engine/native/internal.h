@@ -1,0 +1,181 @@
+// internal.h: what the engine's C files share. Nothing here is part of the API.
+#ifndef IRIS_INTERNAL_H
+#define IRIS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "iris_engine.h"
+
+// ----------------------------------------------------------------------------
+// thread pool (threads.c)
+
+typedef struct pool pool;
+// pool_fn runs one task of a parallel loop; ctx is shared by every task and thread (in
+// [0, pool_threads)) names the thread running it, for per-thread scratch.
+typedef void (*pool_fn)(void *ctx, int task, int thread);
+
+pool *pool_new(int threads);
+void pool_free(pool *p);
+int pool_threads(const pool *p);
+// pool_run calls fn(ctx, t, thread) for every t in [0, tasks) on the pool's threads and the caller, and
+// returns when all are done.
+void pool_run(pool *p, int tasks, pool_fn fn, void *ctx);
+
+// ----------------------------------------------------------------------------
+// safetensors (safetensors.c)
+
+typedef enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 } dtype;
+
+typedef struct {
+    char *name;
+    dtype dt;
+    int ndim;
+    int64_t shape[8];
+    const void *data; // into the mapping
+    size_t nbytes;
+} st_tensor;
+
+typedef struct {
+    void *map;
+    size_t size;
+    st_tensor *tensors;
+    int n;
+} st_file;
+
+// st_open maps path and parses its header. err receives a message on failure.
+iris_status st_open(const char *path, st_file *f, char *err, size_t err_len);
+void st_close(st_file *f);
+
+// ----------------------------------------------------------------------------
+// kernels (kernels.c): the hot loops, AVX2/FMA where the CPU has it, portable C otherwise
+
+// mat is a weight matrix as torch.nn.Linear stores it: rows = out features, cols = in features,
+// row-major, used in place from the mapping (F32 or BF16).
+typedef struct {
+    dtype dt;
+    const void *data;
+    int rows, cols;
+} mat;
+
+typedef struct {
+    iris_kernels level; // GENERIC, AVX2 or AVX512: never BEST
+    float *wbuf;        // (threads, KERNELS_WBUF) per-thread scratch; NULL: none
+} kernels;
+
+// KERNELS_WBUF is the per-thread scratch a prefill uses to widen a block of BF16 weights to F32
+// once for all the rows of x.
+#define KERNELS_WBUF (64 * 512)
+
+// kernels_detect picks the best kernels the CPU runs, no better than cap (BEST: no cap).
+kernels kernels_detect(iris_kernels cap);
+const char *kernels_name(const kernels *kn);
+
+// One output of a linear job: y[i, j] = sum_k x[i, k] * w[j, k] + b[j].
+typedef struct {
+    const mat *w;
+    const float *b; // may be NULL
+    float *y;       // [M, w->rows] with row stride ldy
+    int ldy;
+} linear_out;
+
+// linear runs y = x W^T + b for each output (they share x [M, K], row stride ldx) on the pool.
+// This is where the time goes.
+void linear(pool *p, const kernels *kn, const float *x, int ldx, int M, const linear_out *outs, int n_outs);
+
+
+// ----------------------------------------------------------------------------
+// ops (ops.c): small elementwise and normalisation steps, each citing its PyTorch line
+
+void rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+void silu_mul(float *gate, const float *up, int n);
+void gelu_erf(float *x, int n);
+void softmax(float *x, int n);
+void bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+void f16_to_f32(float *dst, const uint16_t *src, size_t n);
+// The same over rows of n values, on the pool. add_rows: y += x.
+void rmsnorm_rows(pool *p, float *out, const float *x, const float *w, int rows, int n, float eps);
+void silu_mul_rows(pool *p, float *gate, const float *up, int rows, int n);
+void gelu_rows(pool *p, float *x, int rows, int n);
+void add_rows(pool *p, float *y, const float *x, int rows, int n);
+// rope_rotate applies q*cos + rotate_half(q)*sin to one head of dim d; cos/sin hold d/2 values
+// (the duplicated second half is implied).
+void rope_rotate(float *q, const float *cos, const float *sin, int d);
+
+// attention runs softmax(q k^T * scale) v for one sequence chunk on the pool.
+//   q: [nq, heads] rows of head_dim at stride ldq; k, v: [nk, kv_heads] rows at ldk, ldv
+//   out: [nq, heads*head_dim] at stride ldo
+//   causal: query i sees keys [0, q_off + i]; otherwise all nk keys
+typedef struct {
+    const float *q, *k, *v;
+    float *out;
+    int ldq, ldk, ldv, ldo;
+    int nq, nk, heads, kv_heads, head_dim;
+    int causal, q_off;
+    float scale;
+} attn_job;
+iris_status attention(pool *p, const kernels *kn, const attn_job *job);
+
+// ----------------------------------------------------------------------------
+// the model (iris_engine.c binds it, vision.c and decoder.c run it)
+
+typedef struct {
+    float *attn_norm;   // (hidden) input_layernorm
+    mat wq, wk, wv, wo; // (heads*hd, hidden) (kv*hd, hidden) (kv*hd, hidden) (hidden, heads*hd)
+    float *bq, *bk, *bv;
+    float *mlp_norm;    // (hidden) post_attention_layernorm
+    mat gate, up, down; // (inter, hidden) (inter, hidden) (hidden, inter)
+} text_layer;
+
+typedef struct {
+    float *norm1, *norm2; // (v_hidden)
+    mat qkv;              // (3*v_hidden, v_hidden)
+    float *qkv_b;
+    mat proj;             // (v_hidden, v_hidden)
+    float *proj_b;
+    mat gate, up, down;   // (v_inter, v_hidden) (v_inter, v_hidden) (v_hidden, v_inter)
+    float *gate_b, *up_b, *down_b;
+} vision_block;
+
+struct iris_model {
+    iris_model_params p;
+    st_file *files;
+    int n_files;
+    pool *pool;
+    kernels kn;
+
+    // text
+    mat embed;          // (vocab, hidden)
+    mat lm_head;        // (vocab, hidden); the embedding when tied
+    text_layer *layers; // (layers)
+    float *final_norm;  // (hidden)
+    float *inv_freq;    // (head_dim/2)
+    int *freq_axis;     // (head_dim/2) 0, 1 or 2: which position row drives each frequency
+
+    // vision
+    mat patch_embed;     // (v_hidden, in*tp*p*p): the Conv3d kernel, flattened
+    vision_block *blocks; // (v_depth)
+    float *merger_norm;  // (v_hidden) ln_q
+    mat merger_fc1;      // (4*v_hidden, 4*v_hidden)
+    float *merger_b1;
+    mat merger_fc2;      // (v_out_hidden, 4*v_hidden)
+    float *merger_b2;
+    float *v_inv_freq;   // (v_head_dim/4)
+
+    // vectors converted at load, freed with the model
+    void **owned;
+    int n_owned, cap_owned;
+};
+
+struct iris_seq {
+    iris_model *m;
+    int cap, len;
+    float *k, *v; // (layers, cap, kv_heads*head_dim)
+};
+
+iris_status vision_forward(iris_model *m, const float *pixels, int rows, int cols, int gt, int gh, int gw,
+                           float *out);
+iris_status decoder_forward(iris_model *m, iris_seq *s, const int32_t *ids, int n, const float *embeds,
+                            const int32_t *embed_pos, int n_embeds, const int32_t *pos, float *logits);
+
+#endif // IRIS_INTERNAL_H

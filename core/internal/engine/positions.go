@@ -1,0 +1,67 @@
+package engine
+
+import "fmt"
+
+// Positions3D computes the multimodal rotary positions of a prompt, as get_rope_index in
+// transformers 5.17 (models/qwen2_5_vl/modeling_qwen2_5_vl.py):
+//
+//   - text tokens advance all three axes together: (cur, cur, cur), cur++;
+//   - each run of imageTokenID tokens is one image with grid g; over its LLM grid
+//     (T, H/merge, W/merge) token (t, row, col) gets (cur+t, cur+row, cur+col), and after the run
+//     cur += max(H, W)/merge;
+//   - Delta = max(position)+1 - len(ids), so a decode step at absolute index i uses i+Delta on
+//     every axis.
+//
+// grids holds one grid per image run, in order. A run whose length disagrees with its grid, or a
+// count of runs unequal to len(grids), is an ErrInvalidInput.
+func Positions3D(ids []int32, imageTokenID int32, grids []Grid, merge int) (Positions, error) {
+	n := len(ids)
+	p := Positions{T: make([]int32, n), H: make([]int32, n), W: make([]int32, n)}
+	if merge <= 0 {
+		return Positions{}, fmt.Errorf("merge size %d: %w", merge, ErrInvalidInput)
+	}
+	cur, maxPos := int32(0), int32(-1)
+	image := 0
+	for i := 0; i < n; {
+		if ids[i] != imageTokenID {
+			p.T[i], p.H[i], p.W[i] = cur, cur, cur
+			maxPos = max(maxPos, cur)
+			cur++
+			i++
+			continue
+		}
+		j := i
+		for j < n && ids[j] == imageTokenID {
+			j++
+		}
+		if image >= len(grids) {
+			return Positions{}, fmt.Errorf("image run %d at token %d has no grid: %w", image, i, ErrInvalidInput)
+		}
+		g := grids[image]
+		if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%merge != 0 || g.W%merge != 0 {
+			return Positions{}, fmt.Errorf("image %d: grid %v not a positive multiple of merge %d: %w", image, g, merge, ErrInvalidInput)
+		}
+		h, w := g.H/merge, g.W/merge
+		if want := g.T * h * w; j-i != want {
+			return Positions{}, fmt.Errorf("image %d: %d placeholder tokens, grid %v needs %d: %w", image, j-i, g, want, ErrInvalidInput)
+		}
+		k := i
+		for t := range g.T {
+			for row := range h {
+				for col := range w {
+					p.T[k], p.H[k], p.W[k] = cur+int32(t), cur+int32(row), cur+int32(col)
+					maxPos = max(maxPos, p.T[k], p.H[k], p.W[k])
+					k++
+				}
+			}
+		}
+		cur += int32(max(h, w))
+		image++
+		i = j
+	}
+	if image != len(grids) {
+		return Positions{}, fmt.Errorf("%d image runs in the prompt, %d images: %w", image, len(grids), ErrInvalidInput)
+	}
+	p.Delta = int(maxPos) + 1 - n
+	return p, nil
+}

@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Sampling selects the next token from logits.
+type Sampling struct {
+	// Temperature divides the logits; 0 selects the argmax (greedy).
+	Temperature float64
+	// TopK keeps the K most likely tokens; 0 keeps all, 1 is greedy.
+	TopK int
+	// TopP keeps the smallest set of most likely tokens whose probability reaches P; 0 or 1
+	// keeps all.
+	TopP float64
+	// Seed seeds the random draws, so equal requests sample equal tokens.
+	Seed int64
+}
+
+// Greedy reports whether the settings always pick the argmax.
+func (s Sampling) Greedy() bool { return s.Temperature == 0 || s.TopK == 1 }
+
+func checkSampling(s Sampling) error {
+	if math.IsNaN(s.Temperature) || math.IsInf(s.Temperature, 0) || s.Temperature < 0 {
+		return fmt.Errorf("temperature %v: %w", s.Temperature, ErrInvalidInput)
+	}
+	if s.TopK < 0 {
+		return fmt.Errorf("top_k %d: %w", s.TopK, ErrInvalidInput)
+	}
+	if math.IsNaN(s.TopP) || s.TopP < 0 || s.TopP > 1 {
+		return fmt.Errorf("top_p %v: %w", s.TopP, ErrInvalidInput)
+	}
+	return nil
+}
+
+// Sampler draws tokens for one request. It is not safe for concurrent use.
+type Sampler struct {
+	s    Sampling
+	rng  *rand.Rand
+	cand []candidate
+}
+
+type candidate struct {
+	id    int32
+	logit float32
+	p     float64
+}
+
+// NewSampler returns a sampler whose draws depend only on s (its Seed included).
+func NewSampler(s Sampling) *Sampler {
+	seed := uint64(s.Seed)
+	return &Sampler{s: s, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// Argmax returns the index of the largest logit, the first one on ties (as torch.argmax).
+func Argmax(logits []float32) int32 {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// Sample picks the next token: the argmax when greedy, otherwise a draw after temperature,
+// top-k and top-p, in that order (the order of transformers' logits warpers).
+func (sm *Sampler) Sample(logits []float32) int32 {
+	if sm.s.Greedy() || len(logits) == 0 {
+		return Argmax(logits)
+	}
+	t := float32(sm.s.Temperature)
+	maxLogit := logits[Argmax(logits)]
+	// Tokens more than 28 temperature units below the best have probability below e^-28
+	// relative to it; dropping them first keeps the sort short without changing any draw that
+	// matters.
+	floor := maxLogit - 28*t
+	c := sm.cand[:0]
+	for i, v := range logits {
+		if v >= floor {
+			c = append(c, candidate{id: int32(i), logit: v})
+		}
+	}
+	slices.SortFunc(c, func(a, b candidate) int {
+		if r := cmp.Compare(b.logit, a.logit); r != 0 {
+			return r
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	if k := sm.s.TopK; k > 0 && k < len(c) {
+		c = c[:k]
+	}
+	sum := 0.0
+	top := float64(c[0].logit) / float64(t)
+	for i := range c {
+		c[i].p = math.Exp(float64(c[i].logit)/float64(t) - top)
+		sum += c[i].p
+	}
+	if p := sm.s.TopP; p > 0 && p < 1 {
+		acc := 0.0
+		for i := range c {
+			acc += c[i].p / sum
+			if acc >= p {
+				c = c[:i+1]
+				break
+			}
+		}
+		sum = 0
+		for i := range c {
+			sum += c[i].p
+		}
+	}
+	sm.cand = c
+	u := sm.rng.Float64() * sum
+	for i := range c {
+		u -= c[i].p
+		if u < 0 {
+			return c[i].id
+		}
+	}
+	return c[len(c)-1].id
+}

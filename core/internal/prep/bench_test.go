@@ -1,0 +1,52 @@
+package prep_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/iris-vlm/iris/core/internal/prep"
+)
+
+// BenchmarkPrepare runs the whole pipeline on a 640x480 golden JPEG (decoded once) for each
+// family and reports the median of each stage besides the mean of the whole.
+//
+//	CGO_LDFLAGS=-L$PWD/.build/lib go test -run '^$' -bench Prepare -benchtime 200x ./core/internal/prep
+func BenchmarkPrepare(b *testing.B) {
+	m := readManifest(b)
+	e := newEnv(b)
+	var in prep.Input
+	for _, im := range m.Images {
+		if im.File == "progressive_640x480.jpg" {
+			in = decode(b, im.File, im.SHA256, im.RGBSHA256)
+		}
+	}
+	in.Question = m.Question
+	for _, family := range []string{"qwen2_5_vl", "qwen3_vl"} {
+		b.Run(family, func(b *testing.B) {
+			pr, err := prep.New(prep.Config{Plugin: e.plugins[family], Tokenizer: e.tok})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var plan, pix, frame, tok []time.Duration
+			for b.Loop() {
+				res, err := pr.Prepare(context.Background(), in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				plan = append(plan, res.Timings.Plan)
+				pix = append(pix, res.Timings.Pixels)
+				frame = append(frame, res.Timings.Frame)
+				tok = append(tok, res.Timings.Tokenize)
+			}
+			for _, s := range []struct {
+				name string
+				d    []time.Duration
+			}{{"plan", plan}, {"pixels", pix}, {"frame", frame}, {"tokenize", tok}} {
+				slices.Sort(s.d)
+				b.ReportMetric(float64(s.d[len(s.d)/2].Microseconds()), s.name+"-p50-µs")
+			}
+		})
+	}
+}

@@ -1,0 +1,229 @@
+package prep_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/iris-vlm/iris/core/internal/imageio"
+	"github.com/iris-vlm/iris/core/internal/plugin"
+	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
+	"github.com/iris-vlm/iris/core/internal/prep"
+	"github.com/iris-vlm/iris/core/internal/tokenize"
+	"github.com/iris-vlm/iris/sdk-wasm/abi"
+)
+
+// goldenDir holds transformers 5.17's preprocessing outputs for the golden images
+// (scripts/reference/golden_preprocess.py; format in its README.md).
+const goldenDir = "testdata/golden"
+
+type tokens struct {
+	InputIDs       []int32 `json:"input_ids"`
+	MMTokenTypeIDs []int32 `json:"mm_token_type_ids"`
+}
+
+type goldenCase struct {
+	File               string
+	Error              *struct{ Type, Message string }
+	ResizedHeight      int          `json:"resized_height"`
+	ResizedWidth       int          `json:"resized_width"`
+	ImageGridTHW       []int        `json:"image_grid_thw"`
+	PixelValuesShape   []int        `json:"pixel_values_shape"`
+	PixelValuesSHA256  string       `json:"pixel_values_sha256"`
+	PixelValues        []float64    `json:"pixel_values"`
+	PixelValuesSamples [][2]float64 `json:"pixel_values_samples"`
+	ImageFirst         *tokens      `json:"image_first"`
+	TextFirst          *tokens      `json:"text_first"`
+}
+
+type manifest struct {
+	Question string
+	Images   []struct {
+		File      string
+		SHA256    string
+		RGBSHA256 string `json:"rgb_sha256"`
+	}
+	Families map[string]struct {
+		Cases []goldenCase
+	}
+}
+
+func readManifest(t testing.TB) *manifest {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(goldenDir, "manifest.json"))
+	if err != nil {
+		t.Fatalf("reading the golden manifest: %v", err)
+	}
+	var m manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("parsing the golden manifest: %v", err)
+	}
+	if m.Question == "" || len(m.Images) < 14 {
+		t.Fatalf("golden manifest: question %q, %d images", m.Question, len(m.Images))
+	}
+	return &m
+}
+
+func hexSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// env is what every golden test shares: the real tokenizer and both family plugins, compiled
+// from source and running under the real wazero host.
+type env struct {
+	tok     *tokenize.Tokenizer
+	plugins map[string]*plugin.Plugin
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	root, err := plugintest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "qwen3"))
+	if err != nil {
+		t.Fatalf("the real Qwen tokenizer (`just setup` fetches it): %v", err)
+	}
+	t.Cleanup(func() { _ = tok.Close() })
+	h := plugintest.NewHost(t, plugin.Options{})
+	e := &env{tok: tok, plugins: map[string]*plugin.Plugin{}}
+	for _, family := range []string{"qwen2_5_vl", "qwen3_vl"} {
+		e.plugins[family] = plugintest.Load(t, h, family, plugintest.BuildFamily(t, family), plugin.Limits{})
+	}
+	return e
+}
+
+// decode reads a golden image the way the gateway does, with no aspect-ratio cap: refusing
+// extreme aspect ratios is the plugin's decision under test here.
+func decode(t testing.TB, file, wantSHA, wantRGB string) prep.Input {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(goldenDir, "images", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hexSum(data) != wantSHA {
+		t.Fatalf("%s: the file differs from the manifest's", file)
+	}
+	hdr, err := imageio.Inspect(data, imageio.Limits{MaxBytes: 32 << 20, MaxPixels: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := imageio.Decode(context.Background(), data, hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hexSum(img.Pix) != wantRGB {
+		t.Fatalf("%s: imageio's RGB differs from PIL's (a decoder regression, see core/internal/imageio)", file)
+	}
+	return prep.Input{Image: img, Format: hdr.Format, HasAlpha: hdr.HasAlpha}
+}
+
+// TestGolden runs the whole pipeline (plugin plan and frame under wazero, native pixels, real
+// tokenizer) on every golden image for both families and compares it with the transformers
+// processor: pixel_values bit for bit (sha256, and max |diff| <= 1e-6 over the stored values),
+// image_grid_thw, input_ids and mm_token_type_ids for the image before and after the text, and
+// the refusal reason for the images the processor refuses.
+func TestGolden(t *testing.T) {
+	m := readManifest(t)
+	e := newEnv(t)
+	inputs := map[string]prep.Input{}
+	for _, im := range m.Images {
+		inputs[im.File] = decode(t, im.File, im.SHA256, im.RGBSHA256)
+	}
+	for _, family := range []string{"qwen2_5_vl", "qwen3_vl"} {
+		fam, ok := m.Families[family]
+		if !ok || len(fam.Cases) < len(m.Images) {
+			t.Fatalf("%s: %d golden cases", family, len(fam.Cases))
+		}
+		pr, err := prep.New(prep.Config{Plugin: e.plugins[family], Tokenizer: e.tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range fam.Cases {
+			t.Run(family+"/"+c.File, func(t *testing.T) {
+				in, ok := inputs[c.File]
+				if !ok {
+					t.Fatalf("no image %s", c.File)
+				}
+				in.Question = m.Question
+				checkCase(t, pr, in, &c)
+			})
+		}
+	}
+}
+
+func checkCase(t *testing.T, pr *prep.Preparer, in prep.Input, c *goldenCase) {
+	t.Helper()
+	for _, textFirst := range []bool{false, true} {
+		in.TextFirst = textFirst
+		res, err := pr.Prepare(context.Background(), in)
+		if c.Error != nil {
+			var e *abi.Error
+			if !errors.As(err, &e) || e.Kind != abi.Refusal || e.Code != abi.CodeAspectRatioTooExtreme || e.Message != c.Error.Message {
+				t.Fatalf("got %v, want the refusal %s(%q)", err, c.Error.Type, c.Error.Message)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := c.ImageFirst
+		if textFirst {
+			want = c.TextFirst
+		}
+		if want == nil {
+			t.Fatal("the case has no token ids")
+		}
+		if !slices.Equal(res.InputIDs, want.InputIDs) {
+			t.Errorf("text first %t: input_ids\n got %v\nwant %v", textFirst, res.InputIDs, want.InputIDs)
+		}
+		if !slices.Equal(res.MMTokenTypeIDs, want.MMTokenTypeIDs) {
+			t.Errorf("text first %t: mm_token_type_ids differ", textFirst)
+		}
+		if res.InputIDs[res.ImageSpan.Start] != 151655 || res.ImageSpan.Len != res.ImageTokens {
+			t.Errorf("image span %+v does not cover the placeholders", res.ImageSpan)
+		}
+		if textFirst {
+			continue // the pixels do not depend on the order
+		}
+		if r := res.Plan.Resize; r == nil || r.Width != c.ResizedWidth || r.Height != c.ResizedHeight {
+			t.Errorf("resize %+v, want %dx%d", r, c.ResizedWidth, c.ResizedHeight)
+		}
+		if got := []int{res.Grid.T, res.Grid.H, res.Grid.W}; !slices.Equal(got, c.ImageGridTHW) {
+			t.Errorf("image_grid_thw %v, want %v", got, c.ImageGridTHW)
+		}
+		if res.Rows != c.PixelValuesShape[0] || res.Cols != c.PixelValuesShape[1] || len(res.PixelValues) != res.Rows*res.Cols {
+			t.Fatalf("pixel_values [%d, %d] (%d values), want %v", res.Rows, res.Cols, len(res.PixelValues), c.PixelValuesShape)
+		}
+		var maxDiff float64
+		for _, s := range c.PixelValuesSamples {
+			maxDiff = math.Max(maxDiff, math.Abs(float64(res.PixelValues[int(s[0])])-s[1]))
+		}
+		for i, v := range c.PixelValues {
+			maxDiff = math.Max(maxDiff, math.Abs(float64(res.PixelValues[i])-v))
+		}
+		if maxDiff > 1e-6 {
+			t.Errorf("pixel_values: max |diff| %g over the stored values", maxDiff)
+		}
+		buf := make([]byte, 4*len(res.PixelValues))
+		for i, v := range res.PixelValues {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+		}
+		if got := hexSum(buf); got != c.PixelValuesSHA256 {
+			t.Errorf("pixel_values sha256 %s, want %s", got[:16], c.PixelValuesSHA256[:16])
+		}
+		if res.Timings.Plan <= 0 || res.Timings.Pixels <= 0 || res.Timings.Frame <= 0 || res.Timings.Tokenize <= 0 {
+			t.Errorf("timings %+v: every stage must be timed", res.Timings)
+		}
+	}
+}

@@ -1,0 +1,347 @@
+// Package prep turns one request's decoded image and question into the model's inputs: it asks
+// the family plugin for a plan, executes the plan with the native pixel steps of
+// core/internal/pixels, asks the plugin to frame the prompt, and tokenises it with the image
+// placeholders spliced in. It is the runtime's per-request preprocessing pipeline.
+package prep
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/iris-vlm/iris/core/internal/pixels"
+	"github.com/iris-vlm/iris/sdk-wasm/abi"
+)
+
+// Planner is what prep needs of a family plugin; *plugin.Plugin implements it.
+type Planner interface {
+	Plan(ctx context.Context, img abi.ImageHeader, params map[string]any) (abi.Plan, error)
+	Frame(ctx context.Context, req abi.FrameRequest) (abi.Frame, error)
+}
+
+// Tokenizer is what prep needs of a tokenizer; *tokenize.Tokenizer implements it. Encode must
+// recognise added special tokens spelled in the text and add no BOS.
+type Tokenizer interface {
+	Encode(text string) ([]int32, error)
+	TokenID(token string) (int32, bool)
+}
+
+// Config wires a Preparer.
+type Config struct {
+	Plugin    Planner
+	Tokenizer Tokenizer
+	// Params is the bundle's [plugin.params] table, handed to every plan and frame call.
+	Params map[string]any
+	// TracerProvider makes the pixels and tokenize spans; nil uses otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+}
+
+// Preparer runs the pipeline for one bundle.
+//
+// # Notes
+//
+//   - Safe for concurrent use.
+//   - It keeps the normalisation tables of the plans it has seen (a bundle's plugin uses one or
+//     two) and reuses intermediate images across requests.
+type Preparer struct {
+	plugin Planner
+	tok    Tokenizer
+	params map[string]any
+	tracer trace.Tracer
+
+	mu     sync.Mutex
+	tables map[abi.Normalize]*pixels.Table
+	images sync.Pool // *pixels.RGB scratch for crop/resize/pad results
+}
+
+// New returns a Preparer.
+func New(cfg Config) (*Preparer, error) {
+	if cfg.Plugin == nil || cfg.Tokenizer == nil {
+		return nil, fmt.Errorf("preparing: a plugin and a tokenizer are required")
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Preparer{
+		plugin: cfg.Plugin,
+		tok:    cfg.Tokenizer,
+		params: cfg.Params,
+		tracer: tp.Tracer("github.com/iris-vlm/iris/core/internal/prep"),
+		tables: map[abi.Normalize]*pixels.Table{},
+	}, nil
+}
+
+// Input is one request as prep sees it.
+type Input struct {
+	// Image is the decoded image (imageio.Decode): RGB, EXIF orientation applied.
+	Image *pixels.RGB
+	// Format is the file's format ("png" or "jpeg"); HasAlpha whether it carried transparency.
+	Format   string
+	HasAlpha bool
+	Question string
+	// TextFirst is true when the question came before the image in the message.
+	TextFirst bool
+}
+
+// Span locates the image placeholders in InputIDs.
+type Span struct {
+	// Start is the index of the first placeholder; Len the number of placeholders.
+	Start, Len int
+}
+
+// Timings are the wall times of prep's stages.
+type Timings struct {
+	Plan, Pixels, Frame, Tokenize time.Duration
+}
+
+// Result is the model input of one request.
+type Result struct {
+	// PixelValues is the vision encoder's input, row-major [Rows, Cols] float32.
+	PixelValues []float32
+	Rows, Cols  int
+	// Grid is the patch grid (t, h, w), the processor's image_grid_thw.
+	Grid abi.Grid
+	// LLMGrid is the image span's position grid for M-RoPE (t, h, w after merging).
+	LLMGrid     abi.Grid
+	ImageTokens int
+	// InputIDs is the prompt; MMTokenTypeIDs marks each id 0 (text) or 1 (image placeholder).
+	InputIDs       []int32
+	MMTokenTypeIDs []int32
+	ImageSpan      Span
+	StopIDs        []int32
+	Hints          abi.DecodeHints
+	// Plan is what the plugin decided, kept for logs and cache keys.
+	Plan    abi.Plan
+	Timings Timings
+}
+
+// Prepare runs plan, frame, tokenize and pixels for one request.
+//
+// A refusal (the plugin declines the image, or the question cannot be tokenised) is an
+// *abi.Error of kind abi.Refusal; plugin failures are *plugin.Error or *abi.Error of kind
+// abi.Failure; anything else is a host error.
+func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
+	if in.Image == nil || in.Image.W <= 0 || in.Image.H <= 0 {
+		return nil, fmt.Errorf("preparing: no image")
+	}
+	res := &Result{}
+	hdr := abi.ImageHeader{Width: in.Image.W, Height: in.Image.H, Format: in.Format, HasAlpha: in.HasAlpha}
+
+	start := time.Now()
+	plan, err := p.plugin.Plan(ctx, hdr, p.params)
+	res.Timings.Plan = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	res.Plan = plan
+
+	// Frame and tokenize need only the plan: run them before the pixel work, so a question that
+	// cannot be tokenised is refused before the costliest stage, and the two plugin calls run
+	// back to back on a warm instance.
+	start = time.Now()
+	frame, err := p.plugin.Frame(ctx, abi.FrameRequest{Question: in.Question, TextFirst: in.TextFirst, Plan: plan, Params: p.params})
+	res.Timings.Frame = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+
+	start = time.Now()
+	err = p.tokenize(ctx, &frame, res)
+	res.Timings.Tokenize = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+
+	start = time.Now()
+	err = p.pixels(ctx, in.Image, &plan, res)
+	res.Timings.Pixels = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	res.StopIDs = frame.StopTokenIDs
+	res.Hints = frame.Hints
+	return res, nil
+}
+
+// pixels executes the plan's pixel steps: crop, resize, pad, then the fused normalise and
+// patchify into a new pixel_values tensor.
+func (p *Preparer) pixels(ctx context.Context, src *pixels.RGB, plan *abi.Plan, res *Result) error {
+	_, span := p.tracer.Start(ctx, "prep.pixels", trace.WithAttributes(
+		attribute.Int("iris.image.width", src.W), attribute.Int("iris.image.height", src.H)))
+	defer span.End()
+	if plan.Source.Width != src.W || plan.Source.Height != src.H {
+		return fmt.Errorf("executing plan: it is for a %dx%d image, the image is %dx%d",
+			plan.Source.Width, plan.Source.Height, src.W, src.H)
+	}
+	var scratch []*pixels.RGB
+	defer func() {
+		for _, m := range scratch {
+			p.images.Put(m)
+		}
+	}()
+	next := func(w, h int) *pixels.RGB {
+		m, _ := p.images.Get().(*pixels.RGB)
+		if m == nil {
+			m = &pixels.RGB{}
+		}
+		m.Reset(w, h)
+		scratch = append(scratch, m)
+		return m
+	}
+	img := src
+	if c := plan.Crop; c != nil {
+		dst := next(c.Width, c.Height)
+		if err := pixels.Crop(dst, img, c.X, c.Y); err != nil {
+			return fmt.Errorf("executing plan: %w", err)
+		}
+		img = dst
+	}
+	if r := plan.Resize; r != nil && (r.Width != img.W || r.Height != img.H) {
+		flavor, filter, err := resampler(r)
+		if err != nil {
+			return err
+		}
+		dst := next(r.Width, r.Height)
+		if err := pixels.Resize(dst, img, flavor, filter); err != nil {
+			return fmt.Errorf("executing plan: %w", err)
+		}
+		img = dst
+	}
+	if d := plan.Pad; d != nil {
+		dst := next(img.W+d.Left+d.Right, img.H+d.Top+d.Bottom)
+		if err := pixels.Pad(dst, img, d.Left, d.Top, d.Color); err != nil {
+			return fmt.Errorf("executing plan: %w", err)
+		}
+		img = dst
+	}
+	table, err := p.table(plan.Normalize)
+	if err != nil {
+		return err
+	}
+	layout := pixels.Patches{Size: plan.Patches.Size, Temporal: plan.Patches.Temporal, Merge: plan.Patches.Merge}
+	pv, gh, gw, err := pixels.NormalizePatchify(nil, img, table, layout)
+	if err != nil {
+		return fmt.Errorf("executing plan: %w", err)
+	}
+	if gh != plan.Grid.H || gw != plan.Grid.W {
+		return fmt.Errorf("executing plan: patchify gave a %dx%d grid, the plan says %dx%d", gh, gw, plan.Grid.H, plan.Grid.W)
+	}
+	res.PixelValues = pv
+	res.Rows, res.Cols = plan.PixelShape()
+	res.Grid, res.LLMGrid, res.ImageTokens = plan.Grid, plan.LLMGrid, plan.ImageTokens
+	return nil
+}
+
+func resampler(r *abi.Resize) (pixels.Flavor, pixels.Filter, error) {
+	var (
+		flavor pixels.Flavor
+		filter pixels.Filter
+	)
+	switch r.Flavor {
+	case abi.FlavorTorchvision:
+		flavor = pixels.Torch
+	case abi.FlavorPIL:
+		flavor = pixels.PIL
+	}
+	switch r.Filter {
+	case abi.FilterBicubic:
+		filter = pixels.Bicubic
+	case abi.FilterBilinear:
+		filter = pixels.Bilinear
+	}
+	if flavor == 0 || filter == 0 || !r.Antialias {
+		return 0, 0, fmt.Errorf("executing plan: resize %s/%s antialias=%t is not a resampler this host has",
+			r.Flavor, r.Filter, r.Antialias)
+	}
+	return flavor, filter, nil
+}
+
+// table returns the normalisation table of n, building it once.
+func (p *Preparer) table(n abi.Normalize) (*pixels.Table, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.tables[n]; ok {
+		return t, nil
+	}
+	norm := pixels.Norm{Rescale: n.Rescale, Mean: n.Mean, Std: n.Std}
+	switch n.Flavor {
+	case abi.FlavorTorchvision:
+		norm.Flavor = pixels.Torch
+	case abi.FlavorPIL:
+		norm.Flavor = pixels.PIL
+	default:
+		return nil, fmt.Errorf("executing plan: normalise flavour %q is not one this host has", n.Flavor)
+	}
+	t, err := norm.Table()
+	if err != nil {
+		return nil, fmt.Errorf("executing plan: %w", err)
+	}
+	if len(p.tables) < 16 { // a bundle's plugin uses a handful; bound the map all the same
+		p.tables[n] = t
+	}
+	return t, nil
+}
+
+// tokenize encodes the frame's text around the image span: Before, the span's open tokens, Count
+// placeholders, its close tokens, After. Special tokens split a text before the tokenizer's
+// pre-tokenisation, so encoding the pieces apart gives the ids the processor gets from the
+// whole prompt.
+func (p *Preparer) tokenize(ctx context.Context, f *abi.Frame, res *Result) error {
+	_, span := p.tracer.Start(ctx, "prep.tokenize")
+	defer span.End()
+	before, err := p.tok.Encode(f.Before)
+	if err != nil {
+		return abi.Refusef("invalid_question", "the question cannot be tokenised: %v", err)
+	}
+	after, err := p.tok.Encode(f.After)
+	if err != nil {
+		return abi.Refusef("invalid_question", "the question cannot be tokenised: %v", err)
+	}
+	ids := func(toks []string) ([]int32, error) {
+		out := make([]int32, len(toks))
+		for i, t := range toks {
+			id, ok := p.tok.TokenID(t)
+			if !ok {
+				return nil, fmt.Errorf("framing: the plugin's image-span token %q is not a special token of this tokenizer", t)
+			}
+			out[i] = id
+		}
+		return out, nil
+	}
+	open, err := ids(f.Span.Open)
+	if err != nil {
+		return err
+	}
+	closing, err := ids(f.Span.Close)
+	if err != nil {
+		return err
+	}
+	pad, err := ids([]string{f.Span.Pad})
+	if err != nil {
+		return err
+	}
+	n := len(before) + len(open) + f.Span.Count + len(closing) + len(after)
+	input := make([]int32, 0, n)
+	input = append(input, before...)
+	input = append(input, open...)
+	startPad := len(input)
+	for range f.Span.Count {
+		input = append(input, pad[0])
+	}
+	input = append(input, closing...)
+	input = append(input, after...)
+	types := make([]int32, n)
+	for i := startPad; i < startPad+f.Span.Count; i++ {
+		types[i] = 1
+	}
+	res.InputIDs, res.MMTokenTypeIDs = input, types
+	res.ImageSpan = Span{Start: startPad, Len: f.Span.Count}
+	span.SetAttributes(attribute.Int("iris.prompt_tokens", n))
+	return nil
+}

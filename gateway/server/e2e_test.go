@@ -1,0 +1,133 @@
+package server_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/iris-vlm/iris/core"
+	"github.com/iris-vlm/iris/core/coretest"
+	"github.com/iris-vlm/iris/gateway/config"
+	"github.com/iris-vlm/iris/gateway/openai"
+	"github.com/iris-vlm/iris/gateway/server"
+)
+
+// realServer serves a fixture bundle through the real runtime: plugin, tokenizer, C engine.
+func realServer(t *testing.T, model string) http.Handler {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}}, core.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	if err := rt.Warmup(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(config.Default().Server, server.Deps{Backend: rt, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv.Handler()
+}
+
+func e2eBody(model string, c coretest.Case, extra map[string]any) string {
+	body := map[string]any{
+		"model": model,
+		"messages": []any{map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "image_url", "image_url": map[string]any{"url": dataURL("image/png", c.Image)}},
+			map[string]any{"type": "text", "text": c.Question},
+		}}},
+		"max_tokens": len(c.Tokens),
+		"ignore_eos": true,
+	}
+	for k, v := range extra {
+		body[k] = v
+	}
+	b, _ := json.Marshal(body)
+	return string(b)
+}
+
+func postJSON(t *testing.T, h http.Handler, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "POST", chatPath, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp := serve(h, req)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, raw
+}
+
+// TestHTTPMatchesReference: the HTTP answer and usage equal transformers' greedy tokens for every
+// fixture case, and streaming gives the same text.
+func TestHTTPMatchesReference(t *testing.T) {
+	for _, model := range coretest.Models {
+		t.Run(model, func(t *testing.T) {
+			h := realServer(t, model)
+			for _, c := range coretest.Cases(t, model) {
+				t.Run(c.Name, func(t *testing.T) {
+					resp, raw := postJSON(t, h, e2eBody(model, c, nil))
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("status %d: %s", resp.StatusCode, raw)
+					}
+					var cc openai.ChatCompletion
+					if err := json.Unmarshal(raw, &cc); err != nil {
+						t.Fatal(err)
+					}
+					if got := cc.Choices[0].Message.Content; got != c.Text {
+						t.Fatalf("answer %q, transformers %q", got, c.Text)
+					}
+					if cc.Usage.CompletionTokens != len(c.Tokens) || cc.Usage.PromptTokens != c.PromptTokens {
+						t.Fatalf("usage %+v, want prompt %d completion %d", cc.Usage, c.PromptTokens, len(c.Tokens))
+					}
+					resp, raw = postJSON(t, h, e2eBody(model, c, map[string]any{"stream": true}))
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("stream status %d: %s", resp.StatusCode, raw)
+					}
+					var streamed strings.Builder
+					for _, ev := range parseSSE(t, string(raw)) {
+						if ev.data == "[DONE]" {
+							continue
+						}
+						var chunk openai.ChatCompletionChunk
+						if err := json.Unmarshal([]byte(ev.data), &chunk); err != nil {
+							t.Fatalf("chunk %q: %v", ev.data, err)
+						}
+						for _, ch := range chunk.Choices {
+							if ch.Delta.Content != nil {
+								streamed.WriteString(*ch.Delta.Content)
+							}
+						}
+					}
+					if streamed.String() != c.Text {
+						t.Fatalf("streamed %q, transformers %q", streamed.String(), c.Text)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestHTTPBoundsBeforeKernels: an over-long request is a 400 before any kernel runs; the next
+// valid request works.
+func TestHTTPBoundsBeforeKernels(t *testing.T) {
+	h := realServer(t, "tiny-untied")
+	c := coretest.Cases(t, "tiny-untied")[0]
+	resp, raw := postJSON(t, h, e2eBody("tiny-untied", c, map[string]any{"max_tokens": 1000}))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "context_length_exceeded") {
+		t.Fatalf("over-long request: %d %s", resp.StatusCode, raw)
+	}
+	resp, raw = postJSON(t, h, e2eBody("tiny-untied", c, nil))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("next request: %d %s", resp.StatusCode, raw)
+	}
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Time transformers (the baseline) on the engine's benchmark checkpoint and case.
+
+Run with the reference stack after `make_fixtures.py --bench DIR` (`just bench-engine-baseline`):
+
+  .build/refenv/bin/python scripts/reference/bench_baseline.py --dir .build/bench --threads 2
+
+It loads DIR/qwen25vl-mid (bf16 on disk) in float32, feeds the processor outputs recorded in
+DIR/cases/<case>.json (+ .pixels.gz) and reports, as the best of --repeat runs (and their median under "median"):
+
+  vision_ms   model.model.get_image_features (the vision tower)
+  prefill_ms  generate(max_new_tokens=1) minus vision: the decoder over the whole prompt
+  decode_tps  (N-1) / (generate(N) - generate(1)): greedy decode tokens per second
+
+and writes them, with the greedy tokens, to DIR/baseline-<case>.json. The engine's Go benchmark
+(BenchmarkMid in core/internal/engine/native) reads the same checkpoint and case.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import struct
+import time
+
+import numpy as np
+import torch
+from transformers import Qwen2_5_VLForConditionalGeneration
+
+
+def read_pixels(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    assert raw[:4] == b"IRPX"
+    version, rows, cols, ch = struct.unpack_from("<IIII", raw, 4)
+    assert version == 1
+    lut = np.frombuffer(raw, dtype="<f4", count=ch * 256, offset=20).reshape(ch, 256)
+    levels = np.frombuffer(raw, dtype=np.uint8, offset=20 + ch * 256 * 4).reshape(rows, cols)
+    span = cols // ch
+    out = np.empty((rows, cols), dtype=np.float32)
+    for c in range(ch):
+        out[:, c * span : (c + 1) * span] = lut[c][levels[:, c * span : (c + 1) * span]]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default=".build/bench")
+    ap.add_argument("--model", default="qwen25vl-mid")
+    ap.add_argument("--case", default="bench_448x336")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
+        os.path.join(args.dir, args.model), dtype=torch.float32
+    ).eval()
+    model.generation_config.eos_token_id = None  # ignore EOS: always N tokens
+    with open(os.path.join(args.dir, "cases", args.case + ".json")) as f:
+        case = json.load(f)
+    ids = torch.tensor([case["input_ids"]])
+    inputs = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "mm_token_type_ids": torch.tensor([case["mm_token_type_ids"]]),
+        "pixel_values": torch.from_numpy(read_pixels(os.path.join(args.dir, "cases", case["pixels"]))),
+        "image_grid_thw": torch.tensor(case["image_grid_thw"]),
+    }
+
+    def gen(n):
+        return model.generate(
+            **inputs, do_sample=False, num_beams=1, repetition_penalty=1.0, max_new_tokens=n, pad_token_id=151643
+        )
+
+    def timed(fn):
+        t = time.perf_counter()
+        out = fn()
+        return time.perf_counter() - t, out
+
+    with torch.inference_mode():
+        gen(2)  # warm-up
+        vision, first, full = [], [], []
+        tokens = None
+        for _ in range(args.repeat):
+            vision.append(timed(lambda: model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"]))[0])
+            first.append(timed(lambda: gen(1))[0])
+            t, out = timed(lambda: gen(args.new_tokens))
+            full.append(t)
+            tokens = out[0, ids.shape[1] :].tolist()
+
+    # The machine may be shared: the best run measures the code, the median the conditions.
+    def stats(v_s, f_s, n_s):
+        return {
+            "vision_ms": v_s * 1e3,
+            "prefill_ms": (f_s - v_s) * 1e3,
+            "first_token_ms": f_s * 1e3,
+            "decode_tps": (args.new_tokens - 1) / (n_s - f_s),
+        }
+
+    result = {
+        "model": args.model,
+        "case": args.case,
+        "threads": args.threads,
+        "prompt_tokens": int(ids.shape[1]),
+        "image_tokens": int(sum(case["mm_token_type_ids"])),
+        "new_tokens": args.new_tokens,
+        "repeat": args.repeat,
+        **stats(min(vision), min(first), min(full)),
+        "median": stats(statistics.median(vision), statistics.median(first), statistics.median(full)),
+        "tokens": tokens,
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "loadavg_after": open("/proc/loadavg").read().split()[:3],
+    }
+    out = os.path.join(args.dir, f"baseline-{args.case}.json")
+    with open(out, "w") as fh:
+        json.dump(result, fh, indent=1)
+        fh.write("\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "tokens"}, indent=1))
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+package abi
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func samplePlan() Plan {
+	return Plan{
+		Source: Size{Width: 640, Height: 480},
+		Crop:   &Rect{X: 1, Y: 2, Width: 600, Height: 400},
+		Resize: &Resize{Width: 644, Height: 476, Filter: FilterBicubic, Flavor: FlavorTorchvision, Antialias: true},
+		Pad:    &Pad{Top: 0, Right: 28, Bottom: 28, Left: 0, Color: RGB{1, 2, 3}},
+		Normalize: Normalize{Rescale: 1.0 / 255, Mean: [3]float64{0.48145466, 0.4578275, 0.40821073},
+			Std: [3]float64{0.26862954, 0.26130258, 0.27577711}, Flavor: FlavorTorchvision},
+		Patches:     Patches{Size: 14, Temporal: 2, Merge: 2, Layout: LayoutMergeBlocks},
+		Grid:        Grid{T: 1, H: 36, W: 48},
+		LLMGrid:     Grid{T: 1, H: 18, W: 24},
+		ImageTokens: 432,
+	}
+}
+
+func messages() []any {
+	p := samplePlan()
+	return []any{
+		&PlanRequest{Image: ImageHeader{Width: 640, Height: 480, Format: "png", HasAlpha: true},
+			Params: map[string]any{"min_pixels": int64(3136), "ratio": 1.5, "name": "x", "on": true}},
+		&PlanRequest{Image: ImageHeader{Width: 1, Height: 1}},
+		&p,
+		&Plan{Source: Size{Width: 1, Height: 1}},
+		&FrameRequest{Question: "What is in this image? 東京", TextFirst: true, Plan: p,
+			Params: map[string]any{"system_prompt": "Be brief."}},
+		&Frame{Before: "<|im_start|>user\n", Span: ImageSpan{Open: []string{"<|vision_start|>"}, Pad: "<|image_pad|>",
+			Count: 432, Close: []string{"<|vision_end|>"}}, After: "q<|im_end|>\n", StopTokenIDs: []int32{151645, 151643},
+			Hints: DecodeHints{SkipSpecialTokens: true}},
+		&Description{ABI: 1, Family: "qwen2_5_vl", Tasks: []string{"vision-language-generation"},
+			Params: []ParamSpec{{Name: "min_pixels", Type: ParamInt, Default: int64(3136), Doc: "d"},
+				{Name: "ratio", Type: ParamFloat, Default: 0.5}},
+			Limits: Limits{MaxAspectRatio: 200, MinImageTokens: 4, MaxImageTokens: 16384}},
+	}
+}
+
+func newOf(v any) any { return reflect.New(reflect.TypeOf(v).Elem()).Interface() }
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range messages() {
+		b, err := Encode(m)
+		if err != nil {
+			t.Fatalf("%T: %v", m, err)
+		}
+		got := newOf(m)
+		if err := Decode(b, got); err != nil {
+			t.Fatalf("%T: %v", m, err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("%T round trip:\n got %+v\nwant %+v", m, got, m)
+		}
+	}
+}
+
+func TestDecodeIsStrict(t *testing.T) {
+	good, _ := Encode(&PlanRequest{Image: ImageHeader{Width: 2, Height: 3}, Params: map[string]any{"a": int64(1)}})
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"truncated", good[:len(good)-1]},
+		{"trailing", append(append([]byte{}, good...), 0)},
+		{"wrong kind", append([]byte{kindPlan}, good[1:]...)},
+		{"newer minor", append([]byte{good[0], Minor + 1}, good[2:]...)},
+		{"bad bool", func() []byte { b, _ := Encode(&PlanRequest{}); b[len(b)-2] = 7; return b }()},
+		{"huge count", []byte{kindPlanRequest, Minor, 2, 2, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+		{"bad utf8", []byte{kindPlanRequest, Minor, 2, 2, 1, 0xff, 0, 0}},
+		{"bad param type", []byte{kindPlanRequest, Minor, 2, 2, 0, 0, 1, 1, 'a', 'x'}},
+		{"unsorted params", []byte{kindPlanRequest, Minor, 2, 2, 0, 0, 2, 1, 'b', 'b', 1, 1, 'a', 'b', 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r PlanRequest
+			if err := Decode(tc.b, &r); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestEncodeRejectsUnsupportedParams(t *testing.T) {
+	_, err := Encode(&PlanRequest{Params: map[string]any{"sizes": []int{1, 2}}})
+	if err == nil || !strings.Contains(err.Error(), "param sizes") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := Encode(PlanRequest{}); err == nil {
+		t.Fatal("a value, not a pointer, was encoded")
+	}
+}
+
+func TestResponses(t *testing.T) {
+	b, err := EncodeResult(samplePlan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := DecodeResponse[Plan](b); err != nil || !reflect.DeepEqual(p, samplePlan()) {
+		t.Fatalf("result: %+v, %v", p, err)
+	}
+	if _, err := DecodeResponse[Frame](b); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a plan decoded as a frame: %v", err)
+	}
+	refusal := Refusef(CodeAspectRatioTooExtreme, "ratio %d", 300)
+	_, err = DecodeResponse[Plan](EncodeError(refusal))
+	var e *Error
+	if !errors.As(err, &e) || *e != *refusal || !errors.Is(err, &Error{Kind: Refusal, Code: CodeAspectRatioTooExtreme}) {
+		t.Fatalf("error: %v", err)
+	}
+	long := EncodeError(Failf(CodePluginError, "%s", strings.Repeat("x", 10000)))
+	if _, err := DecodeResponse[Plan](long); !errors.As(err, &e) || len(e.Message) != MaxErrorMessage {
+		t.Fatalf("long error: %v", err)
+	}
+	for _, bad := range [][]byte{nil, {'X'}, EncodeError(&Error{Kind: "maybe", Code: "x"}), EncodeError(&Error{Kind: Refusal, Code: "Bad Code"})} {
+		if _, err := DecodeResponse[Plan](bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: got %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
+func TestMarkerVersion(t *testing.T) {
+	for name, want := range map[string]int{"iris_abi_v1": 1, "iris_abi_v2": 2, "iris_abi_v12": 12, "iris_abi_v0": 0,
+		"iris_abi_v": 0, "iris_abi_v01": 0, "iris_abi_vx": 0, "iris_alloc": 0, "iris_abi_v-1": 0} {
+		got, ok := MarkerVersion(name)
+		if got != want || ok != (want != 0) {
+			t.Errorf("MarkerVersion(%q) = %d, %t; want %d", name, got, ok, want)
+		}
+	}
+	if v, ok := MarkerVersion(ExportMarker); !ok || v != Version {
+		t.Errorf("ExportMarker %q does not carry Version %d", ExportMarker, Version)
+	}
+	if p, n := Unpack(Pack(0xdeadbeef, 42)); p != 0xdeadbeef || n != 42 {
+		t.Errorf("Pack/Unpack: %x %d", p, n)
+	}
+}

@@ -1,0 +1,238 @@
+package abi
+
+// ImageHeader is what the host knows about the request's image before it decodes the pixels.
+type ImageHeader struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+	// Format is the container format: "png" or "jpeg".
+	Format string `json:"format,omitempty"`
+	// HasAlpha is true when the colour model carries transparency.
+	HasAlpha bool `json:"has_alpha,omitempty"`
+}
+
+// PlanRequest is the input of iris_plan.
+type PlanRequest struct {
+	Image ImageHeader `json:"image"`
+	// Params is the bundle's [plugin.params] table. Numbers arrive as json.Number on the guest.
+	Params map[string]any `json:"params,omitempty"`
+}
+
+// Size is a width and height in pixels.
+type Size struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// Rect is a region of an image in pixels; X and Y are the top-left corner.
+type Rect struct {
+	X      int `json:"x"`
+	Y      int `json:"y"`
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// RGB is an 8-bit colour.
+type RGB [3]uint8
+
+// Resample filters a [Resize] may name.
+const (
+	FilterBicubic  = "bicubic"
+	FilterBilinear = "bilinear"
+)
+
+// Flavours name whose arithmetic a pixel step must reproduce bit for bit.
+const (
+	// FlavorTorchvision is the transformers torchvision backend: torch's uint8 antialiased CPU
+	// resize, and a fused float32 rescale+normalise (a subtraction then a division).
+	FlavorTorchvision = "torchvision"
+	// FlavorPIL is the transformers PIL backend and plain PIL: PIL's ImagingResample, and a
+	// float64 rescale followed by (x - mean) / std.
+	FlavorPIL = "pil"
+)
+
+// Patch layouts a [Patches] may name.
+const (
+	// LayoutMergeBlocks is the Qwen2-VL family layout: rows are patches in merge-block-major
+	// order (for each Merge×Merge block in raster order, its patches in raster order), and each
+	// row is C × Temporal × Size × Size floats, the frame repeated Temporal times.
+	LayoutMergeBlocks = "merge_blocks"
+)
+
+// Resize scales the (cropped) image to an exact size.
+type Resize struct {
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	Filter string `json:"filter"`
+	Flavor string `json:"flavor"`
+	// Antialias widens the filter support by the downscale factor (torchvision antialias=True;
+	// PIL always does).
+	Antialias bool `json:"antialias"`
+}
+
+// Pad adds borders of one colour after the resize.
+type Pad struct {
+	Top    int `json:"top"`
+	Right  int `json:"right"`
+	Bottom int `json:"bottom"`
+	Left   int `json:"left"`
+	Color  RGB `json:"color"`
+}
+
+// Normalize turns uint8 channels into floats: x*Rescale, then (x - Mean) / Std per channel.
+type Normalize struct {
+	Rescale float64    `json:"rescale"`
+	Mean    [3]float64 `json:"mean"`
+	Std     [3]float64 `json:"std"`
+	Flavor  string     `json:"flavor"`
+}
+
+// Patches is the layout of the pixel tensor handed to the vision encoder.
+type Patches struct {
+	// Size is the side of a square patch in pixels.
+	Size int `json:"size"`
+	// Temporal is how many times each image patch repeats along the temporal axis.
+	Temporal int `json:"temporal"`
+	// Merge is the side of the block of patches the vision encoder merges into one LLM token.
+	Merge  int    `json:"merge"`
+	Layout string `json:"layout"`
+}
+
+// Grid is a (t, h, w) extent.
+type Grid struct {
+	T int `json:"t"`
+	H int `json:"h"`
+	W int `json:"w"`
+}
+
+// Cells returns t·h·w.
+func (g Grid) Cells() int { return g.T * g.H * g.W }
+
+// Plan is a declarative preprocessing plan: the host crops, resizes, pads, normalises and
+// patchifies the image exactly as it says.
+//
+// The image a plan applies to is already 8-bit RGB as transformers' load_image makes it: EXIF
+// orientation applied, then PIL's convert("RGB") (alpha dropped, palettes looked up, grey
+// replicated). ImageHeader's width and height are that image's.
+type Plan struct {
+	// Source is the image size the plan was made for; the host checks it against the image.
+	Source Size `json:"source"`
+	// Crop, when set, keeps only this region of the source.
+	Crop *Rect `json:"crop,omitempty"`
+	// Resize, when set, scales the (cropped) image to this exact size.
+	Resize *Resize `json:"resize,omitempty"`
+	// Pad, when set, adds borders after the resize.
+	Pad       *Pad      `json:"pad,omitempty"`
+	Normalize Normalize `json:"normalize"`
+	Patches   Patches   `json:"patches"`
+	// Grid is the patch grid (the processor's image_grid_thw): T frames of H×W patches.
+	Grid Grid `json:"grid"`
+	// LLMGrid is the language model's position grid for the image span (M-RoPE t, h, w):
+	// Grid with H and W divided by the merge size.
+	LLMGrid Grid `json:"llm_grid"`
+	// ImageTokens is the exact number of image placeholder tokens: LLMGrid.Cells().
+	ImageTokens int `json:"image_tokens"`
+}
+
+// Canvas returns the size of the image after crop, resize and pad: what gets patchified.
+func (p *Plan) Canvas() Size {
+	s := p.Source
+	if p.Crop != nil {
+		s = Size{Width: p.Crop.Width, Height: p.Crop.Height}
+	}
+	if p.Resize != nil {
+		s = Size{Width: p.Resize.Width, Height: p.Resize.Height}
+	}
+	if p.Pad != nil {
+		s.Width += p.Pad.Left + p.Pad.Right
+		s.Height += p.Pad.Top + p.Pad.Bottom
+	}
+	return s
+}
+
+// PixelShape returns the shape [rows, cols] of the pixel tensor the plan produces.
+func (p *Plan) PixelShape() (rows, cols int) {
+	return p.Grid.Cells(), 3 * p.Patches.Temporal * p.Patches.Size * p.Patches.Size
+}
+
+// FrameRequest is the input of iris_frame.
+type FrameRequest struct {
+	Question string `json:"question"`
+	// TextFirst is true when the question came before the image in the user's message.
+	TextFirst bool `json:"text_first"`
+	// Plan is the plan the host executed for this request's image.
+	Plan Plan `json:"plan"`
+	// Params is the same [plugin.params] table the plan was made with.
+	Params map[string]any `json:"params,omitempty"`
+}
+
+// ImageSpan is the run of tokens that stands for the image in the prompt.
+type ImageSpan struct {
+	// Open are special tokens before the placeholders, e.g. ["<|vision_start|>"].
+	Open []string `json:"open"`
+	// Pad is the placeholder token, repeated Count times; the vision embeddings replace these.
+	Pad   string `json:"pad"`
+	Count int    `json:"count"`
+	// Close are special tokens after the placeholders, e.g. ["<|vision_end|>"].
+	Close []string `json:"close"`
+}
+
+// DecodeHints tell the host how to turn generated tokens back into text.
+type DecodeHints struct {
+	SkipSpecialTokens bool `json:"skip_special_tokens"`
+}
+
+// Frame is the prompt around the image: the host tokenises Before and After (special tokens
+// spelled out, e.g. "<|im_start|>"), and splices the image span between them.
+type Frame struct {
+	Before       string      `json:"before"`
+	Span         ImageSpan   `json:"span"`
+	After        string      `json:"after"`
+	StopTokenIDs []int32     `json:"stop_token_ids"`
+	Hints        DecodeHints `json:"hints"`
+}
+
+// Param types a [ParamSpec] may name.
+const (
+	ParamInt    = "int"
+	ParamFloat  = "float"
+	ParamString = "string"
+	ParamBool   = "bool"
+)
+
+// ParamSpec declares one key of the bundle's [plugin.params] table a plugin reads.
+type ParamSpec struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Default is used when the bundle leaves the key out.
+	Default any    `json:"default"`
+	Doc     string `json:"doc,omitempty"`
+}
+
+// Limits describe a plugin's bounds at its default parameters.
+type Limits struct {
+	// MaxAspectRatio is the largest long/short side ratio the plugin accepts (0: no bound).
+	MaxAspectRatio float64 `json:"max_aspect_ratio,omitempty"`
+	// MinImageTokens and MaxImageTokens bound the image span at the default parameters.
+	MinImageTokens int `json:"min_image_tokens"`
+	MaxImageTokens int `json:"max_image_tokens"`
+}
+
+// Description is what iris_describe returns: who the plugin is and what it reads.
+type Description struct {
+	ABI    int    `json:"abi"`
+	Family string `json:"family"`
+	// Tasks are the core task names the plugin frames prompts for, e.g. "vision-language-generation".
+	Tasks  []string    `json:"tasks"`
+	Params []ParamSpec `json:"params"`
+	Limits Limits      `json:"limits"`
+}
+
+// Param returns the spec of the named parameter.
+func (d *Description) Param(name string) (ParamSpec, bool) {
+	for _, p := range d.Params {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return ParamSpec{}, false
+}

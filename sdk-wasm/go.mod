@@ -1,0 +1,3 @@
+module github.com/iris-vlm/iris/sdk-wasm
+
+go 1.26

@@ -1,0 +1,134 @@
+package plugintest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/iris-vlm/iris/sdk-wasm/abi"
+)
+
+// Suite is a family's conformance cases, stored as JSON in the family's testdata.
+type Suite struct {
+	Family string `json:"family"`
+	// Source says where the expectations come from, e.g. the reference script that wrote them.
+	Source string `json:"source,omitempty"`
+	Cases  []Case `json:"cases"`
+}
+
+// Case is one image header (and params) with what the plan must say, or the refusal it must get,
+// and optionally frames to build for that plan.
+type Case struct {
+	Name   string          `json:"name"`
+	Image  abi.ImageHeader `json:"image"`
+	Params map[string]any  `json:"params,omitempty"`
+	// Exactly one of Want and WantError is set.
+	Want      *WantPlan `json:"want,omitempty"`
+	WantError string    `json:"want_error,omitempty"`
+	// Reason, when set, is the reference's own error message; the refusal's message must equal it.
+	Reason string      `json:"reason,omitempty"`
+	Frames []FrameCase `json:"frames,omitempty"`
+}
+
+// WantPlan is what a reference processor fixes about a plan: the resize target, the patch grid
+// (image_grid_thw) and the number of image tokens. Unset fields are not checked.
+type WantPlan struct {
+	Resize      *abi.Size `json:"resize,omitempty"`
+	Grid        *abi.Grid `json:"grid,omitempty"`
+	LLMGrid     *abi.Grid `json:"llm_grid,omitempty"`
+	ImageTokens int       `json:"image_tokens,omitempty"`
+	// Plan, when set, must equal the whole plan.
+	Plan *abi.Plan `json:"plan,omitempty"`
+}
+
+// FrameCase is one question framed for the case's plan.
+type FrameCase struct {
+	Question  string    `json:"question"`
+	TextFirst bool      `json:"text_first"`
+	Want      abi.Frame `json:"want"`
+}
+
+// LoadSuite reads a suite file. A missing or empty file is an error: a suite that silently runs
+// no case proves nothing.
+func LoadSuite(path string) (*Suite, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errorf("loading suite: %w", err)
+	}
+	var s Suite
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, errorf("loading suite %s: %w", path, err)
+	}
+	if len(s.Cases) == 0 {
+		return nil, errorf("loading suite %s: no cases", path)
+	}
+	for i, c := range s.Cases {
+		if (c.Want == nil) == (c.WantError == "") {
+			return nil, errorf("loading suite %s: case %d (%s) needs exactly one of want and want_error", path, i, c.Name)
+		}
+	}
+	return &s, nil
+}
+
+// Run checks every case against r, each as a subtest, and the description's family against the
+// suite's.
+func (s *Suite) Run(t *testing.T, r Runner) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := r.Describe(ctx)
+	if err != nil {
+		t.Fatalf("describe: %v", err)
+	}
+	if d.Family != s.Family {
+		t.Fatalf("describe: family %q, the suite is for %q", d.Family, s.Family)
+	}
+	for _, c := range s.Cases {
+		t.Run(c.Name, func(t *testing.T) { c.run(ctx, t, r) })
+	}
+}
+
+func (c *Case) run(ctx context.Context, t *testing.T, r Runner) {
+	t.Helper()
+	plan, err := r.Plan(ctx, abi.PlanRequest{Image: c.Image, Params: c.Params})
+	if c.WantError != "" {
+		var e *abi.Error
+		if !errorsAs(err, &e) || e.Code != c.WantError || e.Kind != abi.Refusal {
+			t.Fatalf("plan: got (%+v, %v), want refusal %q", plan.Grid, err, c.WantError)
+		}
+		if c.Reason != "" && e.Message != c.Reason {
+			t.Errorf("refusal message %q, the reference says %q", e.Message, c.Reason)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	w := c.Want
+	if w.Resize != nil && (plan.Resize == nil || (abi.Size{Width: plan.Resize.Width, Height: plan.Resize.Height}) != *w.Resize) {
+		t.Errorf("resize: got %+v, want %+v", plan.Resize, *w.Resize)
+	}
+	if w.Grid != nil && plan.Grid != *w.Grid {
+		t.Errorf("grid: got %+v, want %+v", plan.Grid, *w.Grid)
+	}
+	if w.LLMGrid != nil && plan.LLMGrid != *w.LLMGrid {
+		t.Errorf("llm grid: got %+v, want %+v", plan.LLMGrid, *w.LLMGrid)
+	}
+	if w.ImageTokens != 0 && plan.ImageTokens != w.ImageTokens {
+		t.Errorf("image tokens: got %d, want %d", plan.ImageTokens, w.ImageTokens)
+	}
+	if w.Plan != nil && !reflect.DeepEqual(plan, *w.Plan) {
+		t.Errorf("plan:\n got %+v\nwant %+v", plan, *w.Plan)
+	}
+	for _, fc := range c.Frames {
+		f, err := r.Frame(ctx, abi.FrameRequest{Question: fc.Question, TextFirst: fc.TextFirst, Plan: plan, Params: c.Params})
+		if err != nil {
+			t.Errorf("frame %q (text first %t): %v", fc.Question, fc.TextFirst, err)
+			continue
+		}
+		if !reflect.DeepEqual(f, fc.Want) {
+			t.Errorf("frame %q (text first %t):\n got %+v\nwant %+v", fc.Question, fc.TextFirst, f, fc.Want)
+		}
+	}
+}
