@@ -28,9 +28,35 @@ setup:
     scripts/setup-tokenizers.sh
     scripts/fetch-tokenizer.sh
 
+# Developer tools (golangci-lint), pinned, into .build/bin.
+tools:
+    scripts/setup-tools.sh
+
 # Build the iris binary into bin/.
 build: setup
     go build -tags '{{tags}}' -o bin/iris ./gateway/cmd/iris
+
+# The demo (README command 1): build, serve the demo bundle, ask one image question, profile, stop.
+demo: build plugins demo-bundle
+    scripts/demo.sh
+
+# The demo bundle: the committed tiny random-weight Qwen2.5-VL fixture + the qwen2_5_vl plugin.
+demo-bundle: build plugins
+    rm -rf .build/bundles/demo
+    bin/iris bundle build --from core/internal/engine/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/demo
+
+# Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module.
+test: setup tools plugins
+    go vet ./...
+    go -C sdk-wasm vet ./... && GOOS=wasip1 GOARCH=wasm go -C sdk-wasm vet ./...
+    go -C plugins vet ./... && GOOS=wasip1 GOARCH=wasm go -C plugins vet ./...
+    .build/bin/golangci-lint run ./...
+    cd sdk-wasm && ../.build/bin/golangci-lint run ./...
+    cd plugins && ../.build/bin/golangci-lint run ./...
+    scripts/check-cgo.sh
+    go -C sdk-wasm test -race ./...
+    go -C plugins test -race ./...
+    IRIS_PLUGIN_CACHE={{root}}/.build/wazero-cache go test -race -timeout 30m ./...
 
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.
 refenv:

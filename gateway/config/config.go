@@ -93,10 +93,19 @@ type Log struct {
 	Format string `toml:"format"`
 }
 
-// Telemetry configures OpenTelemetry tracing.
+// Telemetry configures OpenTelemetry tracing (see gateway/telemetry.Config).
 type Telemetry struct {
-	// OTLPEndpoint is an OTLP/HTTP endpoint (host:port or URL); empty disables exporting.
-	OTLPEndpoint string `toml:"otlp_endpoint"`
+	// Exporter is "none", "otlp-http" or "otlp-grpc"; empty lets the standard OTEL_* variables
+	// decide (and exports nothing when they are unset).
+	Exporter string `toml:"exporter"`
+	// Endpoint is host:port or a URL; empty takes OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT.
+	Endpoint string `toml:"endpoint"`
+	// Insecure sends to a host:port endpoint without TLS.
+	Insecure bool `toml:"insecure"`
+	// Headers go with every export (e.g. authorization).
+	Headers map[string]string `toml:"headers"`
+	// SampleRatio is the fraction of new traces recorded, in (0, 1]; 0 means all.
+	SampleRatio float64 `toml:"sample_ratio"`
 	// ServiceName names this process in traces.
 	ServiceName string `toml:"service_name"`
 }
@@ -224,6 +233,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Telemetry.ServiceName == "" {
 		return errors.New("telemetry.service_name: must not be empty")
+	}
+	switch c.Telemetry.Exporter {
+	case "", "none", "otlp-http", "otlp-grpc":
+	default:
+		return fmt.Errorf("telemetry.exporter: %q is not none, otlp-http or otlp-grpc", c.Telemetry.Exporter)
+	}
+	if r := c.Telemetry.SampleRatio; r < 0 || r > 1 {
+		return fmt.Errorf("telemetry.sample_ratio: %v is outside [0, 1]", r)
 	}
 	return nil
 }

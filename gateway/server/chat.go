@@ -44,22 +44,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		middleware.Render(c, herr)
 		return
 	}
-	creq := core.Request{
-		ID:            middleware.RequestIDOf(c),
-		CorrelationID: middleware.CorrelationIDOf(c),
-		Model:         req.Model,
-		Text:          req.Text,
-		Image:         image,
-		TextFirst:     req.TextFirst,
-		Params: core.Params{
-			MaxTokens:   req.MaxTokens,
-			Temperature: req.Temperature,
-			TopK:        req.TopK,
-			TopP:        req.TopP,
-			Seed:        req.Seed,
-			IgnoreEOS:   req.IgnoreEOS,
-		},
-	}
+	creq := openai.CoreRequest(req, image, middleware.RequestIDOf(c), middleware.CorrelationIDOf(c))
 	a := &answer{id: "chatcmpl-" + creq.ID, model: req.Model, created: s.now().Unix(), start: start}
 	if req.Stream {
 		s.stream(ctx, c, creq, req, a)

@@ -4,16 +4,20 @@
 Run with the reference stack after `make_fixtures.py --bench DIR` (`just bench-engine-baseline`):
 
   .build/refenv/bin/python scripts/reference/bench_baseline.py --dir .build/bench --threads 2
+  .build/refenv/bin/python scripts/reference/bench_baseline.py --threads 2 \
+      --dir core/internal/engine/testdata/qwen2_5_vl --model tiny-untied --case windows_448x336
 
-It loads DIR/qwen25vl-mid (bf16 on disk) in float32, feeds the processor outputs recorded in
-DIR/cases/<case>.json (+ .pixels.gz) and reports, as the best of --repeat runs (and their median under "median"):
+It loads DIR/MODEL (bf16 on disk) in float32, feeds the processor outputs recorded in
+DIR/cases/CASE.json (+ .pixels.gz) and reports, as the best of --repeat runs (and their median
+under "median"; the machine may be shared):
 
   vision_ms   model.model.get_image_features (the vision tower)
   prefill_ms  generate(max_new_tokens=1) minus vision: the decoder over the whole prompt
   decode_tps  (N-1) / (generate(N) - generate(1)): greedy decode tokens per second
 
-and writes them, with the greedy tokens, to DIR/baseline-<case>.json. The engine's Go benchmark
-(BenchmarkMid in core/internal/engine/native) reads the same checkpoint and case.
+and writes them, with the greedy tokens, to OUT/baseline-MODEL-CASE.json (OUT: .build/bench). The
+engine's Go benchmarks (BenchmarkMid, BenchmarkTiny in core/internal/engine/native) run the same
+checkpoint and case and print the baseline next to their own figures.
 """
 
 import argparse
@@ -52,6 +56,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default=".build/bench", help="directory for the result JSON")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -115,7 +120,8 @@ def main():
         "transformers": __import__("transformers").__version__,
         "loadavg_after": open("/proc/loadavg").read().split()[:3],
     }
-    out = os.path.join(args.dir, f"baseline-{args.case}.json")
+    os.makedirs(args.out, exist_ok=True)
+    out = os.path.join(args.out, f"baseline-{args.model}-{args.case}.json")
     with open(out, "w") as fh:
         json.dump(result, fh, indent=1)
         fh.write("\n")

@@ -3,6 +3,8 @@
 //
 //	iris serve   --bundle <dir> [--bundle <dir>...] [--addr host:port] [--config gateway.toml]
 //	iris bundle  build|verify|inspect ...
+//	iris ask     --image <file> [--url http://host:port] <question>
+//	iris profile --url <server> --input <single_turn.jsonl> [--bundle <dir>] --out <dir> ...
 //	iris version
 package main
 
@@ -17,6 +19,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/iris-vlm/iris/benchmark/cmd/profile"
 	"github.com/iris-vlm/iris/bundles/cmd/bundle"
 )
 
@@ -25,6 +28,8 @@ const usage = `usage: iris <command> [flags]
 commands:
   serve     serve bundles over the OpenAI-compatible HTTP API
   bundle    build, verify or inspect a bundle
+  ask       ask a server one image question and show the answer, usage and stage timings
+  profile   profile an OpenAI-compatible server (AIPerf-compatible artifacts, native parity)
   version   print the version
 `
 
@@ -48,6 +53,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "bundle":
 		return bundle.Run(ctx, args[1:], stdout, stderr)
+	case "ask":
+		return ask(ctx, args[1:], stdout, stderr)
+	case "profile":
+		return profile.Run(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "iris", version())
 		return nil

@@ -75,7 +75,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	gin.SetMode(gin.ReleaseMode)
 
-	tp, shutdownTracing, err := setupTracing(ctx, cfg.Telemetry)
+	tp, prop, shutdownTracing, err := setupTracing(ctx, cfg.Telemetry)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			logger.Warn("closing the runtime", "err", err)
 		}
 	}()
-	srv, err := server.New(cfg.Server, server.Deps{Backend: rt, Registry: reg, Logger: logger, TracerProvider: tp})
+	srv, err := server.New(cfg.Server, server.Deps{Backend: rt, Registry: reg, Logger: logger, TracerProvider: tp, Propagator: prop})
 	if err != nil {
 		return err
 	}

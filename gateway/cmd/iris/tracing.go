@@ -3,15 +3,23 @@ package main
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/iris-vlm/iris/gateway/config"
+	"github.com/iris-vlm/iris/gateway/telemetry"
 )
 
-// setupTracing returns the tracer provider of `iris serve` and a function that flushes it.
-func setupTracing(ctx context.Context, c config.Telemetry) (trace.TracerProvider, func(context.Context) error, error) {
-	_ = ctx
-	_ = c
-	return otel.GetTracerProvider(), func(context.Context) error { return nil }, nil
+// setupTracing installs the tracer provider of `iris serve` (exporting nothing unless the
+// config or the OTEL_* variables ask) and returns it with its propagator and a flush function.
+func setupTracing(ctx context.Context, c config.Telemetry) (trace.TracerProvider, propagation.TextMapPropagator, func(context.Context) error, error) {
+	tel, err := telemetry.Setup(ctx, telemetry.Config{
+		Exporter: c.Exporter, Endpoint: c.Endpoint, Insecure: c.Insecure, Headers: c.Headers,
+		ServiceName: c.ServiceName, ServiceVersion: version(), SampleRatio: c.SampleRatio,
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tel.Install()
+	return tel.TracerProvider(), tel.Propagator(), tel.Shutdown, nil
 }

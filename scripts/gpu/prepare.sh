@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds what a GPU run needs into .carry/ (git-ignored) and prints the device call to make:
+# test binaries of the cuda packages, gpucheck, the cuda iris binary when the gateway links the
+# CUDA engine, the tokenizer files, the family plugin and (optional first argument) a reference
+# JSON of an earlier run. Binaries are stripped and gzipped: the carried tree must stay under the
+# device tool's 64 MiB together with the working tree.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/gpu/env.sh
+out=.carry
+rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins"
+flags=(-tags cuda -trimpath -ldflags '-s -w')
+# test binaries keep their source paths: the fixture package finds testdata through them
+go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
+go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
+go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
+# core wires the backend (core/engines_cuda.go, the lead's); until that file exists the build
+# overlays scripts/gpu/engines_cuda.go.in in its place, leaving the tree untouched.
+overlay=()
+if [[ ! -f core/engines_cuda.go ]]; then
+  printf '{"Replace":{"%s":"%s"}}' "$PWD/core/engines_cuda.go" "$PWD/scripts/gpu/engines_cuda.go.in" >.build/cuda/overlay.json
+  overlay=(-overlay .build/cuda/overlay.json)
+fi
+go build "${flags[@]}" "${overlay[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
+cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
+gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
+if [[ -f bin/plugins/qwen2_5_vl.wasm ]]; then cp bin/plugins/qwen2_5_vl.wasm "$out/plugins/"; fi
+if [[ -n ${1:-} ]]; then cp "$1" "$out/ref.json"; fi
+gzip -6 "$out"/bin/* "$out"/plugins/* 2>/dev/null || true
+du -ab "$out" | sort -n | tail -12 >&2
+echo "prepare: carried $(du -sb "$out" | cut -f1) bytes; working tree (tracked + untracked, not ignored):" \
+  "$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1) bytes" >&2
+cat <<'MSG'
+Device calls (tool `run`, kind nvidia-h200, carry [".carry"]):
+  smoke (~3 min):  bash scripts/gpu/run.sh smoke
+  full  (~9 min):  bash scripts/gpu/run.sh full
+MSG

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The one device call of a GPU run (docs/gpu.md). Runs on the H200 machine in the repository root
+# with .carry/ made by `just gpu-bench` (scripts/gpu/prepare.sh):
+#
+#   bash scripts/gpu/run.sh smoke   toolchain and driver, module load, every kernel against a CPU
+#                                   reference, cuBLAS, tiny-fixture parity against the golden
+#                                   tokens, and the whole full-run pipeline on the tiny model
+#   bash scripts/gpu/run.sh full    the 3B random checkpoint, parity on 8 cases (fp32, bf16) against
+#                                   transformers, the engine's timings
+#   bash scripts/gpu/run.sh speed   HTTP timings (iris serve) and the transformers baselines on the
+#                                   same checkpoint (reused when the machine is still warm)
+#
+# Each step prints PASS/FAIL lines; results and logs go to $OUT (at most 8 files).
+set -uo pipefail
+phase=${1:-smoke}
+OUT=${OUT:-/tmp/iris-out}
+mkdir -p "$OUT"
+root=$PWD
+carry=$root/.carry
+bin=/tmp/iris-bin # the carried binaries, unpacked
+mkdir -p "$bin"
+for f in "$carry"/bin/*.gz "$carry"/plugins/*.gz; do [[ -e $f ]] && gunzip -c "$f" >"$bin/$(basename "${f%.gz}")"; done
+chmod +x "$bin"/* 2>/dev/null
+work=/tmp/iris-gpu
+mkdir -p "$work"
+log=$OUT/run-$phase.log
+exec > >(tee -a "$log") 2>&1
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+
+step() { echo; echo "=== $* ($(date +%T))"; }
+verdict() { # verdict <name> <exit status>
+  if [[ $2 == 0 ]]; then echo "PASS $1"; else echo "FAIL $1 (exit $2)"; fi
+}
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, torch.cuda.get_device_name(0))'
+# cuBLAS 13 for the binaries: the toolkit's, else the one beside PyTorch's wheels
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import site; print(" ".join(p + "/nvidia/cu13/lib" for p in site.getsitepackages()))'); do
+  if [[ -e $d/libcublas.so.13 ]]; then export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; echo "libcublas.so.13 from $d"; break; fi
+done
+# Test binaries find the fixtures by their build path (/work/main); the tokenizer symlinks of the
+# fixture models point into .build/tokenizer.
+if [[ ! -e /work/main/core && $root != /work/main ]]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
+mkdir -p "$root/.build/tokenizer/qwen3" && cp "$carry/tokenizer/tokenizer_config.json" "$root/.build/tokenizer/qwen3/"
+gunzip -c "$carry/tokenizer/tokenizer.json.gz" >"$root/.build/tokenizer/qwen3/tokenizer.json"
+tiny=$root/core/internal/engine/testdata/qwen2_5_vl
+template=$tiny/tiny-untied
+ref=$root/scripts/reference
+
+if [[ $phase == smoke ]]; then
+  step "gpu package: compat symbols, PTX load, launch, graph capture"
+  (cd core/internal/gpu && timeout 60 "$bin/gpu.test" -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)' ); verdict gpu.test ${PIPESTATUS[0]}
+  step "kernels against CPU references"
+  (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
+  step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16"
+  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|Plan|Checkpoint|Header' 2>&1 | grep -E -- '--- (PASS|FAIL)|FAIL|ok|parity|agree|error|panic' | head -80); verdict fixtures ${PIPESTATUS[0]}
+  step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"
+  timeout 150 python3 "$ref/gpu_parity.py" --model "$template" --cases "$work/tcases" --out "$work/tref.json" --new 8; verdict tiny-ref $?
+  timeout 60 "$bin/gpucheck" parity -model "$template" -cases "$work/tcases" -ref "$work/tref.json" -new 8 -out "$OUT/tiny-parity.json"; verdict tiny-parity $?
+  timeout 60 "$bin/gpucheck" bench -model "$template" -cases "$work/tcases" -case vga_640x480 -runs 5 -seconds 1 -out "$OUT/tiny-bench.json"; verdict tiny-bench $?
+  timeout 150 python3 "$ref/gpu_baseline.py" --model "$template" --cases "$work/tcases" --case vga_640x480 --runs 3 --out "$OUT/tiny-baseline.json"; verdict tiny-baseline $?
+  step "done"
+  grep -hE '^(PASS|FAIL|SKIP)' "$log"
+  exit 0
+fi
+
+# ---- full and speed share the checkpoint and the cases (kept on a machine that stays warm)
+model=$work/qwen25vl-3b
+cases=$work/cases
+if [[ -f $model/config.json && -f $model/tokenizer.json ]]; then
+  echo "reusing the checkpoint in $model"
+else
+  step "3B checkpoint with random bf16 weights"
+  timeout 300 python3 "$ref/gpu_checkpoint.py" --out "$model" --tokenizer "$root/.build/tokenizer/qwen3" --template "$template"; verdict checkpoint $?
+fi
+
+if [[ $phase == full ]]; then
+  step "unit tests (kernels, cuBLAS attention, tiny-fixture parity)"
+  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error' | head -40); verdict unit ${PIPESTATUS[0]}
+  step "processor outputs and transformers greedy reference (fp32, bf16)"
+  timeout 360 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$OUT/ref.json" --new 32; verdict reference $?
+  step "engine parity (fp32 tokens identical; bf16 >= 98% agreement)"
+  timeout 300 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$OUT/ref.json" -new 32 -out "$OUT/parity.json"; verdict parity $?
+  step "engine timing (bf16)"
+  timeout 150 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 30 -seconds 4 -out "$OUT/bench.json"; verdict bench $?
+  timeout 100 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case square_448x448 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-448.json"; verdict bench-448 $?
+fi
+
+if [[ $phase == speed ]]; then
+  step "unit tests (gemv, decode attention, tiny-fixture parity)"
+  (cd core/internal/engine/cuda && timeout 60 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
+  if [[ ! -f $cases/index.json ]]; then
+    timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
+  fi
+  if [[ -f $carry/ref.json ]]; then
+    step "engine parity against the carried transformers reference (free-running and teacher-forced)"
+    timeout 150 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$carry/ref.json" -new 32 -out "$OUT/parity.json"; verdict parity $?
+  fi
+  step "engine timing (bf16): gemv decode, then cuBLAS decode for comparison"
+  timeout 90 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 30 -seconds 3 -out "$OUT/bench.json"; verdict bench $?
+  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 10 -seconds 1 -concurrency 1 -decode-cublas; verdict bench-cublas $?
+  timeout 60 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case square_448x448 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-448.json"; verdict bench-448 $?
+  if [[ -x $bin/iris ]]; then
+    step "HTTP: bundle build, iris serve, loopback load"
+    bundle=$work/bundle
+    plugin=()
+    [[ -f $bin/qwen2_5_vl.wasm ]] && plugin=(--plugin "$bin/qwen2_5_vl.wasm")
+    rm -rf "$bundle"
+    timeout 120 "$bin/iris" bundle build --from "$model" --family qwen2_5_vl --out "$bundle" --backend cuda --name qwen25vl-3b --context 4096 "${plugin[@]}"; verdict bundle $?
+    "$bin/iris" serve --bundle "$bundle" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve.log" 2>&1 &
+    srv=$!
+    for _ in $(seq 90); do
+      if curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1; then break; fi
+      sleep 1
+    done
+    timeout 150 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
+      -question "Is there any text in the image?" -runs 30 -seconds 4 -out "$OUT/http.json"; verdict http $?
+    kill "$srv"; wait "$srv" 2>/dev/null
+    grep -iE 'error|warn|engine loaded' "$work/serve.log" | head -20
+  else
+    echo "SKIP http: no cuda iris binary carried"
+  fi
+  step "transformers baseline (bf16; dynamic and static cache)"
+  timeout 240 python3 "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case vga_640x480 --runs 8 --out "$OUT/baseline.json"; verdict baseline $?
+fi
+step "done"
+grep -hE '^(PASS|FAIL|SKIP)' "$log"

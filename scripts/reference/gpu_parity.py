@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Parity cases and transformers' greedy reference for the CUDA engine (full-size checkpoint).
+
+  python3 scripts/reference/gpu_parity.py --model DIR --cases DIR --out ref.json [--new 32]
+
+1. Makes the image+question cases (deterministic synthetic images of several sizes, 1600x1200
+   included) and runs the model's own processor (AutoProcessor: chat template, smart_resize,
+   torchvision resize, patchify) on each; writes DIR/<case>.json (input ids, grid, question),
+   DIR/<case>.f32 (pixel_values, little-endian float32) and DIR/<case>.png.
+2. Runs transformers generate greedily (do_sample=False, repetition_penalty=1.0, EOS ignored) in
+   float32 (TF32 off for matmuls and cuDNN, so the conv patch embedding is exact F32 too) and in
+   bfloat16, SDPA attention, and records per case and precision the tokens and, per step, the
+   logit margin between the top two tokens.
+
+The Go side (core/internal/engine/cuda/gpucheck parity) feeds the same case files to the engine
+and compares.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+from PIL import Image
+from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+
+# name, width, height, question
+CASES = [
+    ("min_56x56", 56, 56, "What is in this image?"),
+    ("rect_320x240", 320, 240, "Describe the picture in one sentence."),
+    ("square_448x448", 448, 448, "What colors do you see?"),
+    ("vga_640x480", 640, 480, "Is there any text in the image?"),
+    ("wide_500x90", 500, 90, "Read the banner."),
+    ("tall_120x300", 120, 300, "What shape is this?"),
+    ("xga_1024x768", 1024, 768, "Count the objects."),
+    ("uxga_1600x1200", 1600, 1200, "Describe the scene in detail."),
+]
+
+
+def make_image(i, w, h):
+    """A smooth gradient with random blocks: deterministic per case, not trivially compressible."""
+    rng = np.random.default_rng(1000 + i)
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.stack([(x * 255 // max(w - 1, 1)), (y * 255 // max(h - 1, 1)), ((x + y) * 127 // max(w + h, 1))], -1).astype(np.int32)
+    for _ in range(12):
+        bw, bh = rng.integers(4, max(5, w // 3)), rng.integers(4, max(5, h // 3))
+        bx, by = rng.integers(0, max(1, w - bw)), rng.integers(0, max(1, h - bh))
+        img[by : by + bh, bx : bx + bw] = rng.integers(0, 256, 3)
+    img += rng.integers(-12, 13, img.shape)
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
+
+
+def prepare(proc, cases_dir):
+    os.makedirs(cases_dir, exist_ok=True)
+    out = []
+    for i, (name, w, h, q) in enumerate(CASES):
+        img = make_image(i, w, h)
+        img.save(os.path.join(cases_dir, name + ".png"))
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]}]
+        prompt = proc.apply_chat_template(messages, add_generation_prompt=True)
+        inputs = proc(text=[prompt], images=[img], return_tensors="pt")
+        pv = inputs["pixel_values"].to(torch.float32).contiguous().numpy()
+        pv.astype("<f4").tofile(os.path.join(cases_dir, name + ".f32"))
+        meta = {
+            "name": name, "width": w, "height": h, "question": q, "prompt": prompt,
+            "input_ids": inputs["input_ids"][0].tolist(),
+            "image_grid_thw": inputs["image_grid_thw"].tolist(),
+            "pixels": name + ".f32", "pixel_rows": pv.shape[0], "pixel_cols": pv.shape[1],
+        }
+        with open(os.path.join(cases_dir, name + ".json"), "w") as f:
+            json.dump(meta, f)
+        out.append((name, inputs))
+    with open(os.path.join(cases_dir, "index.json"), "w") as f:
+        json.dump([c[0] for c in CASES], f)
+    return out
+
+
+def run(model_dir, dtype, cases, new, device):
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa").to(device).eval()
+    model.generation_config.eos_token_id = None  # EOS never stops: always `new` tokens
+    res = {}
+    for name, inputs in cases:
+        x = {k: v.to(device) for k, v in inputs.items()}
+        n = x["input_ids"].shape[1]
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(**x, do_sample=False, num_beams=1, repetition_penalty=1.0, max_new_tokens=new,
+                                 output_scores=True, return_dict_in_generate=True, pad_token_id=151643)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        ms = (time.perf_counter() - t) * 1e3
+        scores = torch.stack(out.scores)[:, 0, :].float()
+        top = scores.topk(2, dim=-1)
+        res[name] = {
+            "tokens": out.sequences[0, n:].tolist(),
+            "margins": (top.values[:, 0] - top.values[:, 1]).tolist(),
+            "runner_up": top.indices[:, 1].tolist(),
+            "prompt_tokens": n,
+            "generate_ms": round(ms, 2),
+        }
+        print(f"{dtype}\t{name}\tprompt {n}\t{ms:.0f} ms\tmin margin {min(res[name]['margins']):.4f}", flush=True)
+    del model
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--new", type=int, default=32)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
+    ap.add_argument("--prepare-only", action="store_true", help="write the case files, run no model")
+    args = ap.parse_args()
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if args.only:
+        keep = set(args.only.split(","))
+        CASES[:] = [c for c in CASES if c[0] in keep]
+    proc = AutoProcessor.from_pretrained(args.model)
+    cases = prepare(proc, args.cases)
+    if args.prepare_only:
+        return
+    ref = {"meta": {"transformers": __import__("transformers").__version__, "torch": torch.__version__, "new_tokens": args.new,
+                    "semantics": "greedy, repetition_penalty 1.0, EOS ignored, sdpa; fp32 with TF32 off"}}
+    ref["fp32"] = run(args.model, torch.float32, cases, args.new, args.device)
+    ref["bf16"] = run(args.model, torch.bfloat16, cases, args.new, args.device)
+    with open(args.out, "w") as f:
+        json.dump(ref, f)
+
+
+if __name__ == "__main__":
+    main()
