@@ -216,8 +216,11 @@ func firstModel(ctx context.Context, base string) (string, error) {
 	}
 	defer resp.Body.Close()
 	var list openai.ModelList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) == 0 {
-		return "", fmt.Errorf("ask: the server lists no models (%v)", err)
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return "", fmt.Errorf("ask: list models: %w", err)
+	}
+	if len(list.Data) == 0 {
+		return "", errors.New("ask: the server lists no models")
 	}
 	return list.Data[0].ID, nil
 }
