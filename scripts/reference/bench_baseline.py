@@ -12,8 +12,10 @@ DIR/cases/CASE.json (+ .pixels.gz) and reports, as the best of --repeat runs (an
 under "median"; the machine may be shared):
 
   vision_ms   model.model.get_image_features (the vision tower)
-  prefill_ms  generate(max_new_tokens=1) minus vision: the decoder over the whole prompt
-  decode_tps  (N-1) / (generate(N) - generate(1)): greedy decode tokens per second
+  prefill_ms  the decoder over the whole prompt (image rows scattered in, 3-D positions) with a
+              cache, and lm_head on the last token: the engine's Prefill
+  decode_tps  N-1 greedy steps of the decoder on that cache: the engine's DecodeStep loop
+  generate_*  the same through model.generate (first token incl. vision; decode rate), for context
 
 and writes them, with the greedy tokens, to OUT/baseline-MODEL-CASE.json (OUT: .build/bench). The
 engine's Go benchmarks (BenchmarkMid, BenchmarkTiny in core/internal/engine/native) run the same
@@ -75,46 +77,91 @@ def main():
         "image_grid_thw": torch.tensor(case["image_grid_thw"]),
     }
 
+    lm = model.model.language_model
+    n_prompt = ids.shape[1]
+
     def gen(n):
         return model.generate(
             **inputs, do_sample=False, num_beams=1, repetition_penalty=1.0, max_new_tokens=n, pad_token_id=151643
         )
+
+    def vision():
+        return torch.cat(model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"]).pooler_output)
+
+    def prompt_embeds(image):
+        """inputs_embeds with the image rows scattered in, and the 4-row position ids of generate."""
+        embeds = model.model.get_input_embeddings()(ids)
+        mask = (ids == model.config.image_token_id)[..., None].expand_as(embeds)
+        embeds = embeds.masked_scatter(mask, image)
+        pos, delta = model.model.get_rope_index(
+            ids, mm_token_type_ids=inputs["mm_token_type_ids"], image_grid_thw=inputs["image_grid_thw"]
+        )
+        text = torch.arange(n_prompt).view(1, 1, -1)
+        return embeds, torch.cat([text, pos], dim=0), int(delta.view(-1)[0])
+
+    def prefill(embeds, position_ids):
+        """The decoder over the prompt, and lm_head on its last token (what the engine's prefill does)."""
+        out = lm(inputs_embeds=embeds, position_ids=position_ids, use_cache=True)
+        return out.past_key_values, model.lm_head(out.last_hidden_state[:, -1:])[0, -1]
+
+    def decode(cache, logits, delta, n):
+        """n-1 greedy steps on the cache: the model's forward per token, as the engine's decode."""
+        toks = [int(torch.argmax(logits))]
+        for i in range(n - 1):
+            at = n_prompt + i
+            pos = torch.tensor([at, at + delta, at + delta, at + delta]).view(4, 1, 1)
+            out = lm(inputs_embeds=model.model.get_input_embeddings()(torch.tensor([[toks[-1]]])),
+                     position_ids=pos, past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            toks.append(int(torch.argmax(model.lm_head(out.last_hidden_state[:, -1:])[0, -1])))
+        return toks
 
     def timed(fn):
         t = time.perf_counter()
         out = fn()
         return time.perf_counter() - t, out
 
+    n = args.new_tokens
+    samples = {"vision": [], "prefill": [], "decode": [], "gen_first": [], "gen_full": []}
     with torch.inference_mode():
         gen(2)  # warm-up
-        vision, first, full = [], [], []
         tokens = None
         for _ in range(args.repeat):
-            vision.append(timed(lambda: model.model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"]))[0])
-            first.append(timed(lambda: gen(1))[0])
-            t, out = timed(lambda: gen(args.new_tokens))
-            full.append(t)
-            tokens = out[0, ids.shape[1] :].tolist()
+            t, image = timed(vision)
+            samples["vision"].append(t)
+            embeds, position_ids, delta = prompt_embeds(image)
+            t, (cache, logits) = timed(lambda: prefill(embeds, position_ids))
+            samples["prefill"].append(t)
+            t, tokens = timed(lambda: decode(cache, logits, delta, n))
+            samples["decode"].append(t)
+            samples["gen_first"].append(timed(lambda: gen(1))[0])
+            t, out = timed(lambda: gen(n))
+            samples["gen_full"].append(t)
+            if out[0, n_prompt:].tolist() != tokens:
+                raise SystemExit("the stage-by-stage greedy tokens differ from generate()")
 
     # The machine may be shared: the best run measures the code, the median the conditions.
-    def stats(v_s, f_s, n_s):
+    def stats(pick):
+        v, p, d = pick(samples["vision"]), pick(samples["prefill"]), pick(samples["decode"])
+        first, full = pick(samples["gen_first"]), pick(samples["gen_full"])
         return {
-            "vision_ms": v_s * 1e3,
-            "prefill_ms": (f_s - v_s) * 1e3,
-            "first_token_ms": f_s * 1e3,
-            "decode_tps": (args.new_tokens - 1) / (n_s - f_s),
+            "vision_ms": v * 1e3,
+            "prefill_ms": p * 1e3,
+            "decode_tps": (n - 1) / d,
+            "generate_first_token_ms": first * 1e3,
+            "generate_decode_tps": (n - 1) / max(full - first, 1e-9),
         }
 
     result = {
         "model": args.model,
         "case": args.case,
         "threads": args.threads,
-        "prompt_tokens": int(ids.shape[1]),
+        "prompt_tokens": int(n_prompt),
         "image_tokens": int(sum(case["mm_token_type_ids"])),
-        "new_tokens": args.new_tokens,
+        "new_tokens": n,
         "repeat": args.repeat,
-        **stats(min(vision), min(first), min(full)),
-        "median": stats(statistics.median(vision), statistics.median(first), statistics.median(full)),
+        **stats(min),
+        "median": stats(statistics.median),
         "tokens": tokens,
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,

@@ -19,8 +19,9 @@ import (
 //	go test ./core/internal/engine/native -run '^$' -bench Tiny -benchtime 20x
 //	IRIS_BENCH_DIR=$PWD/.build/bench go test ./core/internal/engine/native -run '^$' -bench Mid -benchtime 5x -timeout 30m
 //
-// BenchmarkMid needs the checkpoint `just bench-engine-model` generates (never committed) and
-// compares with the transformers baseline `just bench-engine-baseline` wrote next to it.
+// BenchmarkMid needs the checkpoint `just bench-engine-model` generates (never committed). Both
+// benchmarks print the transformers figures `just bench-engine-baseline` recorded in .build/bench
+// for the same checkpoint and case, and fail if the greedy tokens differ.
 
 const benchThreads = 2
 
@@ -86,20 +87,58 @@ func runStages(b *testing.B, m *Model, c *fixture.Case, img engine.Image, n int)
 	return tokens
 }
 
+// baseline is what scripts/reference/bench_baseline.py measured for transformers.
+type baseline struct {
+	VisionMS    float64 `json:"vision_ms"`
+	PrefillMS   float64 `json:"prefill_ms"`
+	DecodeTPS   float64 `json:"decode_tps"`
+	GenerateTPS float64 `json:"generate_decode_tps"`
+	NewTokens   int     `json:"new_tokens"`
+	Tokens      []int32 `json:"tokens"`
+	Threads     int     `json:"threads"`
+}
+
+func benchDir() string {
+	if dir := os.Getenv("IRIS_BENCH_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(fixture.Root(), "..", "..", "..", "..", ".build", "bench")
+}
+
+// compare runs the case for the baseline's token count (n without one), checks the greedy tokens
+// against it, and logs both sides.
+func compare(b *testing.B, m *Model, c *fixture.Case, img engine.Image, name string, n int) {
+	var base baseline
+	data, err := os.ReadFile(filepath.Join(benchDir(), "baseline-"+name+"-"+c.Name+".json"))
+	if err == nil {
+		if err := json.Unmarshal(data, &base); err != nil {
+			b.Fatal(err)
+		}
+		n = base.NewTokens
+	}
+	tokens := runStages(b, m, c, img, n)
+	if base.Tokens == nil {
+		b.Logf("no transformers baseline for %s/%s (just bench-engine-baseline)", name, c.Name)
+		return
+	}
+	if !slices.Equal(tokens, base.Tokens) {
+		b.Errorf("greedy tokens differ from transformers:\n got %v\nwant %v", tokens, base.Tokens)
+	}
+	b.Logf("transformers (%d threads, best run): vision %.1f ms, prefill %.1f ms, decode %.2f tok/s (generate(): %.2f tok/s)",
+		base.Threads, base.VisionMS, base.PrefillMS, base.DecodeTPS, base.GenerateTPS)
+}
+
 // BenchmarkTiny times the committed tiny fixture on the windows_448x336 case (192 image tokens).
 func BenchmarkTiny(b *testing.B) {
 	m := loadFixture(b, "tiny-untied", Options{Threads: benchThreads})
 	c, img := loadCase(b, "windows_448x336")
-	runStages(b, m, c, img, 24)
+	compare(b, m, c, img, "tiny-untied", 24)
 }
 
-// BenchmarkMid times a Qwen2.5-0.5B-sized decoder with a small vision tower, and checks its
-// greedy tokens against the transformers baseline when one was recorded.
+// BenchmarkMid times a Qwen2.5-0.5B-sized decoder with a small vision tower (generated, never
+// committed) against transformers on the same checkpoint and case.
 func BenchmarkMid(b *testing.B) {
-	dir := os.Getenv("IRIS_BENCH_DIR")
-	if dir == "" {
-		dir = filepath.Join(fixture.Root(), "..", "..", "..", "..", ".build", "bench")
-	}
+	dir := benchDir()
 	if _, err := os.Stat(filepath.Join(dir, "qwen25vl-mid", "config.json")); err != nil {
 		b.Skipf("no benchmark model in %s (just bench-engine-model): %v", dir, err)
 	}
@@ -116,27 +155,5 @@ func BenchmarkMid(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var base struct {
-		VisionMS   float64 `json:"vision_ms"`
-		PrefillMS  float64 `json:"prefill_ms"`
-		DecodeTPS  float64 `json:"decode_tps"`
-		NewTokens  int     `json:"new_tokens"`
-		Tokens     []int32 `json:"tokens"`
-		ThreadsRan int     `json:"threads"`
-	}
-	n := 32
-	data, err := os.ReadFile(filepath.Join(dir, "baseline-bench_448x336.json"))
-	if err == nil {
-		if err := json.Unmarshal(data, &base); err != nil {
-			b.Fatal(err)
-		}
-		n = base.NewTokens
-	}
-	tokens := runStages(b, m, c, img, n)
-	if base.Tokens != nil {
-		if !slices.Equal(tokens, base.Tokens) {
-			b.Errorf("greedy tokens differ from transformers:\n got %v\nwant %v", tokens, base.Tokens)
-		}
-		b.Logf("transformers (%d threads): vision %.0f ms, prefill %.0f ms, decode %.2f tok/s", base.ThreadsRan, base.VisionMS, base.PrefillMS, base.DecodeTPS)
-	}
+	compare(b, m, c, img, "qwen25vl-mid", 32)
 }

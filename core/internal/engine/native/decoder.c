@@ -110,7 +110,7 @@ iris_status decoder_forward(iris_model *m, iris_seq *s, const int32_t *ids, int 
         rmsnorm_rows(m->pool, r.xn, r.x, L->mlp_norm, n, H, p->rms_eps);
         linear_out gu[2] = {{&L->gate, NULL, r.gate, I}, {&L->up, NULL, r.up, I}};
         linear(m->pool, &m->kn, r.xn, H, n, gu, 2);
-        silu_mul_rows(m->pool, r.gate, r.up, n, I);
+        silu_mul_rows(m->pool, &m->kn, r.gate, r.up, n, I);
         linear_out d = {&L->down, NULL, r.xn, H};
         linear(m->pool, &m->kn, r.gate, I, n, &d, 1);
         add_rows(m->pool, r.x, r.xn, n, H);

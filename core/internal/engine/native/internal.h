@@ -48,7 +48,8 @@ iris_status st_open(const char *path, st_file *f, char *err, size_t err_len);
 void st_close(st_file *f);
 
 // ----------------------------------------------------------------------------
-// kernels (kernels.c): the hot loops, AVX2/FMA where the CPU has it, portable C otherwise
+// kernels (kernels.c): the hot loops, AVX-512 or AVX2/FMA where the CPU has them, portable C
+// otherwise
 
 // mat is a weight matrix as torch.nn.Linear stores it: rows = out features, cols = in features,
 // row-major, used in place from the mapping (F32 or BF16).
@@ -58,13 +59,14 @@ typedef struct {
     int rows, cols;
 } mat;
 
+// kernels is the chosen kernel set and its scratch; the model owns one.
 typedef struct {
     iris_kernels level; // GENERIC, AVX2 or AVX512: never BEST
-    float *wbuf;        // (threads, KERNELS_WBUF) per-thread scratch; NULL: none
+    float *wbuf;        // (threads, KERNELS_WBUF) per-thread scratch for packed weight blocks
 } kernels;
 
-// KERNELS_WBUF is the per-thread scratch a prefill uses to widen a block of BF16 weights to F32
-// once for all the rows of x.
+// KERNELS_WBUF is the per-thread scratch (in floats) a prefill packs a block of weights into,
+// widened to F32, once for all the rows of x.
 #define KERNELS_WBUF (64 * 512)
 
 // kernels_detect picks the best kernels the CPU runs, no better than cap (BEST: no cap).
@@ -83,26 +85,25 @@ typedef struct {
 // This is where the time goes.
 void linear(pool *p, const kernels *kn, const float *x, int ldx, int M, const linear_out *outs, int n_outs);
 
-
 // ----------------------------------------------------------------------------
 // ops (ops.c): small elementwise and normalisation steps, each citing its PyTorch line
 
 void rmsnorm(float *out, const float *x, const float *w, int n, float eps);
-void silu_mul(float *gate, const float *up, int n);
+void silu_mul(const kernels *kn, float *gate, const float *up, int n);
 void gelu_erf(float *x, int n);
-void softmax(float *x, int n);
+void softmax(const kernels *kn, float *x, int n);
 void bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 void f16_to_f32(float *dst, const uint16_t *src, size_t n);
 // The same over rows of n values, on the pool. add_rows: y += x.
 void rmsnorm_rows(pool *p, float *out, const float *x, const float *w, int rows, int n, float eps);
-void silu_mul_rows(pool *p, float *gate, const float *up, int rows, int n);
+void silu_mul_rows(pool *p, const kernels *kn, float *gate, const float *up, int rows, int n);
 void gelu_rows(pool *p, float *x, int rows, int n);
 void add_rows(pool *p, float *y, const float *x, int rows, int n);
 // rope_rotate applies q*cos + rotate_half(q)*sin to one head of dim d; cos/sin hold d/2 values
 // (the duplicated second half is implied).
 void rope_rotate(float *q, const float *cos, const float *sin, int d);
 
-// attention runs softmax(q k^T * scale) v for one sequence chunk on the pool.
+// attention runs softmax(q k^T * scale) v for one sequence chunk on the pool (kernels.c).
 //   q: [nq, heads] rows of head_dim at stride ldq; k, v: [nk, kv_heads] rows at ldk, ldv
 //   out: [nq, heads*head_dim] at stride ldo
 //   causal: query i sees keys [0, q_off + i]; otherwise all nk keys

@@ -494,7 +494,7 @@ static void attn_task(void *arg, int task, int thread) {
         int n = j->causal ? j->q_off + i + 1 : j->nk;
         if (n > nk) n = nk;
         for (int t = 0; t < n; t++) si[t] *= j->scale;
-        softmax(si, n);
+        softmax(c->kn, si, n);
         for (int t = n; t < nk; t++) si[t] = 0; // the causal mask
     }
     wmat values = {j->v + (size_t)kvh * hd, DT_F32, (size_t)j->ldv, 1};

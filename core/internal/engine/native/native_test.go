@@ -29,7 +29,7 @@ func TestRefusesBeforeKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rect, rectImg := loadCase(t, "rect_320x240")     // 126 prompt tokens, 396 patches
+	rect, rectImg := loadCase(t, "rect_320x240")    // 126 prompt tokens, 396 patches
 	large, largeImg := loadCase(t, "large_644x476") // 1564 patches
 
 	tests := []struct {

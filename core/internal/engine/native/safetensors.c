@@ -42,8 +42,9 @@ static int eat(jr *j, char c) {
 // for the simple cases (\" \\ \/ \n \t); \uXXXX is kept verbatim, which names never need.
 static int str(jr *j, char **out) {
     if (!eat(j, '"')) return 0;
-    size_t start = j->i;
-    char *buf = out ? malloc(j->n - start + 1) : NULL;
+    size_t start = j->i, end = start;
+    while (end < j->n && j->s[end] != '"') end += j->s[end] == '\\' ? 2 : 1;
+    char *buf = out ? malloc(end - start + 1) : NULL; // escapes only shrink the string
     if (out && !buf) return 0;
     size_t k = 0;
     while (j->i < j->n && j->s[j->i] != '"') {

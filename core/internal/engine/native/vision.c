@@ -158,7 +158,7 @@ iris_status vision_forward(iris_model *m, const float *pixels, int N, int cols, 
         rmsnorm_rows(m->pool, v.xn, v.x, B->norm2, N, VH, p->v_eps);
         linear_out gu[2] = {{&B->gate, B->gate_b, v.gate, VI}, {&B->up, B->up_b, v.up, VI}};
         linear(m->pool, &m->kn, v.xn, VH, N, gu, 2);
-        silu_mul_rows(m->pool, v.gate, v.up, N, VI);
+        silu_mul_rows(m->pool, &m->kn, v.gate, v.up, N, VI);
         linear_out dn = {&B->down, B->down_b, v.xn, VH};
         linear(m->pool, &m->kn, v.gate, VI, N, &dn, 1);
         add_rows(m->pool, v.x, v.xn, N, VH);
