@@ -73,7 +73,7 @@ func Decode(b []byte, v any) error {
 		r.fail("%d bytes after the message", len(r.b))
 	}
 	if r.err != nil {
-		return fmt.Errorf("%w: decoding %T: %v", ErrMalformed, v, r.err)
+		return fmt.Errorf("%w: decoding %T: %w", ErrMalformed, v, r.err)
 	}
 	return nil
 }
@@ -120,7 +120,7 @@ func DecodeResponse[T any](b []byte) (T, error) {
 			r.fail("%d bytes after the error", len(r.b))
 		}
 		if r.err != nil {
-			return v, fmt.Errorf("%w: decoding an error response: %v", ErrMalformed, r.err)
+			return v, fmt.Errorf("%w: decoding an error response: %w", ErrMalformed, r.err)
 		}
 		if err := e.validate(); err != nil {
 			return v, err
@@ -484,7 +484,7 @@ func (r *reader) plan(p *Plan) {
 }
 
 func (r *reader) message(v any) {
-	want := byte(0)
+	var want byte
 	switch v.(type) {
 	case *PlanRequest:
 		want = kindPlanRequest

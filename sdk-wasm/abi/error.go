@@ -66,7 +66,7 @@ func validCode(s string) bool {
 	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		c := s[i]
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
 			return false
