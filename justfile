@@ -45,7 +45,8 @@ demo-bundle: build plugins
     rm -rf .build/bundles/demo
     bin/iris bundle build --from core/internal/engine/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/demo
 
-# Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module.
+# Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module,
+# the cuda build vetted and linked against PyPI's CUDA headers, and the real AIPerf end to end.
 test: setup tools plugins
     go vet ./...
     go -C sdk-wasm vet ./... && GOOS=wasip1 GOARCH=wasm go -C sdk-wasm vet ./...
@@ -57,6 +58,7 @@ test: setup tools plugins
     go -C sdk-wasm test -race ./...
     go -C plugins test -race ./...
     IRIS_PLUGIN_CACHE={{root}}/.build/wazero-cache go test -race -timeout 30m ./...
+    {{just_executable()}} vet-cuda
     {{just_executable()}} test-aiperf
 
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.

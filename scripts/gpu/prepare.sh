@@ -14,14 +14,7 @@ flags=(-tags cuda -trimpath -ldflags '-s -w')
 go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
 go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
 go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
-# core wires the backend (core/engines_cuda.go, the lead's); until that file exists the build
-# overlays scripts/gpu/engines_cuda.go.in in its place, leaving the tree untouched.
-overlay=()
-if [[ ! -f core/engines_cuda.go ]]; then
-  printf '{"Replace":{"%s":"%s"}}' "$PWD/core/engines_cuda.go" "$PWD/scripts/gpu/engines_cuda.go.in" >.build/cuda/overlay.json
-  overlay=(-overlay .build/cuda/overlay.json)
-fi
-go build "${flags[@]}" "${overlay[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
+go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
 cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
 gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
 if [[ -f bin/plugins/qwen2_5_vl.wasm ]]; then cp bin/plugins/qwen2_5_vl.wasm "$out/plugins/"; fi

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// httpResult is one streamed chat completion as the client saw it: the time to the first chunk
+// with text, the total time, and the completion tokens the usage chunk reports.
+type httpResult struct {
+	total, ttft time.Duration
+	chunks      int
+	tokens      int
+}
+
+func chatOnce(ctx context.Context, client *http.Client, url string, body []byte) (httpResult, error) {
+	var r httpResult
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return r, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return r, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<16), 1<<22)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") {
+			continue
+		}
+		data := strings.TrimPrefix(line, "data: ")
+		if data == "[DONE]" {
+			break
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content *string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal([]byte(data), &chunk) != nil {
+			continue
+		}
+		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != nil && *chunk.Choices[0].Delta.Content != "" {
+			if r.chunks == 0 {
+				r.ttft = time.Since(start)
+			}
+			r.chunks++
+		}
+		if chunk.Usage != nil {
+			r.tokens = chunk.Usage.CompletionTokens
+		}
+	}
+	r.total = time.Since(start)
+	return r, sc.Err()
+}
+
+func pctl(v []float64, p float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func httpBench(args []string) error {
+	fs := flag.NewFlagSet("http", flag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:8080", "server base URL")
+	model := fs.String("model", "", "model name")
+	image := fs.String("image", "", "PNG or JPEG file to send")
+	question := fs.String("question", "Describe the picture.", "question")
+	runs := fs.Int("runs", 30, "requests per latency figure")
+	conc := fs.String("concurrency", "1,8,32", "concurrencies for images/s")
+	secs := fs.Float64("seconds", 5, "seconds per throughput figure")
+	out := fs.String("out", "", "write results as JSON here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	img, err := os.ReadFile(*image)
+	if err != nil {
+		return err
+	}
+	mime := http.DetectContentType(img)
+	dataURL := "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(img)
+	body := func(n int) []byte {
+		b, _ := json.Marshal(map[string]any{
+			"model": *model, "stream": true, "max_tokens": n, "temperature": 0, "ignore_eos": true,
+			"stream_options": map[string]bool{"include_usage": true},
+			"messages": []any{map[string]any{"role": "user", "content": []any{
+				map[string]any{"type": "image_url", "image_url": map[string]string{"url": dataURL}},
+				map[string]any{"type": "text", "text": *question},
+			}}},
+		})
+		return b
+	}
+	ctx := context.Background()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 2 * time.Minute}
+	for range 3 {
+		if _, err := chatOnce(ctx, client, *url, body(10)); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	res := map[string]any{"image": *image, "bytes": len(img)}
+	for _, n := range []int{3, 10} {
+		var tot, first []float64
+		tpot := 0.0
+		for range *runs {
+			r, err := chatOnce(ctx, client, *url, body(n))
+			if err != nil {
+				return err
+			}
+			if r.tokens != n || r.chunks == 0 {
+				return fmt.Errorf("usage reports %d completion tokens (%d text chunks), asked for %d", r.tokens, r.chunks, n)
+			}
+			tot = append(tot, float64(r.total.Microseconds())/1000)
+			first = append(first, float64(r.ttft.Microseconds())/1000)
+			tpot += float64((r.total - r.ttft).Microseconds()) / 1000 / float64(n-1)
+		}
+		l := map[string]float64{"p50_ms": pctl(tot, 50), "p95_ms": pctl(tot, 95), "ttft_p50_ms": pctl(first, 50), "tpot_mean_ms": tpot / float64(*runs)}
+		res["c1_"+strconv.Itoa(n)+"tok"] = l
+		fmt.Printf("bench http c=1 %2d tokens: p50 %.2f ms  p95 %.2f ms  TTFT %.2f ms  TPOT %.3f ms\n", n, l["p50_ms"], l["p95_ms"], l["ttft_p50_ms"], l["tpot_mean_ms"])
+	}
+	for _, f := range strings.Split(*conc, ",") {
+		c, err := strconv.Atoi(f)
+		if err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		done := 0
+		var firstErr error
+		deadline := time.Now().Add(time.Duration(*secs * float64(time.Second)))
+		start := time.Now()
+		for range c {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					if _, err := chatOnce(ctx, client, *url, body(10)); err != nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+						return
+					}
+					mu.Lock()
+					done++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return firstErr
+		}
+		el := time.Since(start).Seconds()
+		res["c"+f+"_images_per_s"] = float64(done) / el
+		fmt.Printf("bench http c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s\n", c, done, el, float64(done)/el)
+	}
+	if *out != "" {
+		data, _ := json.MarshalIndent(res, "", " ")
+		return os.WriteFile(*out, data, 0o644)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/iris-vlm/iris/core/internal/gpu"
+	"github.com/iris-vlm/iris/core/internal/kernels"
+)
+
+// kernelSet holds the kernels of kernels/iris.cu for one storage type.
+type kernelSet struct {
+	mod                                *gpu.Module
+	bf16ToF32, f32ToBF16, f32Copy      *gpu.Function
+	embed, scatterF32, gather, scatter *gpu.Function
+	rmsnorm, add, bias, siluMul, gelu  *gpu.Function
+	ropeText, ropeVision               *gpu.Function
+	softmax, attnDecode, attnCombine   *gpu.Function
+	flash                              map[int]*gpu.Function // by head dim
+	argmax, gemv                       *gpu.Function
+}
+
+// flashHeadDims are the head sizes iris_attn_flash is instantiated for.
+var flashHeadDims = []int{8, 16, 32, 64, 80, 128}
+
+func loadKernels(t dtype) (*kernelSet, error) {
+	mod, err := gpu.LoadModule(kernels.Image)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kernels.Source, err)
+	}
+	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}}
+	sfx := "_f32"
+	if t == bf16 {
+		sfx = "_bf16"
+	}
+	var errs []error
+	get := func(dst **gpu.Function, name string) {
+		f, err := mod.Function(name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		*dst = f
+	}
+	get(&k.bf16ToF32, "iris_bf16_to_f32")
+	get(&k.f32ToBF16, "iris_f32_to_bf16")
+	get(&k.f32Copy, "iris_f32_copy")
+	get(&k.embed, "iris_embed"+sfx)
+	get(&k.scatterF32, "iris_scatter_f32"+sfx)
+	get(&k.gather, "iris_gather"+sfx)
+	get(&k.scatter, "iris_scatter"+sfx)
+	get(&k.rmsnorm, "iris_rmsnorm"+sfx)
+	get(&k.add, "iris_add"+sfx)
+	get(&k.bias, "iris_bias"+sfx)
+	get(&k.siluMul, "iris_silu_mul"+sfx)
+	get(&k.gelu, "iris_gelu"+sfx)
+	get(&k.ropeText, "iris_rope_text"+sfx)
+	get(&k.ropeVision, "iris_rope_vision"+sfx)
+	get(&k.softmax, "iris_softmax"+sfx)
+	get(&k.attnDecode, "iris_attn_decode"+sfx)
+	get(&k.attnCombine, "iris_attn_decode_combine"+sfx)
+	get(&k.argmax, "iris_argmax_top2")
+	get(&k.gemv, "iris_gemv"+sfx)
+	for _, hd := range flashHeadDims {
+		var f *gpu.Function
+		get(&f, fmt.Sprintf("iris_attn_flash%s_%d", sfx, hd))
+		k.flash[hd] = f
+	}
+	if len(errs) > 0 {
+		_ = mod.Unload()
+		return nil, fmt.Errorf("%s: %v", kernels.Source, errs)
+	}
+	return k, nil
+}
+
+// Launch shapes shared with iris.cu.
+const (
+	attBQ      = 64    // ATT_BQ: queries per flash block (4 threads each)
+	decSK      = 128   // DEC_SK: keys per decode split
+	gemvRows   = 8     // GEMV_ROWS: rows per gemv block (a warp each)
+	gemvMaxK   = 12288 // the gemv's x fits in 48 KiB of shared memory
+	decThreads = 128   // DEC_THREADS
+)

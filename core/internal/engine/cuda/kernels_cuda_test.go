@@ -1,0 +1,690 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/gpu"
+)
+
+// Each kernel of kernels/iris.cu against a CPU reference in float64 on fresh random inputs, in
+// both storage types. Outputs are poisoned (NaN) before each run, so unwritten elements fail.
+
+type kfix struct {
+	t    *testing.T
+	dev  *gpu.Device
+	ks   map[dtype]*kernelSet
+	s    *gpu.Stream
+	blas *blas
+	bufs []gpu.Buffer
+}
+
+func newKfix(t *testing.T) *kfix {
+	t.Helper()
+	dev, err := gpu.Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &kfix{t: t, dev: dev, ks: map[dtype]*kernelSet{}}
+	err = dev.Do(func() error {
+		for _, dt := range []dtype{f32, bf16} {
+			k, err := loadKernels(dt)
+			if err != nil {
+				return err
+			}
+			f.ks[dt] = k
+		}
+		if f.s, err = gpu.NewStream(); err != nil {
+			return err
+		}
+		f.blas, err = newBlas(f.s)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = dev.Do(func() error {
+			for i := range f.bufs {
+				_ = f.bufs[i].Free()
+			}
+			f.blas.destroy()
+			for _, k := range f.ks {
+				_ = k.mod.Unload()
+			}
+			return f.s.Destroy()
+		})
+		dev.Close()
+	})
+	return f
+}
+
+func (f *kfix) do(fn func() error) {
+	f.t.Helper()
+	if err := f.dev.Do(func() error {
+		if err := fn(); err != nil {
+			return err
+		}
+		return f.s.Sync()
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// bf16 rounding on the host (round to nearest even), as __float2bfloat16_rn.
+func toBF16(v float32) uint16 {
+	b := math.Float32bits(v)
+	if v != v {
+		return 0x7fc0
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+func fromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+func roundBF16(v float32) float32 { return fromBF16(toBF16(v)) }
+
+// round is what storage type dt keeps of v.
+func round(dt dtype, v float64) float64 {
+	if dt == bf16 {
+		return float64(roundBF16(float32(v)))
+	}
+	return float64(float32(v))
+}
+
+// put uploads values in type dt (on the device thread).
+func (f *kfix) put(dt dtype, v []float32) gpu.DevPtr {
+	b, err := gpu.Alloc(int64(len(v))*dt.size() + 256)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.bufs = append(f.bufs, b)
+	if dt == bf16 {
+		h := make([]uint16, len(v))
+		for i, x := range v {
+			h[i] = toBF16(x)
+		}
+		err = gpu.CopyHtoD(b.Ptr, unsafe.Pointer(&h[0]), int64(len(h))*2)
+	} else {
+		err = gpu.CopyHtoD(b.Ptr, unsafe.Pointer(&v[0]), int64(len(v))*4)
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b.Ptr
+}
+
+func (f *kfix) putI32(v []int32) gpu.DevPtr {
+	b, err := gpu.Alloc(int64(len(v))*4 + 256)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.bufs = append(f.bufs, b)
+	if err := gpu.CopyHtoD(b.Ptr, unsafe.Pointer(&v[0]), int64(len(v))*4); err != nil {
+		f.t.Fatal(err)
+	}
+	return b.Ptr
+}
+
+// poisoned allocates n values of type dt filled with NaN.
+func (f *kfix) poisoned(dt dtype, n int) gpu.DevPtr {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(math.NaN())
+	}
+	return f.put(dt, v)
+}
+
+// get downloads n values of type dt as float32 (after the stream is drained).
+func (f *kfix) get(dt dtype, p gpu.DevPtr, n int) []float32 {
+	out := make([]float32, n)
+	var err error
+	if dt == bf16 {
+		h := make([]uint16, n)
+		err = gpu.CopyDtoH(unsafe.Pointer(&h[0]), p, int64(n)*2)
+		for i := range h {
+			out[i] = fromBF16(h[i])
+		}
+	} else {
+		err = gpu.CopyDtoH(unsafe.Pointer(&out[0]), p, int64(n)*4)
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// randn returns n normal values (rounded to dt, so that the reference sees the device's inputs).
+func randn(r *rand.Rand, dt dtype, n int, scale float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(round(dt, r.NormFloat64()*scale))
+	}
+	return v
+}
+
+// relErr is ||got - want|| / ||want||; NaN in got fails.
+func relErr(got []float32, want []float64) float64 {
+	var num, den float64
+	for i := range want {
+		g := float64(got[i])
+		if math.IsNaN(g) {
+			return math.Inf(1)
+		}
+		num += (g - want[i]) * (g - want[i])
+		den += want[i] * want[i]
+	}
+	return math.Sqrt(num / math.Max(den, 1e-30))
+}
+
+func tolFor(dt dtype) float64 {
+	if dt == bf16 {
+		return 8e-3
+	}
+	return 2e-6
+}
+
+func forTypes(t *testing.T, fn func(t *testing.T, dt dtype)) {
+	for _, dt := range []dtype{f32, bf16} {
+		t.Run(map[dtype]string{f32: "f32", bf16: "bf16"}[dt], func(t *testing.T) { fn(t, dt) })
+	}
+}
+
+func check(t *testing.T, what string, got []float32, want []float64, tol float64) {
+	t.Helper()
+	if e := relErr(got, want); !(e <= tol) {
+		t.Errorf("%s: relative error %.3g > %.1g", what, e, tol)
+	} else {
+		t.Logf("%s: relative error %.3g", what, e)
+	}
+}
+
+func TestKernelRMSNorm(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const rows, n = 7, 1280
+		x := randn(r, dt, rows*n, 1)
+		d := randn(r, dt, rows*n, 1)
+		w := randn(r, dt, n, 1)
+		var got, gotX []float32
+		f.do(func() error {
+			xp, dp, wp, out := f.put(dt, x), f.put(dt, d), f.put(dt, w), f.poisoned(dt, rows*n)
+			err := f.ks[dt].rmsnorm.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s,
+				gpu.P(out), gpu.P(xp), gpu.P(dp), gpu.P(wp), gpu.I(n), gpu.F(1e-6))
+			if err == nil {
+				err = f.s.Sync()
+			}
+			got, gotX = f.get(dt, out, rows*n), f.get(dt, xp, rows*n)
+			return err
+		})
+		want := make([]float64, rows*n)
+		wantX := make([]float64, rows*n)
+		for i := range rows {
+			ss := 0.0
+			for j := range n {
+				v := round(dt, float64(x[i*n+j])+float64(d[i*n+j]))
+				wantX[i*n+j] = v
+				ss += v * v
+			}
+			inv := 1 / math.Sqrt(ss/n+1e-6)
+			for j := range n {
+				want[i*n+j] = round(dt, float64(w[j])*round(dt, wantX[i*n+j]*inv))
+			}
+		}
+		check(t, "residual", gotX, wantX, tolFor(dt))
+		check(t, "norm", got, want, tolFor(dt))
+	})
+}
+
+func TestKernelSiluGelu(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const rows, I = 5, 3420
+		gu := randn(r, dt, rows*2*I, 2)
+		h := randn(r, dt, rows*I, 2)
+		var got, gotG []float32
+		f.do(func() error {
+			gp, out, hp := f.put(dt, gu), f.poisoned(dt, rows*I), f.put(dt, h)
+			k := f.ks[dt]
+			err := k.siluMul.Launch(grid1(rows*I), gpu.Dim3{X: 256}, 0, f.s, gpu.P(out), gpu.P(gp), gpu.I(rows), gpu.I(I))
+			if err == nil {
+				err = k.gelu.Launch(grid1(rows*I), gpu.Dim3{X: 256}, 0, f.s, gpu.P(hp), gpu.L(rows*I))
+			}
+			if err == nil {
+				err = f.s.Sync()
+			}
+			got, gotG = f.get(dt, out, rows*I), f.get(dt, hp, rows*I)
+			return err
+		})
+		want := make([]float64, rows*I)
+		wantG := make([]float64, rows*I)
+		for i := range rows {
+			for j := range I {
+				g, u := float64(gu[i*2*I+j]), float64(gu[i*2*I+I+j])
+				want[i*I+j] = round(dt, round(dt, g/(1+math.Exp(-g)))*u)
+				x := float64(h[i*I+j])
+				wantG[i*I+j] = round(dt, 0.5*x*(1+math.Erf(x/math.Sqrt2)))
+			}
+		}
+		check(t, "silu*up", got, want, tolFor(dt))
+		check(t, "gelu", gotG, wantG, tolFor(dt))
+	})
+}
+
+// TestKernelRopeText checks M-RoPE on q and k and the cache write of k and v.
+func TestKernelRopeText(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const n, heads, kvh, hd, past, capacity, layer = 3, 4, 2, 128, 2, 8, 1
+		sec := [3]int{16, 24, 24}
+		qd, kvd := heads*hd, kvh*hd
+		qkv := randn(r, dt, n*(qd+2*kvd), 1)
+		pos := []int32{5, 6, 9, 5, 7, 10, 5, 8, 11} // t, h, w rows
+		inv := textInvFreq(&engine.TextConfig{HeadDim: hd, RopeTheta: 1e6})
+		var gotQ, gotK, gotV []float32
+		f.do(func() error {
+			cache := 2 * capacity * kvd // two layers
+			qp, qkvp := f.poisoned(dt, n*qd), f.put(dt, qkv)
+			kc, vc := f.poisoned(dt, cache), f.poisoned(dt, cache)
+			st := stepArgs{Past: past, Cap: capacity, KCache: uint64(kc), VCache: uint64(vc)}
+			sb := f.put(f32, (*[8]float32)(unsafe.Pointer(&st))[:])
+			posp, invp := f.putI32(pos), f.put(f32, inv)
+			err := f.ks[dt].ropeText.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 128}, hd*4, f.s, gpu.P(qp), gpu.P(qkvp), gpu.P(sb),
+				gpu.P(posp), gpu.P(invp), gpu.I(n), gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.I(sec[0]), gpu.I(sec[1]), gpu.I(layer))
+			if err == nil {
+				err = f.s.Sync()
+			}
+			base := kc.Add(int64(layer*capacity*kvd+past*kvd) * dt.size())
+			gotQ, gotK = f.get(dt, qp, n*qd), f.get(dt, base, n*kvd)
+			gotV = f.get(dt, vc.Add(int64(layer*capacity*kvd+past*kvd)*dt.size()), n*kvd)
+			return err
+		})
+		wantQ := make([]float64, n*qd)
+		wantK := make([]float64, n*kvd)
+		wantV := make([]float64, n*kvd)
+		half := hd / 2
+		for i := range n {
+			row := qkv[i*(qd+2*kvd):]
+			for h := range heads + kvh {
+				for fq := range half {
+					axis := 2
+					if fq < sec[0] {
+						axis = 0
+					} else if fq < sec[0]+sec[1] {
+						axis = 1
+					}
+					a := float64(float32(pos[axis*n+i]) * inv[fq])
+					c, s := round(dt, math.Cos(a)), round(dt, math.Sin(a))
+					x1, x2 := float64(row[h*hd+fq]), float64(row[h*hd+fq+half])
+					lo := round(dt, round(dt, x1*c)+round(dt, -x2*s))
+					hi := round(dt, round(dt, x2*c)+round(dt, x1*s))
+					if h < heads {
+						wantQ[i*qd+h*hd+fq], wantQ[i*qd+h*hd+fq+half] = lo, hi
+					} else {
+						kh := h - heads
+						wantK[i*kvd+kh*hd+fq], wantK[i*kvd+kh*hd+fq+half] = lo, hi
+					}
+				}
+			}
+			for j := range kvd {
+				wantV[i*kvd+j] = float64(row[qd+kvd+j])
+			}
+		}
+		check(t, "q", gotQ, wantQ, tolFor(dt))
+		check(t, "k", gotK, wantK, tolFor(dt))
+		check(t, "v", gotV, wantV, 0)
+	})
+}
+
+// attnRef is softmax(q k^T * scale + mask) v for one segment, GQA, in float64.
+func attnRef(q, k, v []float32, nq, nk, heads, kvh, hd, ldq, ldk, ldv int, causal bool, scale float64) []float64 {
+	out := make([]float64, nq*heads*hd)
+	for h := range heads {
+		g := h / (heads / kvh)
+		for i := range nq {
+			lim := nk - 1
+			if causal {
+				lim = i + nk - nq
+			}
+			sc := make([]float64, lim+1)
+			mx := math.Inf(-1)
+			for j := 0; j <= lim; j++ {
+				s := 0.0
+				for d := range hd {
+					s += float64(q[i*ldq+h*hd+d]) * float64(k[j*ldk+g*hd+d])
+				}
+				sc[j] = s * scale
+				mx = math.Max(mx, sc[j])
+			}
+			sum := 0.0
+			for j := range sc {
+				sc[j] = math.Exp(sc[j] - mx)
+				sum += sc[j]
+			}
+			for d := range hd {
+				a := 0.0
+				for j := range sc {
+					a += sc[j] * float64(v[j*ldv+g*hd+d])
+				}
+				out[i*heads*hd+h*hd+d] = a / sum
+			}
+		}
+	}
+	return out
+}
+
+// TestKernelFlashAttention covers causal GQA with a cached prefix (the decoder's prefill) and
+// non-causal variable segments (the vision tower's windows).
+func TestKernelFlashAttention(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct {
+		name           string
+		hd, heads, kvh int
+		qseg, kseg     []int32
+		causal         bool
+	}{
+		{"prefill-gqa-128", 128, 16, 2, []int32{0, 150}, []int32{0, 170}, true},
+		{"prefill-16", 16, 2, 1, []int32{0, 70}, []int32{0, 70}, true},
+		{"windows-80", 80, 16, 16, []int32{0, 64, 128, 176, 192}, []int32{0, 64, 128, 176, 192}, false},
+		{"frame-80", 80, 4, 4, []int32{0, 300}, []int32{0, 300}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forTypes(t, func(t *testing.T, dt dtype) {
+				nseg := len(tc.qseg) - 1
+				nq, nk := int(tc.qseg[nseg]), int(tc.kseg[nseg])
+				qd, kvd := tc.heads*tc.hd, tc.kvh*tc.hd
+				q, k, v := randn(r, dt, nq*qd, 1), randn(r, dt, nk*kvd, 1), randn(r, dt, nk*kvd, 1)
+				scale := 1 / math.Sqrt(float64(tc.hd))
+				longest := maxSegment(tc.qseg)
+				var got []float32
+				f.do(func() error {
+					qp, kp, vp, out := f.put(dt, q), f.put(dt, k), f.put(dt, v), f.poisoned(dt, nq*qd)
+					qs, ks := f.putI32(tc.qseg), f.putI32(tc.kseg)
+					c := 0
+					if tc.causal {
+						c = 1
+					}
+					err := f.ks[dt].flash[tc.hd].Launch(gpu.Dim3{X: (longest + attBQ - 1) / attBQ, Y: tc.heads, Z: nseg}, gpu.Dim3{X: 4 * attBQ}, 0, f.s,
+						gpu.P(out), gpu.P(qp), gpu.P(kp), gpu.P(vp), gpu.I(qd), gpu.I(kvd), gpu.I(kvd), gpu.I(qd),
+						gpu.P(qs), gpu.P(ks), gpu.I(tc.heads), gpu.I(tc.kvh), gpu.I(c), gpu.F(float32(scale)))
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got = f.get(dt, out, nq*qd)
+					return err
+				})
+				want := make([]float64, 0, nq*qd)
+				for s := range nseg {
+					q0, k0 := int(tc.qseg[s]), int(tc.kseg[s])
+					part := attnRef(q[q0*qd:], k[k0*kvd:], v[k0*kvd:], int(tc.qseg[s+1])-q0, int(tc.kseg[s+1])-k0,
+						tc.heads, tc.kvh, tc.hd, qd, kvd, kvd, tc.causal, scale)
+					want = append(want, part...)
+				}
+				check(t, "attention", got, want, 2*tolFor(dt))
+			})
+		})
+	}
+}
+
+// TestKernelDecodeAttention checks the split decode kernel and its combine over a cache longer
+// than one split.
+func TestKernelDecodeAttention(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const heads, kvh, hd, past, capacity, layer = 16, 2, 128, 600, 700, 1
+		const splits = (capacity + decSK - 1) / decSK
+		kvd := kvh * hd
+		q := randn(r, dt, heads*hd, 1)
+		kc := randn(r, dt, 2*capacity*kvd, 1)
+		vc := randn(r, dt, 2*capacity*kvd, 1)
+		scale := 1 / math.Sqrt(float64(hd))
+		var got []float32
+		f.do(func() error {
+			qp, kp, vp := f.put(dt, q), f.put(dt, kc), f.put(dt, vc)
+			part, out := f.poisoned(f32, heads*splits*(hd+2)), f.poisoned(dt, heads*hd)
+			st := stepArgs{Past: past, Cap: capacity, KCache: uint64(kp), VCache: uint64(vp)}
+			sb := f.put(f32, (*[8]float32)(unsafe.Pointer(&st))[:])
+			k := f.ks[dt]
+			err := k.attnDecode.Launch(gpu.Dim3{X: heads, Y: splits}, gpu.Dim3{X: decThreads}, 0, f.s,
+				gpu.P(part), gpu.P(qp), gpu.P(sb), gpu.I(layer), gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)))
+			if err == nil {
+				err = k.attnCombine.Launch(gpu.Dim3{X: heads}, gpu.Dim3{X: hd}, 0, f.s, gpu.P(out), gpu.P(part), gpu.I(splits), gpu.I(hd))
+			}
+			if err == nil {
+				err = f.s.Sync()
+			}
+			got = f.get(dt, out, heads*hd)
+			return err
+		})
+		off := layer * capacity * kvd
+		want := attnRef(q, kc[off:], vc[off:], 1, past+1, heads, kvh, hd, heads*hd, kvd, kvd, false, scale)
+		check(t, "decode attention", got, want, 2*tolFor(dt))
+	})
+}
+
+// TestKernelLinear checks the cuBLAS product with a broadcast bias (y = x W^T + b) in both types.
+func TestKernelLinear(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		for _, sh := range [][3]int{{1, 2560, 2048}, {37, 300, 1176}} {
+			M, N, K := sh[0], sh[1], sh[2]
+			x, w, b := randn(r, dt, M*K, 1), randn(r, dt, N*K, 0.05), randn(r, dt, N, 1)
+			var got []float32
+			f.do(func() error {
+				xp, wp, bp, y := f.put(dt, x), f.put(dt, w), f.put(dt, b), f.poisoned(dt, M*N)
+				err := f.ks[dt].bias.Launch(grid1(int64(M*N)), gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(bp), gpu.I(M), gpu.I(N), gpu.I(N))
+				if err == nil {
+					err = f.blas.linear(dt, y, N, xp, K, wp, M, N, K, true)
+				}
+				if err == nil {
+					err = f.s.Sync()
+				}
+				got = f.get(dt, y, M*N)
+				return err
+			})
+			want := make([]float64, M*N)
+			for i := range M {
+				for j := range N {
+					a := float64(b[j])
+					for kk := range K {
+						a += float64(x[i*K+kk]) * float64(w[j*K+kk])
+					}
+					want[i*N+j] = a
+				}
+			}
+			tol := tolFor(dt)
+			if dt == f32 {
+				tol = 1e-5 // accumulation order over K
+			}
+			check(t, fmt.Sprintf("linear %dx%dx%d", M, N, K), got, want, tol)
+		}
+	})
+}
+
+func TestKernelArgmax(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	const n = 151936
+	v := randn(r, f32, n, 1)
+	v[777], v[99000], v[150000] = 9, 9, 8.5 // a tie: the first index wins
+	var idx []int32
+	var vals []float32
+	f.do(func() error {
+		lp, op, vp := f.put(f32, v), f.putI32([]int32{-1, -1}), f.poisoned(f32, 2)
+		err := f.ks[f32].argmax.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 1024}, 0, f.s, gpu.P(op), gpu.P(vp), gpu.P(lp), gpu.I(n))
+		if err == nil {
+			err = f.s.Sync()
+		}
+		idx = make([]int32, 2)
+		if err == nil {
+			err = gpu.CopyDtoH(unsafe.Pointer(&idx[0]), op, 8)
+		}
+		vals = f.get(f32, vp, 2)
+		return err
+	})
+	if idx[0] != 777 || idx[1] != 99000 || vals[0] != 9 || vals[1] != 9 {
+		t.Errorf("argmax/top2 = %v %v, want [777 99000] [9 9]", idx, vals)
+	}
+}
+
+// TestAttentionGemm checks attention through cuBLAS and the row softmax (the path of long
+// segments): causal GQA after a cached prefix, and all-heads self-attention in head chunks.
+func TestAttentionGemm(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, tc := range []struct {
+		name               string
+		nq, nk, heads, kvh int
+		hd, chunk, q0, k0  int
+		causal             bool
+	}{
+		{"prefill-gqa", 150, 170, 16, 2, 128, 3, 0, 0, true},
+		{"frame-allheads", 200, 200, 16, 16, 80, 5, 7, 7, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forTypes(t, func(t *testing.T, dt dtype) {
+				qd, kvd := tc.heads*tc.hd, tc.kvh*tc.hd
+				rowsQ, rowsK := tc.q0+tc.nq, tc.k0+tc.nk
+				q, k, v := randn(r, dt, rowsQ*qd, 1), randn(r, dt, rowsK*kvd, 1), randn(r, dt, rowsK*kvd, 1)
+				scale := 1 / math.Sqrt(float64(tc.hd))
+				var got []float32
+				f.do(func() error {
+					qp, kp, vp, out := f.put(dt, q), f.put(dt, k), f.put(dt, v), f.poisoned(dt, rowsQ*qd)
+					area := tc.nq * tc.nk
+					s, p := f.poisoned(f32, tc.chunk*area), f.poisoned(dt, tc.chunk*area)
+					a := attnArgs{out: out, q: qp, k: kp, v: vp, q0: tc.q0, k0: tc.k0, ldo: qd, ldq: qd, ldk: kvd, ldv: kvd,
+						nq: tc.nq, nk: tc.nk, heads: tc.heads, kvh: tc.kvh, hd: tc.hd, causal: tc.causal, scale: float32(scale)}
+					err := attnGemm(dt, f.ks[dt], f.blas, f.s, a, s, p, tc.chunk)
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got = f.get(dt, out.Add(int64(tc.q0*qd)*dt.size()), tc.nq*qd)
+					return err
+				})
+				want := attnRef(q[tc.q0*qd:], k[tc.k0*kvd:], v[tc.k0*kvd:], tc.nq, tc.nk, tc.heads, tc.kvh, tc.hd, qd, kvd, kvd, tc.causal, scale)
+				check(t, "attention", got, want, 2*tolFor(dt))
+			})
+		})
+	}
+}
+
+// TestKernelGemv checks the decode step's one-row product (with and without bias, vector and
+// scalar loads) against float64.
+func TestKernelGemv(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(17, 18))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		for _, sh := range []struct {
+			N, K int
+			bias bool
+		}{{3072, 2048, true}, {2048, 11008, false}, {37, 36, true}} {
+			x, w, b := randn(r, dt, sh.K, 1), randn(r, dt, sh.N*sh.K, 0.05), randn(r, dt, sh.N, 1)
+			var got []float32
+			f.do(func() error {
+				xp, wp, y := f.put(dt, x), f.put(dt, w), f.poisoned(dt, sh.N)
+				bp := gpu.DevPtr(0)
+				if sh.bias {
+					bp = f.put(dt, b)
+				}
+				err := f.ks[dt].gemv.Launch(gpu.Dim3{X: (sh.N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}, 4*sh.K, f.s,
+					gpu.P(y), gpu.P(wp), gpu.P(xp), gpu.P(bp), gpu.I(sh.N), gpu.I(sh.K), gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+				if err == nil {
+					err = f.s.Sync()
+				}
+				got = f.get(dt, y, sh.N)
+				return err
+			})
+			want := make([]float64, sh.N)
+			for j := range want {
+				a := 0.0
+				if sh.bias {
+					a = float64(b[j])
+				}
+				for k := range sh.K {
+					a += float64(w[j*sh.K+k]) * float64(x[k])
+				}
+				want[j] = a
+			}
+			tol := tolFor(dt)
+			if dt == f32 {
+				tol = 1e-5
+			}
+			check(t, fmt.Sprintf("gemv %dx%d", sh.N, sh.K), got, want, tol)
+		}
+	})
+}
+
+// TestKernelGemvFused checks the decode products that compute their input row: RMSNorm of the
+// residual plus a delta (mode 1, the residual written to a second buffer) and SwiGLU (mode 2).
+func TestKernelGemvFused(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(19, 20))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const N, K = 3000, 2048
+		x, d, nw := randn(r, dt, K, 1), randn(r, dt, K, 1), randn(r, dt, K, 1)
+		gu := randn(r, dt, 2*K, 2)
+		w, b := randn(r, dt, N*K, 0.05), randn(r, dt, N, 1)
+		var gotN, gotX, gotS []float32
+		f.do(func() error {
+			xp, dp, np, gp := f.put(dt, x), f.put(dt, d), f.put(dt, nw), f.put(dt, gu)
+			wp, bp := f.put(dt, w), f.put(dt, b)
+			yn, ys, xo := f.poisoned(dt, N), f.poisoned(dt, N), f.poisoned(dt, K)
+			grid, block := gpu.Dim3{X: (N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}
+			k := f.ks[dt]
+			err := k.gemv.Launch(grid, block, 4*K, f.s, gpu.P(yn), gpu.P(wp), gpu.P(xp), gpu.P(bp), gpu.I(N), gpu.I(K),
+				gpu.I(1), gpu.P(dp), gpu.P(np), gpu.P(xo), gpu.F(1e-6))
+			if err == nil {
+				err = k.gemv.Launch(grid, block, 4*K, f.s, gpu.P(ys), gpu.P(wp), gpu.P(gp), gpu.P(0), gpu.I(N), gpu.I(K),
+					gpu.I(2), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+			}
+			if err == nil {
+				err = f.s.Sync()
+			}
+			gotN, gotX, gotS = f.get(dt, yn, N), f.get(dt, xo, K), f.get(dt, ys, N)
+			return err
+		})
+		res := make([]float64, K)
+		xn := make([]float64, K)
+		sw := make([]float64, K)
+		ss := 0.0
+		for i := range res {
+			res[i] = round(dt, float64(x[i])+float64(d[i]))
+			ss += res[i] * res[i]
+		}
+		inv := 1 / math.Sqrt(ss/K+1e-6)
+		for i := range xn {
+			xn[i] = round(dt, float64(nw[i])*round(dt, res[i]*inv))
+			g, u := float64(gu[i]), float64(gu[K+i])
+			sw[i] = round(dt, round(dt, g/(1+math.Exp(-g)))*u)
+		}
+		wantN, wantS := make([]float64, N), make([]float64, N)
+		for j := range N {
+			a, c := float64(b[j]), 0.0
+			for i := range K {
+				a += float64(w[j*K+i]) * xn[i]
+				c += float64(w[j*K+i]) * sw[i]
+			}
+			wantN[j], wantS[j] = a, c
+		}
+		tol := tolFor(dt)
+		if dt == f32 {
+			tol = 1e-5
+		}
+		check(t, "residual out", gotX, res, tolFor(dt))
+		check(t, "gemv(rmsnorm(x+d))", gotN, wantN, tol)
+		check(t, "gemv(silu(g)*u)", gotS, wantS, tol)
+	})
+}

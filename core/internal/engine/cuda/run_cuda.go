@@ -1,0 +1,731 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/gpu"
+)
+
+// enq enqueues work on the model's stream and keeps the first error (later calls do nothing),
+// so that a forward pass reads as the list of its steps.
+type enq struct {
+	m   *Model
+	err error
+}
+
+func (q *enq) launch(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
+	if q.err == nil {
+		q.err = f.Launch(grid, block, shmem, q.m.stream, args...)
+	}
+}
+
+// rows launches f with one 256-thread block per row.
+func (q *enq) rows(f *gpu.Function, rows int, args ...gpu.Arg) {
+	q.launch(f, gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, args...)
+}
+
+// elems launches f over n elements with a strided 1-D grid.
+func (q *enq) elems(f *gpu.Function, n int64, args ...gpu.Arg) {
+	q.launch(f, grid1(n), gpu.Dim3{X: 256}, 0, args...)
+}
+
+// linear is y = x W^T, plus a bias b (0: none) broadcast over the rows first (addmm rounds
+// acc + bias once).
+func (q *enq) linear(y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w, b gpu.DevPtr, M, N, K int) {
+	if q.err != nil {
+		return
+	}
+	if b != 0 {
+		q.elems(q.m.k.bias, int64(M)*int64(N), gpu.P(y), gpu.P(b), gpu.I(M), gpu.I(N), gpu.I(ldy))
+		if q.err != nil {
+			return
+		}
+	}
+	q.err = q.m.blas.linear(q.m.dt, y, ldy, x, ldx, w, M, N, K, b != 0)
+}
+
+// gemv is linear for one row (a decode step): y[N] = W x + b, through cuBLAS, or the streaming
+// gemv kernel with Options.DecodeGemv (when K fits its shared memory).
+func (q *enq) gemv(y, x, w, b gpu.DevPtr, N, K int) {
+	if K > gemvMaxK || !q.m.opts.DecodeGemv {
+		q.linear(y, N, x, K, w, b, 1, N, K)
+		return
+	}
+	q.launch(q.m.k.gemv, gpu.Dim3{X: (N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}, 4*K,
+		gpu.P(y), gpu.P(w), gpu.P(x), gpu.P(b), gpu.I(N), gpu.I(K), gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+}
+
+// gemvNorm is y = W rmsnorm(x + delta) + b for one row, the residual x + delta going to xOut
+// (never x itself: every block of the product reads x). delta may be 0.
+func (q *enq) gemvNorm(y, x, delta, norm, xOut, w, b gpu.DevPtr, N, K int, eps float32) {
+	if K > gemvMaxK || !q.m.opts.DecodeGemv {
+		q.rows(q.m.k.rmsnorm, 1, gpu.P(q.m.dec.xn), gpu.P(x), gpu.P(delta), gpu.P(norm), gpu.I(K), gpu.F(eps))
+		if q.err == nil {
+			q.err = q.m.stream.CopyDtoD(xOut, x, int64(K)*q.m.dt.size())
+		}
+		q.linear(y, N, q.m.dec.xn, K, w, b, 1, N, K)
+		return
+	}
+	q.launch(q.m.k.gemv, gpu.Dim3{X: (N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}, 4*K,
+		gpu.P(y), gpu.P(w), gpu.P(x), gpu.P(b), gpu.I(N), gpu.I(K), gpu.I(1), gpu.P(delta), gpu.P(norm), gpu.P(xOut), gpu.F(eps))
+}
+
+// gemvSwiGLU is y = W (silu(gate) * up) for one row, gu holding gate and up side by side [2*K].
+func (q *enq) gemvSwiGLU(y, gu, w gpu.DevPtr, N, K int) {
+	if K > gemvMaxK || !q.m.opts.DecodeGemv {
+		q.elems(q.m.k.siluMul, int64(K), gpu.P(q.m.dec.act), gpu.P(gu), gpu.I(1), gpu.I(K))
+		q.linear(y, N, q.m.dec.act, K, w, 0, 1, N, K)
+		return
+	}
+	q.launch(q.m.k.gemv, gpu.Dim3{X: (N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}, 4*K,
+		gpu.P(y), gpu.P(w), gpu.P(gu), gpu.P(0), gpu.I(N), gpu.I(K), gpu.I(2), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+}
+
+func (q *enq) stage(dst gpu.DevPtr, src unsafe.Pointer, n int64) {
+	if q.err == nil {
+		q.err = q.m.stage(dst, src, n)
+	}
+}
+
+func (q *enq) mark(name string) {
+	if q.err == nil {
+		q.err = q.m.mark(name)
+	}
+}
+
+// scratch is Model.buf keeping the first error.
+func (q *enq) scratch(name string, n int64) gpu.DevPtr {
+	if q.err != nil {
+		return 0
+	}
+	p, err := q.m.buf(name, n)
+	q.err = err
+	return p
+}
+
+func i32bytes(v []int32) unsafe.Pointer { return unsafe.Pointer(&v[0]) }
+
+// attnArgs describes one attention segment: nq queries from row q0 of q (and out) over nk keys
+// from row k0 of k and v, every head; rows at the given strides (elements), head h at column
+// h*hd, GQA kv head h/(heads/kvh). causal masks key j for query i when j > i + nk - nq.
+type attnArgs struct {
+	out, q, k, v           gpu.DevPtr
+	q0, k0                 int
+	ldo, ldq, ldk, ldv     int
+	nq, nk, heads, kvh, hd int
+	causal                 bool
+	scale                  float32
+}
+
+// gemmAttnMin is the segment size (queries x keys) from which attention goes through cuBLAS
+// (tensor cores, scores materialised) instead of the flash kernel on CUDA cores.
+const gemmAttnMin = 128 * 128
+
+// gemmAttnBudget bounds the scores and probabilities of one cuBLAS attention pass (bytes).
+const gemmAttnBudget = 1 << 30
+
+// attnGemm runs a segment as S = q k^T * scale (F32, strided-batched over heads), a masked row
+// softmax into P (storage type), and out = P v, chunk heads at a time; s and p hold chunk*nq*nk
+// values each.
+func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p gpu.DevPtr, chunk int) error {
+	e := dt.size()
+	a.q = a.q.Add(int64(a.q0) * int64(a.ldq) * e)
+	a.out = a.out.Add(int64(a.q0) * int64(a.ldo) * e)
+	a.k = a.k.Add(int64(a.k0) * int64(a.ldk) * e)
+	a.v = a.v.Add(int64(a.k0) * int64(a.ldv) * e)
+	r := a.heads / a.kvh
+	groups, per, kStride := a.kvh, r, int64(0) // heads of a group share k and v: stride 0
+	if r == 1 {
+		groups, per, kStride = 1, a.heads, int64(a.hd) // one head per kv head: batch them all
+	}
+	causal := 0
+	if a.causal {
+		causal = 1
+	}
+	area := int64(a.nq) * int64(a.nk)
+	for g := range groups {
+		for h0 := 0; h0 < per; h0 += chunk {
+			hc := min(chunk, per-h0)
+			head := g*per + h0 // first query head of the chunk
+			kv := g
+			if r == 1 {
+				kv = head
+			}
+			kp, vp := a.k.Add(int64(kv*a.hd)*e), a.v.Add(int64(kv*a.hd)*e)
+			// S^T (col-major nk x nq) = K (nk x hd) Q^T: op_T on K's col-major (hd x nk) view
+			if err := b.run(gemm{transA: true, m: a.nk, n: a.nq, k: a.hd, alpha: a.scale,
+				a: kp, at: dt, lda: a.ldk, strideA: kStride,
+				b: a.q.Add(int64(head*a.hd) * e), bt: dt, ldb: a.ldq, strideB: int64(a.hd),
+				c: s, ct: f32, ldc: a.nk, strideC: area, batch: hc}); err != nil {
+				return err
+			}
+			if err := k.softmax.Launch(gpu.Dim3{X: hc * a.nq}, gpu.Dim3{X: 256}, 0, st,
+				gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal)); err != nil {
+				return err
+			}
+			// out^T (col-major hd x nq) = V^T (hd x nk) P^T (nk x nq)
+			if err := b.run(gemm{m: a.hd, n: a.nq, k: a.nk, alpha: 1,
+				a: vp, at: dt, lda: a.ldv, strideA: kStride,
+				b: p, bt: dt, ldb: a.nk, strideB: area,
+				c: a.out.Add(int64(head*a.hd) * e), ct: dt, ldc: a.ldo, strideC: int64(a.hd), batch: hc}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// attention enqueues one segment through cuBLAS when it is large, else through the flash kernel
+// (qseg/kseg: the segment's bounds [q0, q0+nq) and [k0, k0+nk) on the device, as the flash
+// kernel reads them).
+func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
+	if q.err != nil {
+		return
+	}
+	m := q.m
+	area := int64(a.nq) * int64(a.nk)
+	if area >= gemmAttnMin && !m.opts.FlashOnly {
+		per := a.heads / a.kvh
+		if per == 1 {
+			per = a.heads
+		}
+		chunk := int(max(1, min(int64(per), gemmAttnBudget/(area*(4+m.dt.size())))))
+		s := q.scratch("a.s", int64(chunk)*area*4)
+		p := q.scratch("a.p", int64(chunk)*area*m.dt.size())
+		if q.err == nil {
+			q.err = attnGemm(m.dt, m.k, m.blas, m.stream, a, s, p, chunk)
+		}
+		return
+	}
+	causal := 0
+	if a.causal {
+		causal = 1
+	}
+	q.launch(m.k.flash[a.hd], gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
+		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
+		gpu.P(qseg), gpu.P(kseg), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
+}
+
+// ----------------------------------------------------------------------------------------------
+// vision tower
+
+// EncodeVision implements engine.Model.
+func (m *Model) EncodeVision(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	v := &m.cfg.Vision
+	g := img.Grid
+	if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%v.MergeSize != 0 || g.W%v.MergeSize != 0 {
+		return nil, fmt.Errorf("grid %v: %w", g, engine.ErrInvalidInput)
+	}
+	if g.Patches() > m.lim.MaxImagePatches || g.H > m.lim.MaxGridSide || g.W > m.lim.MaxGridSide {
+		return nil, &engine.BoundsError{Err: engine.ErrImageTooLarge, What: "image patches", Got: g.Patches(), Limit: m.lim.MaxImagePatches}
+	}
+	if len(img.Pixels) != g.Patches()*v.PatchDim() {
+		return nil, fmt.Errorf("%d pixel values for grid %v: %w", len(img.Pixels), g, engine.ErrInvalidInput)
+	}
+	plan := planVision(v, g)
+	e := &engine.Embeddings{Tokens: g.Tokens(v.MergeSize), Dim: v.OutHidden}
+	e.Data = make([]float32, e.Tokens*e.Dim)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, engine.ErrClosed
+	}
+	if err := m.dev.Do(func() error { return m.vision(img.Pixels, plan, e.Data) }); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// vision runs the tower (Qwen2_5_VisionTransformerPretrainedModel.forward) on the device thread.
+func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
+	defer m.resetStage()
+	v := &m.cfg.Vision
+	w := &m.w
+	k := m.k
+	e := m.dt.size()
+	N, units := p.patches, p.units
+	VH, VI, OH, heads := v.Hidden, v.Intermediate, v.OutHidden, v.Heads
+	vhd := VH / heads
+	unit := v.MergeSize * v.MergeSize
+	MH := unit * VH
+	cols := v.PatchDim()
+	n64 := int64(N)
+	q := &enq{m: m}
+
+	pixF := q.scratch("v.pixf", n64*int64(cols)*4)
+	pix := pixF
+	if m.dt == bf16 {
+		pix = q.scratch("v.pix", n64*int64(cols)*e)
+	}
+	xe := q.scratch("v.xe", n64*int64(VH)*e)
+	x := q.scratch("v.x", n64*int64(VH)*e)
+	xn := q.scratch("v.xn", n64*int64(VH)*e)
+	qkv := q.scratch("v.qkv", 3*n64*int64(VH)*e)
+	att := q.scratch("v.att", n64*int64(VH)*e)
+	tt := q.scratch("v.t", n64*int64(VH)*e)
+	gu := q.scratch("v.gu", 2*n64*int64(VI)*e)
+	act := q.scratch("v.act", n64*int64(VI)*e)
+	rope := q.scratch("v.rope", int64(len(p.rope))*4)
+	index := q.scratch("v.index", int64(units)*4)
+	segW := q.scratch("v.segw", int64(len(p.windows))*4)
+	segF := q.scratch("v.segf", int64(len(p.frames))*4)
+	h1 := q.scratch("v.h1", int64(units)*int64(MH)*e)
+	h2 := q.scratch("v.h2", int64(units)*int64(OH)*e)
+	outT := q.scratch("v.out", int64(units)*int64(OH)*e)
+	outF := outT
+	if m.dt == bf16 {
+		outF = q.scratch("v.outf", int64(units)*int64(OH)*4)
+	}
+	if q.err != nil {
+		return q.err
+	}
+
+	q.mark("vision")
+	// hidden_states = self.patch_embed(hidden_states): the pixels cast to the weight dtype, then
+	// the Conv3d (kernel = stride) as one product.
+	q.stage(pixF, unsafe.Pointer(&pixels[0]), int64(len(pixels))*4)
+	if m.dt == bf16 {
+		q.elems(k.f32ToBF16, int64(len(pixels)), gpu.P(pix), gpu.P(pixF), gpu.L(int64(len(pixels))))
+	}
+	q.linear(xe, VH, pix, cols, w.patch, 0, N, VH, cols)
+	// permute_input_for_window_attn: merge units into window order
+	q.stage(index, i32bytes(p.index), int64(units)*4)
+	q.rows(k.gather, units, gpu.P(x), gpu.P(xe), gpu.P(index), gpu.I(unit*VH))
+	q.stage(rope, unsafe.Pointer(&p.rope[0]), int64(len(p.rope))*4)
+	q.stage(segW, i32bytes(p.windows), int64(len(p.windows))*4)
+	q.stage(segF, i32bytes(p.frames), int64(len(p.frames))*4)
+	maxWin := maxSegment(p.windows)
+	q.mark("vision.embed")
+
+	full := map[int]bool{}
+	for _, b := range v.FullAttBlocks {
+		full[b] = true
+	}
+	scale := float32(1 / math.Sqrt(float64(vhd)))
+	flash := k.flash[vhd]
+	for l := range w.blocks {
+		B := &w.blocks[l]
+		// hidden_states + self.attn(self.norm1(hidden_states), ...): the previous block's MLP
+		// output is added inside the norm
+		delta := gpu.DevPtr(0)
+		if l > 0 {
+			delta = tt
+		}
+		q.rows(k.rmsnorm, N, gpu.P(xn), gpu.P(x), gpu.P(delta), gpu.P(B.norm1), gpu.I(VH), gpu.F(float32(v.NormEps)))
+		q.mark("vision.b.norm")
+		q.linear(qkv, 3*VH, xn, VH, B.qkv, B.qkvBias, N, 3*VH, VH)
+		q.mark("vision.b.qkv")
+		q.launch(k.ropeVision, gpu.Dim3{X: N}, gpu.Dim3{X: 128}, 0, gpu.P(qkv), gpu.P(rope), gpu.I(N), gpu.I(heads), gpu.I(vhd))
+		q.mark("vision.b.rope")
+		// full blocks attend within each frame (cu_seqlens), the others within each window
+		if v.WindowSize <= 0 || full[l] {
+			for f := 0; f+1 < len(p.frames); f++ {
+				r0, n := int(p.frames[f]), int(p.frames[f+1]-p.frames[f])
+				q.attention(attnArgs{out: att, q: qkv, k: qkv.Add(int64(VH) * e), v: qkv.Add(2 * int64(VH) * e), q0: r0, k0: r0,
+					ldo: VH, ldq: 3 * VH, ldk: 3 * VH, ldv: 3 * VH, nq: n, nk: n, heads: heads, kvh: heads, hd: vhd, scale: scale},
+					segF.Add(int64(f)*4), segF.Add(int64(f)*4))
+			}
+		} else {
+			q.launch(flash, gpu.Dim3{X: (maxWin + attBQ - 1) / attBQ, Y: heads, Z: len(p.windows) - 1}, gpu.Dim3{X: 4 * attBQ}, 0,
+				gpu.P(att), gpu.P(qkv), gpu.P(qkv.Add(int64(VH)*e)), gpu.P(qkv.Add(2*int64(VH)*e)),
+				gpu.I(3*VH), gpu.I(3*VH), gpu.I(3*VH), gpu.I(VH), gpu.P(segW), gpu.P(segW), gpu.I(heads), gpu.I(heads), gpu.I(0), gpu.F(scale))
+		}
+		if v.WindowSize <= 0 || full[l] {
+			q.mark("vision.b.attn.full")
+		} else {
+			q.mark("vision.b.attn.window")
+		}
+		q.linear(tt, VH, att, VH, B.proj, B.projBias, N, VH, VH)
+		q.mark("vision.b.proj")
+		// hidden_states + self.mlp(self.norm2(hidden_states)), SwiGLU with biases
+		q.rows(k.rmsnorm, N, gpu.P(xn), gpu.P(x), gpu.P(tt), gpu.P(B.norm2), gpu.I(VH), gpu.F(float32(v.NormEps)))
+		q.mark("vision.b.norm")
+		q.linear(gu, 2*VI, xn, VH, B.gateUp, B.gateUpBias, N, 2*VI, VH)
+		q.mark("vision.b.gateup")
+		q.elems(k.siluMul, n64*int64(VI), gpu.P(act), gpu.P(gu), gpu.I(N), gpu.I(VI))
+		q.mark("vision.b.silu")
+		q.linear(tt, VH, act, VI, B.down, B.downBias, N, VH, VI)
+		q.mark("vision.b.down")
+	}
+
+	// Qwen2_5_VLPatchMerger: self.mlp(self.ln_q(x).view(-1, self.hidden_size)); the unit's patches
+	// are adjacent rows, so the view is free. The last block's MLP output is added first.
+	q.rows(k.rmsnorm, N, gpu.P(xn), gpu.P(x), gpu.P(tt), gpu.P(w.mergerNorm), gpu.I(VH), gpu.F(float32(v.NormEps)))
+	q.linear(h1, MH, xn, MH, w.fc1, w.fc1Bias, units, MH, MH)
+	q.elems(k.gelu, int64(units)*int64(MH), gpu.P(h1), gpu.L(int64(units)*int64(MH)))
+	q.linear(h2, OH, h1, MH, w.fc2, w.fc2Bias, units, OH, MH)
+	// merged_hidden_states[reverse_indices, :]: unit u of the window order is token index[u]
+	q.rows(k.scatter, units, gpu.P(outT), gpu.P(h2), gpu.P(index), gpu.I(OH))
+	if m.dt == bf16 {
+		q.elems(k.bf16ToF32, int64(units)*int64(OH), gpu.P(outF), gpu.P(outT), gpu.L(int64(units)*int64(OH)))
+	}
+	q.mark("vision.merger")
+	if q.err != nil {
+		return q.err
+	}
+	if err := m.stream.Sync(); err != nil {
+		return fmt.Errorf("vision: %w", err)
+	}
+	m.collect()
+	return gpu.CopyDtoH(unsafe.Pointer(&out[0]), outF, int64(len(out))*4)
+}
+
+func maxSegment(bounds []int32) int {
+	longest := 0
+	for i := 1; i < len(bounds); i++ {
+		longest = max(longest, int(bounds[i]-bounds[i-1]))
+	}
+	return longest
+}
+
+// ----------------------------------------------------------------------------------------------
+// decoder
+
+// Prefill implements engine.Model.
+func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := m.sequence(seq)
+	if err != nil {
+		return nil, err
+	}
+	n := len(p.IDs)
+	if n == 0 || len(p.Positions.T) != n || len(p.Positions.H) != n || len(p.Positions.W) != n {
+		return nil, fmt.Errorf("prefill of %d tokens with %d positions: %w", n, len(p.Positions.T), engine.ErrInvalidInput)
+	}
+	vocab := int32(m.cfg.Text.Vocab)
+	for i, id := range p.IDs {
+		if id < 0 || id >= vocab {
+			return nil, fmt.Errorf("token %d: id %d outside the vocabulary: %w", i, id, engine.ErrInvalidInput)
+		}
+	}
+	pos := make([]int32, 0, 3*n)
+	pos = append(append(append(pos, p.Positions.T...), p.Positions.H...), p.Positions.W...)
+
+	// Image rows go where the placeholder ids are, in order (masked_scatter).
+	hidden := m.cfg.Text.Hidden
+	var slots []int32
+	for i, id := range p.IDs {
+		if id == m.cfg.ImageTokenID {
+			slots = append(slots, int32(i))
+		}
+	}
+	rows := 0
+	for _, e := range p.Images {
+		if e == nil || e.Dim != hidden || len(e.Data) != e.Tokens*e.Dim {
+			return nil, fmt.Errorf("image embeddings do not have width %d: %w", hidden, engine.ErrInvalidInput)
+		}
+		rows += e.Tokens
+	}
+	if rows != len(slots) {
+		return nil, fmt.Errorf("%d image embedding rows for %d placeholder tokens: %w", rows, len(slots), engine.ErrInvalidInput)
+	}
+	var embeds []float32
+	if len(p.Images) == 1 {
+		embeds = p.Images[0].Data
+	} else if rows > 0 {
+		embeds = make([]float32, 0, rows*hidden)
+		for _, e := range p.Images {
+			embeds = append(embeds, e.Data...)
+		}
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || s.kv == nil {
+		return nil, engine.ErrClosed
+	}
+	if s.len+n > s.cap {
+		return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.len + n, Limit: s.cap}
+	}
+	if err := m.dev.Do(func() error { return m.prefill(s, p.IDs, pos, embeds, slots) }); err != nil {
+		return nil, fmt.Errorf("prefill: %w", err)
+	}
+	copy(s.logits, m.logits.Float32s())
+	return s.logits, nil
+}
+
+// prefill runs the decoder over n prompt tokens on the device thread.
+func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots []int32) error {
+	defer m.resetStage()
+	t := &m.cfg.Text
+	w := &m.w
+	k := m.k
+	e := m.dt.size()
+	n := len(ids)
+	n64 := int64(n)
+	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
+	qd, kvd := t.Heads*hd, t.KVHeads*hd
+	q := &enq{m: m}
+
+	x := q.scratch("p.x", n64*int64(H)*e)
+	xn := q.scratch("p.xn", n64*int64(H)*e)
+	qkv := q.scratch("p.qkv", n64*int64(qd+2*kvd)*e)
+	qb := q.scratch("p.q", n64*int64(qd)*e)
+	att := q.scratch("p.att", n64*int64(qd)*e)
+	tt := q.scratch("p.t", n64*int64(H)*e)
+	gu := q.scratch("p.gu", 2*n64*int64(I)*e)
+	act := q.scratch("p.act", n64*int64(I)*e)
+	idsD := q.scratch("p.ids", n64*4)
+	posD := q.scratch("p.pos", 3*n64*4)
+	segD := q.scratch("p.seg", 16)
+	var slotsD, embD gpu.DevPtr
+	if len(slots) > 0 {
+		slotsD = q.scratch("p.slots", int64(len(slots))*4)
+		embD = q.scratch("p.emb", int64(len(embeds))*4)
+	}
+	if q.err != nil {
+		return q.err
+	}
+
+	q.mark("prefill")
+	m.setStep(s, 0, 0)
+	if q.err == nil {
+		q.err = m.stream.CopyHtoD(m.stepDev.Ptr, m.stepHost.Ptr(), int64(unsafe.Sizeof(stepArgs{})))
+	}
+	q.stage(idsD, i32bytes(ids), n64*4)
+	q.stage(posD, i32bytes(pos), 3*n64*4)
+	seg := []int32{0, int32(n), 0, int32(s.len + n)}
+	q.stage(segD, i32bytes(seg), 16)
+	// inputs_embeds = embed_tokens(input_ids).masked_scatter(image_mask, image_embeds)
+	q.rows(k.embed, n, gpu.P(x), gpu.P(w.embed), gpu.P(idsD), gpu.I(H))
+	if len(slots) > 0 {
+		q.stage(slotsD, i32bytes(slots), int64(len(slots))*4)
+		q.stage(embD, unsafe.Pointer(&embeds[0]), int64(len(embeds))*4)
+		q.rows(k.scatterF32, len(slots), gpu.P(x), gpu.P(embD), gpu.P(slotsD), gpu.I(H))
+	}
+	q.mark("prefill.embed")
+
+	eps := gpu.F(float32(t.RMSNormEps))
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	layerElems := int64(s.kv.cap) * int64(kvd)
+	kc, vc := s.kv.k(), s.kv.v(m.kvHalf(s.kv.cap))
+	for l := range w.layers {
+		L := &w.layers[l]
+		delta := gpu.DevPtr(0)
+		if l > 0 {
+			delta = tt
+		}
+		// hidden_states = self.input_layernorm(residual + previous MLP output)
+		q.rows(k.rmsnorm, n, gpu.P(xn), gpu.P(x), gpu.P(delta), gpu.P(L.attnNorm), gpu.I(H), eps)
+		q.mark("prefill.l.norm")
+		q.linear(qkv, qd+2*kvd, xn, H, L.qkv, L.qkvBias, n, qd+2*kvd, H)
+		q.mark("prefill.l.qkv")
+		q.launch(k.ropeText, gpu.Dim3{X: n}, gpu.Dim3{X: 128}, hd*4, gpu.P(qb), gpu.P(qkv), gpu.P(m.stepDev.Ptr), gpu.P(posD),
+			gpu.P(w.invFreq), gpu.I(n), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), gpu.I(t.MRopeSection[0]), gpu.I(t.MRopeSection[1]), gpu.I(l))
+		off := int64(l) * layerElems * e
+		q.attention(attnArgs{out: att, q: qb, k: kc.Add(off), v: vc.Add(off), ldo: qd, ldq: qd, ldk: kvd, ldv: kvd,
+			nq: n, nk: s.len + n, heads: t.Heads, kvh: t.KVHeads, hd: hd, causal: true, scale: scale},
+			segD, segD.Add(8))
+		q.mark("prefill.l.rope+attn")
+		q.linear(tt, H, att, qd, L.o, 0, n, H, qd)
+		q.mark("prefill.l.o")
+		q.rows(k.rmsnorm, n, gpu.P(xn), gpu.P(x), gpu.P(tt), gpu.P(L.mlpNorm), gpu.I(H), eps)
+		q.mark("prefill.l.norm")
+		q.linear(gu, 2*I, xn, H, L.gateUp, 0, n, 2*I, H)
+		q.mark("prefill.l.gateup")
+		q.elems(k.siluMul, n64*int64(I), gpu.P(act), gpu.P(gu), gpu.I(n), gpu.I(I))
+		q.mark("prefill.l.silu")
+		q.linear(tt, H, act, I, L.down, 0, n, H, I)
+		q.mark("prefill.l.down")
+	}
+	// hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states[:, -1:, :])
+	last := (n64 - 1) * int64(H) * e
+	m.lmHead(q, x.Add(last), tt.Add(last), xn.Add(last))
+	q.mark("prefill.head")
+	if q.err != nil {
+		return q.err
+	}
+	if err := m.stream.Sync(); err != nil {
+		return err
+	}
+	m.collect()
+	s.len += n
+	return nil
+}
+
+// lmHead enqueues logits = lm_head(norm(x + delta)) for one row (the residual goes to xOut) and
+// their copy to the pinned logits buffer.
+func (m *Model) lmHead(q *enq, x, delta, xOut gpu.DevPtr) {
+	t := &m.cfg.Text
+	V := t.Vocab
+	eps := float32(t.RMSNormEps)
+	if m.dt == f32 {
+		q.gemvNorm(m.dec.logitsF32, x, delta, m.w.finalNorm, xOut, m.w.lmHead, 0, V, t.Hidden, eps)
+	} else {
+		// the bf16 model's logits are bf16 (ties and all), widened for the sampler
+		q.gemvNorm(m.dec.logits, x, delta, m.w.finalNorm, xOut, m.w.lmHead, 0, V, t.Hidden, eps)
+		q.elems(m.k.bf16ToF32, int64(V), gpu.P(m.dec.logitsF32), gpu.P(m.dec.logits), gpu.L(int64(V)))
+	}
+	if q.err == nil {
+		q.err = m.stream.CopyDtoH(m.logits.Ptr(), m.dec.logitsF32, int64(V)*4)
+	}
+}
+
+// DecodeStep implements engine.Model.
+func (m *Model) DecodeStep(ctx context.Context, seq engine.Sequence, token int32, pos int32) ([]float32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := m.sequence(seq)
+	if err != nil {
+		return nil, err
+	}
+	if token < 0 || int(token) >= m.cfg.Text.Vocab {
+		return nil, fmt.Errorf("token id %d outside the vocabulary: %w", token, engine.ErrInvalidInput)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || s.kv == nil {
+		return nil, engine.ErrClosed
+	}
+	if s.len >= s.cap {
+		return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.len + 1, Limit: s.cap}
+	}
+	if err := m.dev.Do(func() error { return m.decode(s, token, pos) }); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	copy(s.logits, m.logits.Float32s())
+	return s.logits, nil
+}
+
+// GraphError reports why decode steps run without a CUDA graph, if they do.
+func (m *Model) GraphError() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.graphErr
+}
+
+// decode appends one token on the device thread: through the captured graph when the cache fits
+// it, with plain launches otherwise.
+func (m *Model) decode(s *Sequence, token, pos int32) error {
+	m.setStep(s, token, pos)
+	L := s.len + 1
+	if !m.opts.NoGraph && m.graphErr == nil && L <= m.dec.splits*decSK {
+		if m.graph == nil {
+			if err := m.capture(); err != nil {
+				m.graphErr = err
+			}
+		}
+		if m.graph != nil {
+			if err := m.mark("decode"); err != nil {
+				return err
+			}
+			if err := m.graph.Launch(m.stream); err != nil {
+				return err
+			}
+			if err := m.mark("decode.graph"); err != nil {
+				return err
+			}
+			if err := m.stream.Sync(); err != nil {
+				return err
+			}
+			m.collect()
+			s.len++
+			return nil
+		}
+	}
+	splits := (L + decSK - 1) / decSK
+	part := m.dec.part
+	if splits > m.dec.splits {
+		t := &m.cfg.Text
+		var err error
+		if part, err = m.buf("d.part", int64(t.Heads*splits*(t.HeadDim+2))*4); err != nil {
+			return err
+		}
+	}
+	q := &enq{m: m}
+	q.mark("decode")
+	m.decodeWork(q, part, splits, true)
+	if q.err != nil {
+		return q.err
+	}
+	if err := m.stream.Sync(); err != nil {
+		return err
+	}
+	m.collect()
+	s.len++
+	return nil
+}
+
+// capture records one decode step into m.graph. The step reads everything that changes between
+// steps (token, position, cache length and pointers) from m.stepDev, copied from pinned memory
+// by the graph's first node.
+func (m *Model) capture() error {
+	if err := m.stream.BeginCapture(); err != nil {
+		return err
+	}
+	q := &enq{m: m}
+	m.decodeWork(q, m.dec.part, m.dec.splits, false)
+	g, err := m.stream.EndCapture() // always ends the capture, also after a failed enqueue
+	if q.err != nil {
+		if g != nil {
+			_ = g.Destroy()
+		}
+		return fmt.Errorf("capturing the decode step: %w", q.err)
+	}
+	if err != nil {
+		return fmt.Errorf("capturing the decode step: %w", err)
+	}
+	m.graph = g
+	return nil
+}
+
+// decodeWork enqueues one decode step with the fixed buffers of m.dec. marks adds profiling
+// marks between stages (not inside a capture).
+func (m *Model) decodeWork(q *enq, part gpu.DevPtr, splits int, marks bool) {
+	t := &m.cfg.Text
+	w := &m.w
+	k := m.k
+	d := &m.dec
+	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
+	qd, kvd := t.Heads*hd, t.KVHeads*hd
+	mark := func(name string) {
+		if marks {
+			q.mark(name)
+		}
+	}
+	if q.err == nil {
+		q.err = m.stream.CopyHtoD(m.stepDev.Ptr, m.stepHost.Ptr(), int64(unsafe.Sizeof(stepArgs{})))
+	}
+	step := gpu.P(m.stepDev.Ptr)
+	// Step.token is at offset 4. The residual stream alternates between d.x[0] and d.x[1]: each
+	// fused norm reads one and writes the other.
+	p := 0
+	q.rows(k.embed, 1, gpu.P(d.x[p]), gpu.P(w.embed), gpu.P(m.stepDev.Ptr.Add(4)), gpu.I(H))
+	eps := float32(t.RMSNormEps)
+	scale := gpu.F(float32(1 / math.Sqrt(float64(hd))))
+	for l := range w.layers {
+		L := &w.layers[l]
+		delta := gpu.DevPtr(0)
+		if l > 0 {
+			delta = d.t
+		}
+		// qkv = q/k/v_proj(input_layernorm(residual + previous MLP output))
+		q.gemvNorm(d.qkv, d.x[p], delta, L.attnNorm, d.x[1-p], L.qkv, L.qkvBias, qd+2*kvd, H, eps)
+		p ^= 1
+		q.launch(k.ropeText, gpu.Dim3{X: 1}, gpu.Dim3{X: 128}, hd*4, gpu.P(d.q), gpu.P(d.qkv), step, gpu.P(0),
+			gpu.P(w.invFreq), gpu.I(1), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), gpu.I(t.MRopeSection[0]), gpu.I(t.MRopeSection[1]), gpu.I(l))
+		q.launch(k.attnDecode, gpu.Dim3{X: t.Heads, Y: splits}, gpu.Dim3{X: decThreads}, 0,
+			gpu.P(part), gpu.P(d.q), step, gpu.I(l), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), scale)
+		q.launch(k.attnCombine, gpu.Dim3{X: t.Heads}, gpu.Dim3{X: hd}, 0, gpu.P(d.att), gpu.P(part), gpu.I(splits), gpu.I(hd))
+		q.gemv(d.t, d.att, L.o, 0, H, qd)
+		// gate|up = gate_up(post_attention_layernorm(residual + attention output))
+		q.gemvNorm(d.gu, d.x[p], d.t, L.mlpNorm, d.x[1-p], L.gateUp, 0, 2*I, H, eps)
+		p ^= 1
+		q.gemvSwiGLU(d.t, d.gu, L.down, H, I)
+	}
+	mark("decode.layers")
+	m.lmHead(q, d.x[p], d.t, d.x[1-p])
+	mark("decode.head")
+}
