@@ -2,10 +2,10 @@ package imageio
 
 import (
 	"bytes"
-	"compress/zlib"
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/klauspost/compress/zlib"
 	"hash/crc32"
 	"io"
 )
