@@ -77,6 +77,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	if err != nil {
 		return nil, prepError(err)
 	}
+	defer pr.Release() // the engine is done with pixel_values when Answer returns
 	timings := prepTimings(t0, pr.Timings)
 
 	stop := t.stop

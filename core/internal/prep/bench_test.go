@@ -23,8 +23,16 @@ func BenchmarkPrepare(b *testing.B) {
 		}
 	}
 	in.Question = m.Question
-	for _, family := range []string{"qwen2_5_vl", "qwen3_vl"} {
-		b.Run(family, func(b *testing.B) {
+	for _, c := range []struct {
+		family  string
+		release bool // hand pixel_values back, as the runtime does after the engine ran
+	}{{"qwen2_5_vl", false}, {"qwen2_5_vl", true}, {"qwen3_vl", true}} {
+		family := c.family
+		name := family
+		if c.release {
+			name += "/released"
+		}
+		b.Run(name, func(b *testing.B) {
 			pr, err := prep.New(prep.Config{Plugin: e.plugins[family], Tokenizer: e.tok})
 			if err != nil {
 				b.Fatal(err)
@@ -39,6 +47,9 @@ func BenchmarkPrepare(b *testing.B) {
 				pix = append(pix, res.Timings.Pixels)
 				frame = append(frame, res.Timings.Frame)
 				tok = append(tok, res.Timings.Tokenize)
+				if c.release {
+					res.Release()
+				}
 			}
 			for _, s := range []struct {
 				name string
