@@ -26,6 +26,8 @@ type httpResult struct {
 	total, ttft time.Duration
 	chunks      int
 	tokens      int
+	// stages are the server's own stage timings (the iris extension of the finish chunk).
+	stages map[string]float64
 }
 
 func chatOnce(ctx context.Context, client *http.Client, url string, body []byte) (httpResult, error) {
@@ -65,6 +67,9 @@ func chatOnce(ctx context.Context, client *http.Client, url string, body []byte)
 			Usage *struct {
 				CompletionTokens int `json:"completion_tokens"`
 			} `json:"usage"`
+			Iris *struct {
+				TimingsMS map[string]float64 `json:"timings_ms"`
+			} `json:"iris"`
 		}
 		if json.Unmarshal([]byte(data), &chunk) != nil {
 			continue
@@ -77,6 +82,9 @@ func chatOnce(ctx context.Context, client *http.Client, url string, body []byte)
 		}
 		if chunk.Usage != nil {
 			r.tokens = chunk.Usage.CompletionTokens
+		}
+		if chunk.Iris != nil {
+			r.stages = chunk.Iris.TimingsMS
 		}
 	}
 	r.total = time.Since(start)
@@ -133,6 +141,7 @@ func httpBench(args []string) error {
 	res := map[string]any{"image": *image, "bytes": len(img)}
 	for _, n := range []int{3, 10} {
 		var tot, first []float64
+		stages := map[string][]float64{}
 		tpot := 0.0
 		for range *runs {
 			r, err := chatOnce(ctx, client, *url, body(n))
@@ -145,10 +154,28 @@ func httpBench(args []string) error {
 			tot = append(tot, float64(r.total.Microseconds())/1000)
 			first = append(first, float64(r.ttft.Microseconds())/1000)
 			tpot += float64((r.total - r.ttft).Microseconds()) / 1000 / float64(n-1)
+			for k, v := range r.stages {
+				stages[k] = append(stages[k], v)
+			}
 		}
 		l := map[string]float64{"p50_ms": pctl(tot, 50), "p95_ms": pctl(tot, 95), "ttft_p50_ms": pctl(first, 50), "tpot_mean_ms": tpot / float64(*runs)}
 		res["c1_"+strconv.Itoa(n)+"tok"] = l
 		fmt.Printf("bench http c=1 %2d tokens: p50 %.2f ms  p95 %.2f ms  TTFT %.2f ms  TPOT %.3f ms\n", n, l["p50_ms"], l["p95_ms"], l["ttft_p50_ms"], l["tpot_mean_ms"])
+		// Where the server says the time went (p50 of each stage), to split the client's
+		// latency into transport + parsing and the pipeline's stages.
+		names := make([]string, 0, len(stages))
+		for k := range stages {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var parts []string
+		for _, k := range names {
+			l["stage_"+k+"_p50_ms"] = pctl(stages[k], 50)
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, pctl(stages[k], 50)))
+		}
+		if len(parts) > 0 {
+			fmt.Printf("bench http c=1 %2d tokens: server stages p50 ms: %s\n", n, strings.Join(parts, ", "))
+		}
 	}
 	for _, f := range strings.Split(*conc, ",") {
 		c, err := strconv.Atoi(f)
