@@ -399,46 +399,12 @@ func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Promp
 	if err != nil {
 		return nil, err
 	}
+	in, err := p.Flatten(m.cfg)
+	if err != nil {
+		return nil, err
+	}
 	n := len(p.IDs)
-	if n == 0 || len(p.Positions.T) != n || len(p.Positions.H) != n || len(p.Positions.W) != n {
-		return nil, fmt.Errorf("prefill of %d tokens with %d positions: %w", n, len(p.Positions.T), engine.ErrInvalidInput)
-	}
-	vocab := int32(m.cfg.Text.Vocab)
-	for i, id := range p.IDs {
-		if id < 0 || id >= vocab {
-			return nil, fmt.Errorf("token %d: id %d outside the vocabulary: %w", i, id, engine.ErrInvalidInput)
-		}
-	}
-	pos := make([]int32, 0, 3*n)
-	pos = append(append(append(pos, p.Positions.T...), p.Positions.H...), p.Positions.W...)
-
-	// Image rows go where the placeholder ids are, in order (masked_scatter).
-	hidden := m.cfg.Text.Hidden
-	var slots []int32
-	for i, id := range p.IDs {
-		if id == m.cfg.ImageTokenID {
-			slots = append(slots, int32(i))
-		}
-	}
-	rows := 0
-	for _, e := range p.Images {
-		if e == nil || e.Dim != hidden || len(e.Data) != e.Tokens*e.Dim {
-			return nil, fmt.Errorf("image embeddings do not have width %d: %w", hidden, engine.ErrInvalidInput)
-		}
-		rows += e.Tokens
-	}
-	if rows != len(slots) {
-		return nil, fmt.Errorf("%d image embedding rows for %d placeholder tokens: %w", rows, len(slots), engine.ErrInvalidInput)
-	}
-	var embeds []float32
-	if len(p.Images) == 1 {
-		embeds = p.Images[0].Data
-	} else if rows > 0 {
-		embeds = make([]float32, 0, rows*hidden)
-		for _, e := range p.Images {
-			embeds = append(embeds, e.Data...)
-		}
-	}
+	pos, slots, embeds := in.Pos, in.Slots, in.Embeds
 
 	m.mu.Lock()
 	defer m.mu.Unlock()

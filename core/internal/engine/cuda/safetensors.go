@@ -3,11 +3,11 @@ package cuda
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
 )
 
 // tensor is one entry of a safetensors header: where its bytes are and what they hold.
@@ -82,49 +82,11 @@ func readHeader(path string) ([]tensor, error) {
 	return out, nil
 }
 
-// shards lists the weight files of an HF checkpoint directory: those named by
-// model.safetensors.index.json, else model.safetensors, else every *.safetensors.
-func shards(dir string) ([]string, error) {
-	index := filepath.Join(dir, "model.safetensors.index.json")
-	if data, err := os.ReadFile(index); err == nil {
-		var idx struct {
-			WeightMap map[string]string `json:"weight_map"`
-		}
-		if err := json.Unmarshal(data, &idx); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", index, err)
-		}
-		var files []string
-		for _, f := range idx.WeightMap {
-			if filepath.Base(f) != f {
-				return nil, fmt.Errorf("%s: shard %q is not a plain file name", index, f)
-			}
-			files = append(files, filepath.Join(dir, f))
-		}
-		slices.Sort(files)
-		files = slices.Compact(files)
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%s: empty weight_map", index)
-		}
-		return files, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("reading %s: %w", index, err)
-	}
-	single := filepath.Join(dir, "model.safetensors")
-	if _, err := os.Stat(single); err == nil {
-		return []string{single}, nil
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("%s: no safetensors weights", dir)
-	}
-	return files, nil
-}
-
 // checkpoint indexes the tensors of every shard by name.
 type checkpoint map[string]*tensor
 
 func openCheckpoint(dir string) (checkpoint, error) {
-	files, err := shards(dir)
+	files, err := engine.Shards(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -25,12 +25,7 @@ import "C"
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -105,49 +100,11 @@ func Load(dir string, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	shards, err := Shards(dir)
+	shards, err := engine.Shards(dir)
 	if err != nil {
 		return nil, err
 	}
 	return Open(cfg, shards, opts)
-}
-
-// Shards lists the weight files of dir: those named by model.safetensors.index.json, else
-// model.safetensors, else every *.safetensors.
-func Shards(dir string) ([]string, error) {
-	index := filepath.Join(dir, "model.safetensors.index.json")
-	if data, err := os.ReadFile(index); err == nil {
-		var idx struct {
-			WeightMap map[string]string `json:"weight_map"`
-		}
-		if err := json.Unmarshal(data, &idx); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", index, err)
-		}
-		var files []string
-		for _, f := range idx.WeightMap {
-			if filepath.Base(f) != f {
-				return nil, fmt.Errorf("%s: shard %q is not a plain file name", index, f)
-			}
-			files = append(files, filepath.Join(dir, f))
-		}
-		slices.Sort(files)
-		files = slices.Compact(files)
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%s: empty weight_map", index)
-		}
-		return files, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("reading %s: %w", index, err)
-	}
-	single := filepath.Join(dir, "model.safetensors")
-	if _, err := os.Stat(single); err == nil {
-		return []string{single}, nil
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("%s: no safetensors weights", dir)
-	}
-	return files, nil
 }
 
 // params maps the config onto the C graph description.
@@ -365,40 +322,12 @@ func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Promp
 	if err != nil {
 		return nil, err
 	}
-	n := len(p.IDs)
-	if n == 0 || len(p.Positions.T) != n || len(p.Positions.H) != n || len(p.Positions.W) != n {
-		return nil, fmt.Errorf("prefill of %d tokens with %d positions: %w", n, len(p.Positions.T), engine.ErrInvalidInput)
+	in, err := p.Flatten(m.cfg)
+	if err != nil {
+		return nil, err
 	}
-	pos := make([]int32, 0, 3*n)
-	pos = append(append(append(pos, p.Positions.T...), p.Positions.H...), p.Positions.W...)
-
-	// Image rows go where the placeholder ids are, in order (masked_scatter).
-	hidden := m.cfg.Text.Hidden
-	var slots []int32
-	for i, id := range p.IDs {
-		if id == m.cfg.ImageTokenID {
-			slots = append(slots, int32(i))
-		}
-	}
-	rows := 0
-	for _, e := range p.Images {
-		if e == nil || e.Dim != hidden || len(e.Data) != e.Tokens*e.Dim {
-			return nil, fmt.Errorf("image embeddings do not have width %d: %w", hidden, engine.ErrInvalidInput)
-		}
-		rows += e.Tokens
-	}
-	if rows != len(slots) {
-		return nil, fmt.Errorf("%d image embedding rows for %d placeholder tokens: %w", rows, len(slots), engine.ErrInvalidInput)
-	}
-	var embeds []float32
-	if len(p.Images) == 1 {
-		embeds = p.Images[0].Data
-	} else if rows > 0 {
-		embeds = make([]float32, 0, rows*hidden)
-		for _, e := range p.Images {
-			embeds = append(embeds, e.Data...)
-		}
-	}
+	n, rows := len(p.IDs), len(in.Slots)
+	pos, slots, embeds := in.Pos, in.Slots, in.Embeds
 	var embPtr *C.float
 	var slotPtr *C.int32_t
 	if rows > 0 {

@@ -100,7 +100,7 @@ func TestParityDetectsWrongGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Text.MRopeSection = [3]int{3, 2, 3}
-	shards, err := Shards(fixture.ModelDir("tiny-untied"))
+	shards, err := engine.Shards(fixture.ModelDir("tiny-untied"))
 	if err != nil {
 		t.Fatal(err)
 	}

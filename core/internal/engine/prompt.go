@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// PrefillInput is a Prompt laid out the way every backend's prefill consumes it.
+type PrefillInput struct {
+	// Pos holds the t, h and w rows of the positions, one after the other (3*len(IDs)).
+	Pos []int32
+	// Slots are the indexes of the image placeholders in IDs, in order; Embeds their rows
+	// (len(Slots)*Config.Text.Hidden values), as masked_scatter places them.
+	Slots  []int32
+	Embeds []float32
+}
+
+// Flatten checks p against cfg and lays it out for a prefill. Backends share it so that every one
+// validates and scatters the same way.
+func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
+	n := len(p.IDs)
+	if n == 0 || len(p.Positions.T) != n || len(p.Positions.H) != n || len(p.Positions.W) != n {
+		return nil, fmt.Errorf("prefill of %d tokens with %d positions: %w", n, len(p.Positions.T), ErrInvalidInput)
+	}
+	vocab := int32(cfg.Text.Vocab)
+	out := &PrefillInput{Pos: make([]int32, 0, 3*n)}
+	for i, id := range p.IDs {
+		if id < 0 || id >= vocab {
+			return nil, fmt.Errorf("token %d: id %d outside the vocabulary: %w", i, id, ErrInvalidInput)
+		}
+		if id == cfg.ImageTokenID {
+			out.Slots = append(out.Slots, int32(i))
+		}
+	}
+	out.Pos = append(append(append(out.Pos, p.Positions.T...), p.Positions.H...), p.Positions.W...)
+	hidden, rows := cfg.Text.Hidden, 0
+	for _, e := range p.Images {
+		if e == nil || e.Dim != hidden || len(e.Data) != e.Tokens*e.Dim {
+			return nil, fmt.Errorf("image embeddings do not have width %d: %w", hidden, ErrInvalidInput)
+		}
+		rows += e.Tokens
+	}
+	if rows != len(out.Slots) {
+		return nil, fmt.Errorf("%d image embedding rows for %d placeholder tokens: %w", rows, len(out.Slots), ErrInvalidInput)
+	}
+	switch {
+	case len(p.Images) == 1:
+		out.Embeds = p.Images[0].Data
+	case rows > 0:
+		out.Embeds = make([]float32, 0, rows*hidden)
+		for _, e := range p.Images {
+			out.Embeds = append(out.Embeds, e.Data...)
+		}
+	}
+	return out, nil
+}
+
+// Shards lists the weight files of a Hugging Face checkpoint directory: those named by
+// model.safetensors.index.json, else model.safetensors, else every *.safetensors.
+func Shards(dir string) ([]string, error) {
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	if data, err := os.ReadFile(index); err == nil {
+		var idx struct {
+			WeightMap map[string]string `json:"weight_map"`
+		}
+		if err := json.Unmarshal(data, &idx); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", index, err)
+		}
+		var files []string
+		for _, f := range idx.WeightMap {
+			if filepath.Base(f) != f {
+				return nil, fmt.Errorf("%s: shard %q is not a plain file name", index, f)
+			}
+			files = append(files, filepath.Join(dir, f))
+		}
+		slices.Sort(files)
+		files = slices.Compact(files)
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s: empty weight_map", index)
+		}
+		return files, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("reading %s: %w", index, err)
+	}
+	single := filepath.Join(dir, "model.safetensors")
+	if _, err := os.Stat(single); err == nil {
+		return []string{single}, nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("%s: no safetensors weights", dir)
+	}
+	return files, nil
+}
