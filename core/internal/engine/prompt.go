@@ -96,3 +96,20 @@ func Shards(dir string) ([]string, error) {
 	}
 	return files, nil
 }
+
+// CheckImage validates one image against cfg and lim before a backend runs its vision tower.
+// Backends share it so that every one refuses the same images the same way.
+func CheckImage(cfg *Config, lim Limits, img Image) error {
+	v := &cfg.Vision
+	g := img.Grid
+	if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%v.MergeSize != 0 || g.W%v.MergeSize != 0 {
+		return fmt.Errorf("grid %v: %w", g, ErrInvalidInput)
+	}
+	if g.Patches() > lim.MaxImagePatches || g.H > lim.MaxGridSide || g.W > lim.MaxGridSide {
+		return &BoundsError{Err: ErrImageTooLarge, What: "image patches", Got: g.Patches(), Limit: lim.MaxImagePatches}
+	}
+	if len(img.Pixels) != g.Patches()*v.PatchDim() {
+		return fmt.Errorf("%d pixel values for grid %v: %w", len(img.Pixels), g, ErrInvalidInput)
+	}
+	return nil
+}

@@ -220,17 +220,11 @@ func (m *Model) EncodeVision(ctx context.Context, img engine.Image) (*engine.Emb
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := engine.CheckImage(m.cfg, m.lim, img); err != nil {
+		return nil, err
+	}
 	v := &m.cfg.Vision
 	g := img.Grid
-	if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%v.MergeSize != 0 || g.W%v.MergeSize != 0 {
-		return nil, fmt.Errorf("grid %v: %w", g, engine.ErrInvalidInput)
-	}
-	if g.Patches() > m.lim.MaxImagePatches || g.H > m.lim.MaxGridSide || g.W > m.lim.MaxGridSide {
-		return nil, &engine.BoundsError{Err: engine.ErrImageTooLarge, What: "image patches", Got: g.Patches(), Limit: m.lim.MaxImagePatches}
-	}
-	if len(img.Pixels) != g.Patches()*v.PatchDim() {
-		return nil, fmt.Errorf("%d pixel values for grid %v: %w", len(img.Pixels), g, engine.ErrInvalidInput)
-	}
 	plan := planVision(v, g)
 	e := &engine.Embeddings{Tokens: g.Tokens(v.MergeSize), Dim: v.OutHidden}
 	e.Data = make([]float32, e.Tokens*e.Dim)
