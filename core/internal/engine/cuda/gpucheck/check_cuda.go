@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -483,34 +482,13 @@ func bench(args []string) error {
 		if err != nil {
 			return err
 		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		done := 0
-		var firstErr error
-		deadline := time.Now().Add(time.Duration(*secs * float64(time.Second)))
-		start := time.Now()
-		for range cc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(deadline) {
-					if _, _, err := request(ctx, m, c, 10); err != nil {
-						mu.Lock()
-						firstErr = err
-						mu.Unlock()
-						return
-					}
-					mu.Lock()
-					done++
-					mu.Unlock()
-				}
-			}()
+		done, el, err := closedLoop(cc, time.Duration(*secs*float64(time.Second)), func() error {
+			_, _, err := request(ctx, m, c, 10)
+			return err
+		})
+		if err != nil {
+			return err
 		}
-		wg.Wait()
-		if firstErr != nil {
-			return firstErr
-		}
-		el := time.Since(start).Seconds()
 		tp := throughput{Concurrency: cc, NewTokens: 10, Requests: done, Seconds: el, ImagesPerS: float64(done) / el}
 		res.Throughput = append(res.Throughput, tp)
 		fmt.Printf("bench engine c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s\n", cc, done, el, tp.ImagesPerS)

@@ -91,6 +91,35 @@ func chatOnce(ctx context.Context, client *http.Client, url string, body []byte)
 	return r, sc.Err()
 }
 
+// closedLoop runs do from c goroutines until d has passed (a closed loop: each sends its next
+// request when the last is answered) and returns how many completed, the elapsed seconds and the
+// first error.
+func closedLoop(c int, d time.Duration, do func() error) (done int, seconds float64, err error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for range c {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				e := do()
+				mu.Lock()
+				if e != nil {
+					if err == nil {
+						err = e
+					}
+					mu.Unlock()
+					return
+				}
+				done++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return done, time.Since(start).Seconds(), err
+}
+
 func pctl(v []float64, p float64) float64 {
 	s := slices.Clone(v)
 	sort.Float64s(s)
@@ -182,34 +211,13 @@ func httpBench(args []string) error {
 		if err != nil {
 			return err
 		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		done := 0
-		var firstErr error
-		deadline := time.Now().Add(time.Duration(*secs * float64(time.Second)))
-		start := time.Now()
-		for range c {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(deadline) {
-					if _, err := chatOnce(ctx, client, *url, body(10)); err != nil {
-						mu.Lock()
-						firstErr = err
-						mu.Unlock()
-						return
-					}
-					mu.Lock()
-					done++
-					mu.Unlock()
-				}
-			}()
+		done, el, err := closedLoop(c, time.Duration(*secs*float64(time.Second)), func() error {
+			_, err := chatOnce(ctx, client, *url, body(10))
+			return err
+		})
+		if err != nil {
+			return err
 		}
-		wg.Wait()
-		if firstErr != nil {
-			return firstErr
-		}
-		el := time.Since(start).Seconds()
 		res["c"+f+"_images_per_s"] = float64(done) / el
 		fmt.Printf("bench http c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s\n", c, done, el, float64(done)/el)
 	}
