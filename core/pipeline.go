@@ -210,13 +210,11 @@ func boundsError(err error) error {
 	return &Error{Kind: KindInvalid, Code: "invalid_request", Message: err.Error(), Err: err}
 }
 
+// engineError classifies cancellation; anything else (an emit error, a kernel failure) passes
+// through for the runtime and the gateway to classify.
 func engineError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return AsError(err)
-	}
-	var ce *Error
-	if errors.As(err, &ce) {
-		return err // an emit error classified upstream
 	}
 	return err
 }
