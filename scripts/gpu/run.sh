@@ -2,6 +2,7 @@
 # The one device call of a GPU run (docs/gpu.md). Runs on the H200 machine in the repository root
 # with .carry/ made by `just gpu-bench` (scripts/gpu/prepare.sh):
 #
+#   bash scripts/gpu/run.sh check   the first three smoke steps (no Python)
 #   bash scripts/gpu/run.sh smoke   toolchain and driver, module load, every kernel against a CPU
 #                                   reference, cuBLAS, tiny-fixture parity against the golden
 #                                   tokens, and the whole full-run pipeline on the tiny model
@@ -49,18 +50,22 @@ tiny=$root/core/internal/engine/testdata/qwen2_5_vl
 template=$tiny/tiny-untied
 ref=$root/scripts/reference
 
-if [[ $phase == smoke ]]; then
+if [[ $phase == smoke || $phase == check ]]; then
   step "gpu package: compat symbols, PTX load, launch, graph capture"
   (cd core/internal/gpu && timeout 60 "$bin/gpu.test" -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)' ); verdict gpu.test ${PIPESTATUS[0]}
   step "kernels against CPU references"
   (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16"
   (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|Plan|Checkpoint|Header' 2>&1 | grep -E -- '--- (PASS|FAIL)|FAIL|ok|parity|agree|error|panic' | head -80); verdict fixtures ${PIPESTATUS[0]}
+fi
+if [[ $phase == smoke ]]; then
   step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"
   timeout 150 python3 "$ref/gpu_parity.py" --model "$template" --cases "$work/tcases" --out "$work/tref.json" --new 8; verdict tiny-ref $?
-  timeout 60 "$bin/gpucheck" parity -model "$template" -cases "$work/tcases" -ref "$work/tref.json" -new 8 -out "$OUT/tiny-parity.json"; verdict tiny-parity $?
-  timeout 60 "$bin/gpucheck" bench -model "$template" -cases "$work/tcases" -case vga_640x480 -runs 5 -seconds 1 -out "$OUT/tiny-bench.json"; verdict tiny-bench $?
-  timeout 150 python3 "$ref/gpu_baseline.py" --model "$template" --cases "$work/tcases" --case vga_640x480 --runs 3 --out "$OUT/tiny-baseline.json"; verdict tiny-baseline $?
+  timeout 60 "$bin/gpucheck" parity -model "$template" -cases "$work/tcases" -ref "$work/tref.json" -new 8 -out "$work/tiny-parity.json"; verdict tiny-parity $?
+  timeout 60 "$bin/gpucheck" bench -model "$template" -cases "$work/tcases" -case photo_426x320 -runs 5 -seconds 1 -out "$work/tiny-bench.json"; verdict tiny-bench $?
+  timeout 150 python3 "$ref/gpu_baseline.py" --model "$template" --cases "$work/tcases" --case photo_426x320 --runs 3 --out "$work/tiny-baseline.json"; verdict tiny-baseline $?
+fi
+if [[ $phase == smoke || $phase == check ]]; then
   step "done"
   grep -hE '^(PASS|FAIL|SKIP)' "$log"
   exit 0
@@ -83,14 +88,17 @@ if [[ $phase == full ]]; then
   timeout 360 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$OUT/ref.json" --new 32; verdict reference $?
   step "engine parity (fp32 tokens identical; bf16 >= 98% agreement)"
   timeout 300 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$OUT/ref.json" -new 32 -out "$OUT/parity.json"; verdict parity $?
-  step "engine timing (bf16)"
-  timeout 150 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 30 -seconds 4 -out "$OUT/bench.json"; verdict bench $?
-  timeout 100 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case square_448x448 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-448.json"; verdict bench-448 $?
+  step "engine timing (bf16): the issue's 426x320 photo, then 640x480, then decode products through cuBLAS"
+  timeout 150 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 30 -seconds 4 -out "$OUT/bench.json"; verdict bench $?
+  timeout 100 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-vga.json"; verdict bench-vga $?
+  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -decode-cublas; verdict bench-cublas $?
 fi
 
 if [[ $phase == speed ]]; then
   step "unit tests (gemv, decode attention, tiny-fixture parity)"
   (cd core/internal/engine/cuda && timeout 60 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
+  step "decode-step kernels in isolation (graph replay; cuBLAS the baseline)"
+  (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.run '^$' -test.bench DecodeKernels -test.benchtime 1x 2>&1 | grep -E '^kernel|FAIL|panic'); verdict kernel-times ${PIPESTATUS[0]}
   if [[ ! -f $cases/index.json ]]; then
     timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
   fi
@@ -98,10 +106,10 @@ if [[ $phase == speed ]]; then
     step "engine parity against the carried transformers reference (free-running and teacher-forced)"
     timeout 150 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$carry/ref.json" -new 32 -out "$OUT/parity.json"; verdict parity $?
   fi
-  step "engine timing (bf16): cuBLAS decode (default), then the gemv kernel for comparison"
-  timeout 90 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 30 -seconds 3 -out "$OUT/bench.json"; verdict bench $?
-  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 10 -seconds 1 -concurrency 1 -decode-gemv; verdict bench-gemv $?
-  timeout 60 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case square_448x448 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-448.json"; verdict bench-448 $?
+  step "engine timing (bf16): the issue's 426x320 photo, then 640x480, then decode products through cuBLAS"
+  timeout 90 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 30 -seconds 3 -out "$OUT/bench.json"; verdict bench $?
+  timeout 60 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-vga.json"; verdict bench-vga $?
+  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -decode-cublas; verdict bench-cublas $?
   if [[ -x $bin/iris ]]; then
     step "HTTP: bundle build, iris serve, loopback load"
     bundle=$work/bundle
@@ -115,8 +123,10 @@ if [[ $phase == speed ]]; then
       if curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1; then break; fi
       sleep 1
     done
-    timeout 150 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
-      -question "Is there any text in the image?" -runs 30 -seconds 4 -out "$OUT/http.json"; verdict http $?
+    timeout 150 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
+      -question "What is the main object in this image? Answer in one word." -runs 30 -seconds 4 -out "$OUT/http.json"; verdict http $?
+    timeout 60 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
+      -question "Is there any text in the image?" -runs 20 -seconds 2 -out "$OUT/http-vga.json"; verdict http-vga $?
     kill "$srv"; wait "$srv" 2>/dev/null
     grep -iE 'error|warn|engine loaded' "$work/serve.log" | head -20
   else
@@ -124,7 +134,7 @@ if [[ $phase == speed ]]; then
   fi
   if [[ -z ${IRIS_SKIP_BASELINE:-} ]]; then
     step "transformers baseline (bf16; dynamic and static cache)"
-    timeout 240 python3 "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case vga_640x480 --runs 8 --out "$OUT/baseline.json"; verdict baseline $?
+    timeout 240 python3 "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs 8 --out "$OUT/baseline.json"; verdict baseline $?
   fi
 fi
 step "done"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time transformers on the GPU: the baseline the CUDA engine is compared with.
 
-  python3 scripts/reference/gpu_baseline.py --model DIR --cases DIR --case vga_640x480 --out baseline.json
+  python3 scripts/reference/gpu_baseline.py --model DIR --cases DIR --case photo_426x320 --out baseline.json
 
 Same checkpoint (gpu_checkpoint.py) and processor outputs (gpu_parity.py cases) as the engine,
 bf16, SDPA, greedy with EOS ignored. For the default dynamic cache and for
@@ -10,7 +10,7 @@ cache_implementation="static" (transformers compiles the decode step; warm-up ex
   c=1 latency of generate() at 3 and 10 new tokens: p50, p95; TTFT = generate(1 token);
   TPOT = (p50(10) - p50(1)) / 9;
   images/s with batch 1 and batch 16 (the same request repeated), 10 new tokens;
-  processor_ms: AutoProcessor on the case's PNG (CPU), which an HTTP server also pays.
+  processor_ms: AutoProcessor on the case's image (CPU), which an HTTP server also pays.
 """
 
 import argparse
@@ -34,7 +34,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--cases", required=True)
-    ap.add_argument("--case", default="vga_640x480")
+    ap.add_argument("--case", default="photo_426x320")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--out", required=True)
     ap.add_argument("--caches", default="dynamic,static")
@@ -51,7 +51,7 @@ def main():
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
     proc = AutoProcessor.from_pretrained(args.model)
-    img = Image.open(os.path.join(args.cases, case["name"] + ".png")).convert("RGB")
+    img = Image.open(os.path.join(args.cases, case.get("image", case["name"] + ".png"))).convert("RGB")
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": case["question"]}]}]
     times = []
     for _ in range(5):

@@ -4,9 +4,12 @@
   python3 scripts/reference/gpu_parity.py --model DIR --cases DIR --out ref.json [--new 32]
 
 1. Makes the image+question cases (deterministic synthetic images of several sizes, 1600x1200
-   included) and runs the model's own processor (AutoProcessor: chat template, smart_resize,
+   included, plus the issue's workload: a 426x320 photo JPEG, Imagenette-320 size, with the
+   upstream profile's question; testdata/photo_426x320.jpg, NASA's public-domain astronaut
+   portrait from scikit-image, cropped to 4:3 and resized) and runs the model's own processor (AutoProcessor: chat template, smart_resize,
    torchvision resize, patchify) on each; writes DIR/<case>.json (input ids, grid, question),
-   DIR/<case>.f32 (pixel_values, little-endian float32) and DIR/<case>.png.
+   DIR/<case>.f32 (pixel_values, little-endian float32) and the image, DIR/<case>.png (or the
+   photo's original bytes as DIR/<case>.jpg; meta "image" names it).
 2. Runs transformers generate greedily (do_sample=False, repetition_penalty=1.0, EOS ignored) in
    float32 (TF32 off for matmuls and cuDNN, so the conv patch embedding is exact F32 too) and in
    bfloat16, SDPA attention, and records per case and precision the tokens and, per step, the
@@ -26,7 +29,9 @@ import torch
 from PIL import Image
 from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
 
-# name, width, height, question
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# name, width, height, question[, image file under testdata/ (its original bytes are used)]
 CASES = [
     ("min_56x56", 56, 56, "What is in this image?"),
     ("rect_320x240", 320, 240, "Describe the picture in one sentence."),
@@ -36,6 +41,7 @@ CASES = [
     ("tall_120x300", 120, 300, "What shape is this?"),
     ("xga_1024x768", 1024, 768, "Count the objects."),
     ("uxga_1600x1200", 1600, 1200, "Describe the scene in detail."),
+    ("photo_426x320", 426, 320, "What is the main object in this image? Answer in one word.", "photo_426x320.jpg"),
 ]
 
 
@@ -55,9 +61,20 @@ def make_image(i, w, h):
 def prepare(proc, cases_dir):
     os.makedirs(cases_dir, exist_ok=True)
     out = []
-    for i, (name, w, h, q) in enumerate(CASES):
-        img = make_image(i, w, h)
-        img.save(os.path.join(cases_dir, name + ".png"))
+    for i, (name, w, h, q, *src) in enumerate(CASES):
+        if src:
+            with open(os.path.join(HERE, "testdata", src[0]), "rb") as f:
+                data = f.read()
+            image_file = name + os.path.splitext(src[0])[1]
+            with open(os.path.join(cases_dir, image_file), "wb") as f:
+                f.write(data)
+            img = Image.open(os.path.join(cases_dir, image_file))
+            img.load()
+            assert img.size == (w, h), (name, img.size)
+        else:
+            img = make_image(i, w, h)
+            image_file = name + ".png"
+            img.save(os.path.join(cases_dir, image_file))
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]}]
         prompt = proc.apply_chat_template(messages, add_generation_prompt=True)
         inputs = proc(text=[prompt], images=[img], return_tensors="pt")
@@ -67,7 +84,7 @@ def prepare(proc, cases_dir):
             "name": name, "width": w, "height": h, "question": q, "prompt": prompt,
             "input_ids": inputs["input_ids"][0].tolist(),
             "image_grid_thw": inputs["image_grid_thw"].tolist(),
-            "pixels": name + ".f32", "pixel_rows": pv.shape[0], "pixel_cols": pv.shape[1],
+            "pixels": name + ".f32", "pixel_rows": pv.shape[0], "pixel_cols": pv.shape[1], "image": image_file,
         }
         with open(os.path.join(cases_dir, name + ".json"), "w") as f:
             json.dump(meta, f)

@@ -73,10 +73,8 @@ func decodeJPEGRGB(ctx context.Context, data []byte, jh *jpegHeader) (img *RGB, 
 	if d.smoothingApplies() {
 		return nil, refuse(CodeFormat, "progressive JPEG whose scans leave low-frequency coefficients unrefined (libjpeg block smoothing) is not supported")
 	}
-	if d.progressive {
-		if err := d.reconstructAll(); err != nil {
-			return nil, classify(err, "JPEG")
-		}
+	if err := d.reconstructAll(); err != nil {
+		return nil, classify(err, "JPEG")
 	}
 	img = pixels.NewRGB(d.width, d.height)
 	// Rows convert independently; each band builds its own upsamplers.

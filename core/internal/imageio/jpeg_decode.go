@@ -460,10 +460,12 @@ func (d *jpegDecoder) processSOS(n int) error {
 		if c.plane == nil {
 			c.plane = getPlane(c.aw * 8 * c.ah * 8)
 		}
+		// Every image keeps its coefficients: the IDCT runs after the scans, block rows in
+		// parallel (reconstructAll), while the entropy decoding before it is serial.
+		if c.coefs == nil {
+			c.coefs = getCoefs(c.aw * c.ah)
+		}
 		if d.progressive {
-			if c.coefs == nil {
-				c.coefs = getCoefs(c.aw * c.ah)
-			}
 			for k := zigStart; k <= zigEnd; k++ {
 				c.coefBits[k] = int8(al)
 			}
@@ -497,12 +499,9 @@ func (d *jpegDecoder) processSOS(n int) error {
 	d.bits = jbits{}
 	d.eobRun = 0
 	mcu, expectedRST := 0, uint8(rst0Marker)
-	var (
-		// seq holds a sequential image's block being decoded; a progressive image's blocks
-		// are decoded in place. Coefficients are in natural (not zig-zag) order.
-		seq jcoefs
-		dc  [jMaxComponents]int32
-	)
+	// dc is the running DC predictor of each component. Blocks are decoded in place, their
+	// coefficients in natural (not zig-zag) order.
+	var dc [jMaxComponents]int32
 	for my := range mcusY {
 		if err := d.ctx.Err(); err != nil {
 			return err
@@ -518,11 +517,9 @@ func (d *jpegDecoder) processSOS(n int) error {
 				for j := range hi * vi {
 					// Blocks within an MCU are in raster order (section A.2.3).
 					bx, by := hi*mx+j%hi, vi*my+j/hi
-					blk := &seq
-					if d.progressive {
-						blk = &c.coefs[by*c.aw+bx]
-					} else {
-						seq = jcoefs{}
+					blk := &c.coefs[by*c.aw+bx]
+					if !d.progressive {
+						*blk = jcoefs{} // a sequential scan sets the whole block
 					}
 
 					if ah != 0 {
@@ -590,9 +587,6 @@ func (d *jpegDecoder) processSOS(n int) error {
 						}
 					}
 
-					if !d.progressive && bx < c.bw && by < c.bh {
-						c.reconstruct(blk, bx, by)
-					}
 				} // for j
 			} // for i
 			mcu++
@@ -813,8 +807,7 @@ func (d *jpegDecoder) smoothingApplies() bool {
 	return useful
 }
 
-// reconstructAll runs the IDCT over every stored block of a progressive image, block rows in
-// parallel.
+// reconstructAll runs the IDCT over every stored block, block rows in parallel.
 func (d *jpegDecoder) reconstructAll() error {
 	for i := range d.nComp {
 		c := &d.comp[i]

@@ -188,30 +188,47 @@ template <typename T> __device__ void add(T *y, const T *x, long n) {
 extern "C" __global__ void iris_add_f32(float *y, const float *x, long n) { add(y, x, n); }
 extern "C" __global__ void iris_add_bf16(bf16 *y, const bf16 *x, long n) { add(y, x, n); }
 
+// ROWS(r, j, rows, n) walks a rows x n matrix with a 2-D grid: grid.y over rows, grid.x and the
+// block over columns. No 64-bit division per element (a flat index split with i / n cost more
+// than the memory traffic of these passes).
+#define ROWS(r, j, rows, n)                                                  \
+    for (int r = blockIdx.y; r < (rows); r += gridDim.y)                     \
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (n); j += gridDim.x * blockDim.x)
+
 // Fills rows x n of out (row stride ld) with the bias b. A following GEMM with beta = 1 then
 // rounds acc + b once, as addmm does for nn.Linear with a bias.
 template <typename T> __device__ void bias_rows(T *out, const T *b, int rows, int n, int ldo) {
-    GRID_STRIDE(i, (long)rows * n) {
-        long r = i / n, j = i % n;
-        out[r * ldo + j] = b[j];
-    }
+    ROWS(r, j, rows, n) out[(size_t)r * ldo + j] = b[j];
 }
 extern "C" __global__ void iris_bias_f32(float *out, const float *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
 extern "C" __global__ void iris_bias_bf16(bf16 *out, const bf16 *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
 
 // Qwen2MLP: self.act_fn(self.gate_proj(x)) * self.up_proj(x), act_fn = silu. gu holds the gate
-// and up projections side by side ([rows, 2*I]); out is [rows, I]. silu and the product each
-// round to T.
-template <typename T> __device__ void silu_mul(T *out, const T *gu, int rows, int I) {
-    GRID_STRIDE(i, (long)rows * I) {
-        long r = i / I, j = i % I;
-        float g = ld(gu[r * 2 * I + j]), u = ld(gu[r * 2 * I + I + j]);
-        float a = rnd<T>(g / (1.0f + expf(-g)));
-        out[i] = st<T>(a * u);
+// and up projections side by side ([rows, 2*I]); out is [rows, I] at row stride ldo >= I, the
+// columns past I set to zero (they meet the zero padding of a weight whose row is padded to a
+// 16-byte multiple for the tensor cores). silu and the product each round to T.
+template <typename T> __device__ void silu_mul(T *out, const T *gu, int rows, int I, int ldo) {
+    ROWS(r, j, rows, ldo) {
+        const T *row = gu + (size_t)r * 2 * I;
+        float v = 0.f;
+        if (j < I) {
+            float g = ld(row[j]), u = ld(row[I + j]);
+            float a = rnd<T>(g / (1.0f + expf(-g)));
+            v = a * u;
+        }
+        out[(size_t)r * ldo + j] = st<T>(v);
     }
 }
-extern "C" __global__ void iris_silu_mul_f32(float *out, const float *gu, int rows, int I) { silu_mul(out, gu, rows, I); }
-extern "C" __global__ void iris_silu_mul_bf16(bf16 *out, const bf16 *gu, int rows, int I) { silu_mul(out, gu, rows, I); }
+extern "C" __global__ void iris_silu_mul_f32(float *out, const float *gu, int rows, int I, int ldo) { silu_mul(out, gu, rows, I, ldo); }
+extern "C" __global__ void iris_silu_mul_bf16(bf16 *out, const bf16 *gu, int rows, int I, int ldo) { silu_mul(out, gu, rows, I, ldo); }
+
+// Copies rows x n of in (packed) to out at row stride ldo, zeroing the columns past n: a weight
+// padded at load (silu_mul above).
+template <typename T> __device__ void pad_rows(T *out, const T *in, int rows, int n, int ldo) {
+    ROWS(r, j, rows, ldo) out[(size_t)r * ldo + j] = j < n ? in[(size_t)r * n + j] : st<T>(0.f);
+}
+extern "C" __global__ void iris_pad_rows_f32(float *out, const float *in, int rows, int n, int ldo) { pad_rows(out, in, rows, n, ldo); }
+extern "C" __global__ void iris_pad_rows_bf16(bf16 *out, const bf16 *in, int rows, int n, int ldo) { pad_rows(out, in, rows, n, ldo); }
 
 // nn.GELU() (approximate="none") in Qwen2_5_VLPatchMerger.mlp: x * 0.5 * (1 + erf(x / sqrt(2)))
 template <typename T> __device__ void gelu(T *x, long n) {
@@ -423,204 +440,416 @@ template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq,
 extern "C" __global__ void iris_softmax_f32(float *P, const float *S, int nq, int nk, int causal) { softmax_rows(P, S, nq, nk, causal); }
 extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, int nk, int causal) { softmax_rows(P, S, nq, nk, causal); }
 
-// Decode attention over the KV cache (one query token), split over the keys so that a long cache
-// spreads over many blocks: grid (heads, splits), DEC_THREADS threads; split sp covers keys
-// [sp*DEC_SK, (sp+1)*DEC_SK) of the past+1 keys (the new token's k/v were written by rope_text).
-// Each thread scores one key (its loads are independent, so many are in flight); then each warp
-// accumulates p*v over a quarter of the keys, lanes across dimensions, and the warps' sums are
-// added in shared memory. Each split writes its max, sum and unnormalised output to part
-// [heads, splits, hd + 2]; attn_decode_combine merges them. Splits past the end write an empty
-// partial.
-#define DEC_SK 128
-#define DEC_THREADS 128
+// Decode attention for one new token, fused with its text M-RoPE and KV-cache write
+// (rope_text's decode path) and with the merge of the key splits (flash-decoding). Latency, not
+// bandwidth, bounds it (a few hundred keys), so every phase issues all its loads at once:
+//   grid (heads, splits), DEC_THREADS threads; block (h, sp) serves query head h over keys
+//   [sp*DEC_SK, (sp+1)*DEC_SK) of the past+1 keys. Splits past the end return at once, so one
+//   captured graph serves every cache length up to splits*DEC_SK.
+//   A. cos/sin at Step.pos (every axis: a decode position); q of head h rotated with
+//      rope_text's roundings; the split holding the new token also rotates the new key and keeps
+//      it and the new value in shared memory, and the first head of each KV group writes them to
+//      the caches (the other heads never read that row from memory, so there is no race);
+//   B. scores, four threads a key, 16-byte loads;
+//   C. softmax statistics of the split, p rounded to T before p*v (as the flash SDPA kernels);
+//   D. p*v, threads over (key group, 16 bytes of dimensions), summed over key groups in shared
+//      memory; the split writes its max, sum and unnormalised output to part [heads, splits,
+//      hd + 2];
+//   E. the last split of the head to finish (a ticket per head, reset by it for the next step)
+//      merges: out[h] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+// Needs hd <= 256 and hd a multiple of 8.
+#define DEC_SK 64
+#define DEC_THREADS 256
 template <typename T>
-__device__ void attn_decode(float *part, const T *q, const Step *step, int layer, int heads, int kvh, int hd,
-                            float scale) {
-    __shared__ float qs[256];
-    __shared__ float sc[DEC_SK];
-    __shared__ float red[DEC_THREADS / 32][256];
+__device__ void attn_decode(T *out, float *part, int *ticket, const T *qkv, const Step *step, const float *inv_freq,
+                            int layer, int heads, int kvh, int hd, float scale) {
+    constexpr int V = 16 / sizeof(T); // values per 16-byte load
+    __shared__ float qs[256], kn[256], vn[256], sc[DEC_SK];
+    __shared__ float red[DEC_THREADS * 8]; // D's key-group partial sums: G*hd = blockDim*V values
+    static_assert(DEC_THREADS == 4 * DEC_SK, "B: four threads a key");
+    __shared__ int last;
     int h = blockIdx.x, sp = blockIdx.y, splits = gridDim.y;
-    int L = step->past + 1;
-    int j0 = sp * DEC_SK, j1 = min(L, j0 + DEC_SK);
-    float *pp = part + ((size_t)h * splits + sp) * (hd + 2);
-    if (j0 >= L) {
-        if (threadIdx.x == 0) {
-            pp[hd] = -INFINITY;
-            pp[hd + 1] = 0.f;
-        }
-        return;
-    }
-    int g = h / (heads / kvh), kvd = kvh * hd;
-    size_t layer_off = (size_t)layer * step->cap * kvd;
-    const T *kc = (const T *)step->kcache + layer_off + (size_t)g * hd;
-    const T *vc = (const T *)step->vcache + layer_off + (size_t)g * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = ld(q[(size_t)h * hd + d]);
-    __syncthreads();
-    int j = j0 + threadIdx.x;
-    float s = -INFINITY;
-    if (j < j1) {
-        const T *kr = kc + (size_t)j * kvd;
-        float a = 0.f;
-#pragma unroll 16
-        for (int d = 0; d < hd; d++) a = fmaf(qs[d], ld(kr[d]), a);
-        s = a * scale;
-    }
-    float mx = block_max(s);
-    float p = j < j1 ? expf(s - mx) : 0.f;
-    float sum = block_sum(p);
-    sc[threadIdx.x] = rnd<T>(p);
-    __syncthreads();
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    float acc[8];
-#pragma unroll
-    for (int u = 0; u < 8; u++) acc[u] = 0.f;
-    int n = j1 - j0;
-#pragma unroll 4
-    for (int jj = warp; jj < n; jj += nw) {
-        float pj = sc[jj];
-        const T *vr = vc + (size_t)(j0 + jj) * kvd;
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            int d = lane + 32 * u;
-            if (d < hd) acc[u] = fmaf(pj, ld(vr[d]), acc[u]);
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < 8; u++) {
-        int d = lane + 32 * u;
-        if (d < hd) red[warp][d] = acc[u];
-    }
-    __syncthreads();
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0.f;
-        for (int w = 0; w < nw; w++) a += red[w][d];
-        pp[d] = a;
-    }
-    if (threadIdx.x == 0) {
-        pp[hd] = mx;
-        pp[hd + 1] = sum;
-    }
-}
-extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_decode_f32(float *part, const float *q, const Step *step, int layer,
-                                                                                int heads, int kvh, int hd, float scale) {
-    attn_decode(part, q, step, layer, heads, kvh, hd, scale);
-}
-extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_decode_bf16(float *part, const bf16 *q, const Step *step, int layer,
-                                                                                 int heads, int kvh, int hd, float scale) {
-    attn_decode(part, q, step, layer, heads, kvh, hd, scale);
-}
+    int tid = threadIdx.x;
+    const Step sa = *step;
+    int L = sa.past + 1, j0 = sp * DEC_SK;
+    if (j0 >= L) return;
+    int j1 = min(L, j0 + DEC_SK), n = j1 - j0, nact = (L + DEC_SK - 1) / DEC_SK;
+    int r = heads / kvh, g = h / r, half = hd / 2, qd = heads * hd, kvd = kvh * hd;
+    bool has_new = L - 1 < j1;
+    size_t layer_off = (size_t)layer * sa.cap * kvd + (size_t)g * hd;
+    const T *kc = (const T *)sa.kcache + layer_off;
+    const T *vc = (const T *)sa.vcache + layer_off;
 
-// grid heads, hd threads: out[h] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
-template <typename T> __device__ void attn_decode_combine(T *out, const float *part, int splits, int hd) {
-    int h = blockIdx.x, d = threadIdx.x;
-    const float *p = part + (size_t)h * splits * (hd + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < splits; s++) M = fmaxf(M, p[(size_t)s * (hd + 2) + hd]);
-    float num = 0.f, den = 0.f;
-    for (int s = 0; s < splits; s++) {
-        const float *ps = p + (size_t)s * (hd + 2);
-        if (ps[hd + 1] == 0.f) continue;
-        float w = expf(ps[hd] - M);
-        num += w * ps[d];
-        den += w * ps[hd + 1];
+    // A
+    if (tid < half) {
+        int f = tid;
+        float inv = inv_freq[f];
+        const T *qr = qkv + (size_t)h * hd, *kr = qkv + qd + (size_t)g * hd, *vr = qkv + qd + kvd + (size_t)g * hd;
+        float qa = ld(qr[f]), qb = ld(qr[f + half]);
+        float ka = 0.f, kb = 0.f, va = 0.f, vb = 0.f;
+        if (has_new) ka = ld(kr[f]), kb = ld(kr[f + half]), va = ld(vr[f]), vb = ld(vr[f + half]);
+        float a = __fmul_rn((float)sa.pos, inv);
+        float c = rnd<T>(cosf(a)), s = rnd<T>(sinf(a));
+        qs[f] = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(qa, c)), rnd<T>(__fmul_rn(-qb, s))));
+        qs[f + half] = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(qb, c)), rnd<T>(__fmul_rn(qa, s))));
+        if (has_new) {
+            float lo = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(ka, c)), rnd<T>(__fmul_rn(-kb, s))));
+            float hi = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(kb, c)), rnd<T>(__fmul_rn(ka, s))));
+            kn[f] = lo, kn[f + half] = hi, vn[f] = va, vn[f + half] = vb;
+            if (h % r == 0) {
+                T *kw = (T *)sa.kcache + layer_off + (size_t)(L - 1) * kvd;
+                T *vw = (T *)sa.vcache + layer_off + (size_t)(L - 1) * kvd;
+                kw[f] = st<T>(lo), kw[f + half] = st<T>(hi);
+                vw[f] = st<T>(va), vw[f + half] = st<T>(vb);
+            }
+        }
     }
-    if (d < hd) out[(size_t)h * hd + d] = st<T>(num / den);
+    __syncthreads();
+
+    // B: thread (key kk, quarter qq) covers the 16-byte chunks qq, qq+4, ... of the key's row
+    int nch = hd / V;
+    {
+        int kk = tid >> 2, qq = tid & 3;
+        float acc = 0.f;
+        if (kk < n) {
+            int j = j0 + kk;
+            if (j == L - 1) {
+                for (int c = qq; c < nch; c += 4)
+#pragma unroll
+                    for (int e = 0; e < V; e++) acc = fmaf(qs[c * V + e], kn[c * V + e], acc);
+            } else {
+                const uint4 *row = (const uint4 *)(kc + (size_t)j * kvd);
+                uint4 w[8];
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    if (qq + 4 * i < nch) w[i] = row[qq + 4 * i];
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    int c = qq + 4 * i;
+                    if (c < nch) {
+                        const T *wv = (const T *)&w[i];
+#pragma unroll
+                        for (int e = 0; e < V; e++) acc = fmaf(qs[c * V + e], ld(wv[e]), acc);
+                    }
+                }
+                for (int c = qq + 32; c < nch; c += 4) { // f32 rows past 128 dims
+                    uint4 u = row[c];
+                    const T *wv = (const T *)&u;
+#pragma unroll
+                    for (int e = 0; e < V; e++) acc = fmaf(qs[c * V + e], ld(wv[e]), acc);
+                }
+            }
+        }
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+        if (qq == 0 && kk < DEC_SK) sc[kk] = kk < n ? acc * scale : -INFINITY;
+    }
+    __syncthreads();
+
+    // C: one warp
+    float mx = -INFINITY, sum = 0.f;
+    if (tid < 32) {
+        for (int kk = tid; kk < n; kk += 32) mx = fmaxf(mx, sc[kk]);
+        mx = warp_max(mx);
+        for (int kk = tid; kk < n; kk += 32) {
+            float p = expf(sc[kk] - mx);
+            sum += p;
+            sc[kk] = rnd<T>(p);
+        }
+        sum = warp_sum(sum);
+    }
+    __syncthreads();
+
+    // D: thread (key group kg, chunk c); groups stride over the keys
+    {
+        int c = tid % nch, kg = tid / nch, G = blockDim.x / nch;
+        float acc[V];
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[e] = 0.f;
+        if (kg < G) {
+            int kmax = (n + G - 1) / G;
+            for (int b0 = 0; b0 < kmax; b0 += 4) {
+                uint4 w[4];
+                float p[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int kk = kg + G * (b0 + i);
+                    p[i] = 0.f;
+                    if (b0 + i < kmax && kk < n) {
+                        p[i] = sc[kk];
+                        if (j0 + kk != L - 1) w[i] = ((const uint4 *)(vc + (size_t)(j0 + kk) * kvd))[c];
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int kk = kg + G * (b0 + i);
+                    if (b0 + i < kmax && kk < n) {
+                        if (j0 + kk == L - 1) {
+#pragma unroll
+                            for (int e = 0; e < V; e++) acc[e] = fmaf(p[i], vn[c * V + e], acc[e]);
+                        } else {
+                            const T *wv = (const T *)&w[i];
+#pragma unroll
+                            for (int e = 0; e < V; e++) acc[e] = fmaf(p[i], ld(wv[e]), acc[e]);
+                        }
+                    }
+                }
+            }
+        }
+        // sum over the key groups
+        float *rd = red;
+        if (kg < G) {
+#pragma unroll
+            for (int e = 0; e < V; e++) rd[kg * hd + c * V + e] = acc[e];
+        }
+        __syncthreads();
+        float *pp = part + ((size_t)h * splits + sp) * (hd + 2);
+        for (int d = tid; d < hd; d += blockDim.x) {
+            float a = 0.f;
+            for (int q = 0; q < G; q++) a += rd[q * hd + d];
+            pp[d] = a;
+        }
+        if (tid == 0) {
+            pp[hd] = mx;
+            pp[hd + 1] = sum;
+        }
+    }
+
+    // E
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(ticket + h, 1) == nact - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float *ph = part + (size_t)h * splits * (hd + 2);
+    for (int d = tid; d < hd; d += blockDim.x) {
+        float M = -INFINITY;
+#pragma unroll 8
+        for (int s = 0; s < nact; s++) M = fmaxf(M, __ldcg(ph + (size_t)s * (hd + 2) + hd));
+        float num = 0.f, den = 0.f;
+#pragma unroll 8
+        for (int s = 0; s < nact; s++) {
+            const float *ps = ph + (size_t)s * (hd + 2);
+            float w = expf(__ldcg(ps + hd) - M);
+            num += w * __ldcg(ps + d);
+            den += w * __ldcg(ps + hd + 1);
+        }
+        out[(size_t)h * hd + d] = st<T>(num / den);
+    }
+    if (tid == 0) ticket[h] = 0;
 }
-extern "C" __global__ void iris_attn_decode_combine_f32(float *out, const float *part, int splits, int hd) {
-    attn_decode_combine(out, part, splits, hd);
+extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_decode_f32(float *out, float *part, int *ticket, const float *qkv,
+                                                                                const Step *step, const float *inv_freq, int layer,
+                                                                                int heads, int kvh, int hd, float scale) {
+    attn_decode(out, part, ticket, qkv, step, inv_freq, layer, heads, kvh, hd, scale);
 }
-extern "C" __global__ void iris_attn_decode_combine_bf16(bf16 *out, const float *part, int splits, int hd) {
-    attn_decode_combine(out, part, splits, hd);
+extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_decode_bf16(bf16 *out, float *part, int *ticket, const bf16 *qkv,
+                                                                                 const Step *step, const float *inv_freq, int layer,
+                                                                                 int heads, int kvh, int hd, float scale) {
+    attn_decode(out, part, ticket, qkv, step, inv_freq, layer, heads, kvh, hd, scale);
 }
 
 // ---------------------------------------------------------------------------------------------
 // matrix-vector product of a decode step
 
-// y[N] = W[N, K] x[K] (+ b), nn.Linear on one row: one warp a row, GEMV_ROWS rows a block, x
-// staged in shared memory as float (K floats of dynamic shared memory), the weights streamed with
-// 16-byte loads when rows allow it. F32 accumulation; the bias is added before the single
-// rounding to T, as addmm does.
-#define GEMV_ROWS 8
-__device__ __forceinline__ void unpack8(uint4 u, float *f) {
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+// The one-row products of a decode step: y[N] = W[N, K] x[K] (+ b), nn.Linear on one row, F32
+// accumulation, the bias added before the single rounding to T (as addmm). Memory-bound: the
+// kernel is built to keep as many weight loads in flight as it can.
+//   - GEMV_WARPS warps a block, a warp a row (R = 2: the rows j and N + j of the gate/up pair),
+//     16-byte loads, U batches of them issued before any is used; warps stride over rows, the
+//     first batch of the next row issued before the current one is reduced;
+//   - the input row sits in shared memory in T, filled by the block while the first batch of
+//     weights is in flight: the weights do not depend on the previous step, the input does.
+// Input modes:
+//   0: x as it is;
+//   1: RMSNorm of the residual stream (rmsnorm above): v = x + delta (delta may be NULL),
+//      x_out = v (written by block 0 only: every block reads x, so x is not updated in place),
+//      input = w * (v * rsqrt(mean(v^2) + eps)) with the same roundings.
+// Outputs: y (T, may be NULL) and yf (F32 of the T-rounded value, may be NULL: the logits). With
+// R = 2 the output is SwiGLU, y[j] = silu(gate_j) * up_j (silu_mul above), the bias ignored.
+#define GEMV_WARPS 4
+__device__ __forceinline__ void dot16(uint4 w, uint4 x, float &acc, bf16) {
+    const __nv_bfloat162 *a = (const __nv_bfloat162 *)&w, *b = (const __nv_bfloat162 *)&x;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        float2 v = __bfloat1622float2(h[i]);
-        f[2 * i] = v.x, f[2 * i + 1] = v.y;
+        float2 u = __bfloat1622float2(a[i]), v = __bfloat1622float2(b[i]);
+        acc = fmaf(u.x, v.x, acc);
+        acc = fmaf(u.y, v.y, acc);
     }
 }
-template <typename T> __device__ void gemv_rows(T *y, const T *W, const float *xs, const T *b, int N, int K) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int row = blockIdx.x * (blockDim.x >> 5) + warp;
-    if (row >= N) return;
-    const T *w = W + (size_t)row * K;
-    constexpr int V = 16 / sizeof(T); // elements per 16-byte load
-    float acc = 0.f;
-    int kv = (K % V == 0 && ((uintptr_t)W & 15) == 0) ? K / V : 0;
-    const uint4 *w4 = (const uint4 *)w;
-#pragma unroll 4
-    for (int i = lane; i < kv; i += 32) {
-        uint4 u = __ldg(w4 + i);
-        float f[8];
-        if (sizeof(T) == 2) {
-            unpack8(u, f);
-        } else {
-            f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z), f[3] = __uint_as_float(u.w);
-        }
-        const float *xv = xs + i * V;
-#pragma unroll
-        for (int e = 0; e < V; e++) acc = fmaf(f[e], xv[e], acc);
-    }
-    for (int i = kv * V + lane; i < K; i += 32) acc = fmaf(ld(w[i]), xs[i], acc);
-    acc = warp_sum(acc);
-    if (lane == 0) y[row] = st<T>(b ? acc + ld(b[row]) : acc);
+__device__ __forceinline__ void dot16(uint4 w, uint4 x, float &acc, float) {
+    acc = fmaf(__uint_as_float(w.x), __uint_as_float(x.x), acc);
+    acc = fmaf(__uint_as_float(w.y), __uint_as_float(x.y), acc);
+    acc = fmaf(__uint_as_float(w.z), __uint_as_float(x.z), acc);
+    acc = fmaf(__uint_as_float(w.w), __uint_as_float(x.w), acc);
 }
 
-// The decode step's products stage their input row in shared memory, and compute it there from
-// the previous step's outputs, so that the small steps between products cost no launch:
-//   mode 0: x as it is;
-//   mode 1: RMSNorm of the residual stream (rmsnorm above): v = x + delta (delta may be NULL),
-//           x_out = v (written by block 0 only: every block reads x, so x is not updated in
-//           place), input = w * (v * rsqrt(mean(v^2) + eps)) with the same roundings;
-//   mode 2: SwiGLU: x is the [2*K] gate|up row, input = silu(gate) * up (silu_mul above).
-template <typename T>
-__device__ void gemv(T *y, const T *W, const T *x, const T *b, int N, int K, int mode, const T *delta,
+template <typename T, int R>
+__device__ void gemv(T *y, float *yf, const T *W, const T *x, const T *b, int N, int K, int mode, const T *delta,
                      const T *nw, T *x_out, float eps) {
-    extern __shared__ float xs[];
-    if (mode == 1) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *xs = (T *)smem_raw;
+    constexpr int V = 16 / sizeof(T); // elements per load
+    constexpr int U = 8 / R;          // loads in flight per lane and row
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int row = blockIdx.x * GEMV_WARPS + warp, stride = gridDim.x * GEMV_WARPS;
+    int nvec = (K % V == 0 && ((uintptr_t)W & 15) == 0) ? K / V : 0;
+    uint4 cur[R][U];
+    auto issue = [&](uint4(&dst)[R][U], int rw, int base) {
+#pragma unroll
+        for (int q = 0; q < R; q++) {
+            const uint4 *w4 = (const uint4 *)(W + (size_t)(rw + q * N) * K);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int i = base + lane + 32 * u;
+                if (i < nvec) dst[q][u] = __ldg(w4 + i);
+            }
+        }
+    };
+    if (row < N) issue(cur, row, 0);
+
+    // the input row, V values a load (the loads of a pass issued together: a loop of dependent
+    // round trips here cost more than the product itself)
+    if (K % V == 0) {
+        int nv = K / V, bs = blockDim.x;
+        if (mode == 1) {
+            float ss = 0.f;
+            for (int c0 = threadIdx.x; c0 < nv; c0 += 4 * bs) {
+                uint4 xu[4], du[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int c = c0 + j * bs;
+                    du[j] = make_uint4(0, 0, 0, 0);
+                    if (c < nv) {
+                        xu[j] = ((const uint4 *)x)[c];
+                        if (delta) du[j] = ((const uint4 *)delta)[c];
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int c = c0 + j * bs;
+                    if (c >= nv) break;
+                    const T *xv = (const T *)&xu[j], *dv = (const T *)&du[j];
+                    uint4 o;
+                    T *ov = (T *)&o;
+#pragma unroll
+                    for (int e = 0; e < V; e++) {
+                        float v = ld(xv[e]);
+                        if (delta) v = rnd<T>(v + ld(dv[e]));
+                        ss += v * v;
+                        ov[e] = st<T>(v);
+                    }
+                    ((uint4 *)xs)[c] = o;
+                    if (blockIdx.x == 0) ((uint4 *)x_out)[c] = o;
+                }
+            }
+            ss = block_sum(ss);
+            float inv = rsqrtf(ss / (float)K + eps);
+            for (int c0 = threadIdx.x; c0 < nv; c0 += 4 * bs) { // the chunks this thread wrote
+                uint4 wu[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (c0 + j * bs < nv) wu[j] = ((const uint4 *)nw)[c0 + j * bs];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int c = c0 + j * bs;
+                    if (c >= nv) break;
+                    uint4 vu = ((uint4 *)xs)[c], o;
+                    const T *vv = (const T *)&vu, *wv = (const T *)&wu[j];
+                    T *ov = (T *)&o;
+#pragma unroll
+                    for (int e = 0; e < V; e++) ov[e] = st<T>(ld(wv[e]) * rnd<T>(ld(vv[e]) * inv));
+                    ((uint4 *)xs)[c] = o;
+                }
+            }
+        } else {
+            for (int c0 = threadIdx.x; c0 < nv; c0 += 4 * bs) {
+                uint4 xu[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (c0 + j * bs < nv) xu[j] = ((const uint4 *)x)[c0 + j * bs];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (c0 + j * bs < nv) ((uint4 *)xs)[c0 + j * bs] = xu[j];
+            }
+        }
+    } else if (mode == 1) {
         float ss = 0.f;
         for (int i = threadIdx.x; i < K; i += blockDim.x) {
             float v = ld(x[i]);
             if (delta) v = rnd<T>(v + ld(delta[i]));
-            xs[i] = v;
             ss += v * v;
+            xs[i] = st<T>(v);
+            if (blockIdx.x == 0) x_out[i] = st<T>(v);
         }
         ss = block_sum(ss);
         float inv = rsqrtf(ss / (float)K + eps);
-        for (int i = threadIdx.x; i < K; i += blockDim.x) {
-            float v = xs[i];
-            if (blockIdx.x == 0) x_out[i] = st<T>(v);
-            xs[i] = rnd<T>(ld(nw[i]) * rnd<T>(v * inv));
-        }
-    } else if (mode == 2) {
-        for (int i = threadIdx.x; i < K; i += blockDim.x) {
-            float g = ld(x[i]), u = ld(x[K + i]);
-            xs[i] = rnd<T>(rnd<T>(g / (1.0f + expf(-g))) * u);
-        }
+        for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = st<T>(ld(nw[i]) * rnd<T>(ld(xs[i]) * inv));
     } else {
-        for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = ld(x[i]);
+        for (int i = threadIdx.x; i < K; i += blockDim.x) xs[i] = x[i];
     }
     __syncthreads();
-    gemv_rows(y, W, xs, b, N, K);
+
+    const uint4 *x4 = (const uint4 *)xs;
+    for (; row < N; row += stride) {
+        float acc[R];
+#pragma unroll
+        for (int q = 0; q < R; q++) acc[q] = 0.f;
+        for (int base = 0; base < nvec; base += 32 * U) {
+            uint4 nxt[R][U];
+            bool more = base + 32 * U < nvec;
+            if (more) issue(nxt, row, base + 32 * U);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int i = base + lane + 32 * u;
+                if (i < nvec) {
+                    uint4 xv = x4[i];
+#pragma unroll
+                    for (int q = 0; q < R; q++) dot16(cur[q][u], xv, acc[q], T());
+                }
+            }
+            if (more) {
+#pragma unroll
+                for (int q = 0; q < R; q++)
+#pragma unroll
+                    for (int u = 0; u < U; u++) cur[q][u] = nxt[q][u];
+            }
+        }
+        for (int i = nvec * V + lane; i < K; i += 32) {
+#pragma unroll
+            for (int q = 0; q < R; q++) acc[q] = fmaf(ld(W[(size_t)(row + q * N) * K + i]), ld(xs[i]), acc[q]);
+        }
+        int done = row;
+        if (row + stride < N) issue(cur, row + stride, 0);
+#pragma unroll
+        for (int q = 0; q < R; q++) acc[q] = warp_sum(acc[q]);
+        if (lane == 0) {
+            float v;
+            if (R == 2) {
+                float g = rnd<T>(acc[0]), u = rnd<T>(acc[R - 1]);
+                v = rnd<T>(g / (1.0f + expf(-g))) * u;
+            } else {
+                v = b ? acc[0] + ld(b[done]) : acc[0];
+            }
+            if (y) y[done] = st<T>(v);
+            if (yf) yf[done] = rnd<T>(v);
+        }
+    }
 }
-extern "C" __global__ void __launch_bounds__(32 * GEMV_ROWS) iris_gemv_f32(float *y, const float *W, const float *x, const float *b, int N, int K,
-                                                                           int mode, const float *delta, const float *nw, float *x_out, float eps) {
-    gemv(y, W, x, b, N, K, mode, delta, nw, x_out, eps);
-}
-extern "C" __global__ void __launch_bounds__(32 * GEMV_ROWS) iris_gemv_bf16(bf16 *y, const bf16 *W, const bf16 *x, const bf16 *b, int N, int K,
-                                                                            int mode, const bf16 *delta, const bf16 *nw, bf16 *x_out, float eps) {
-    gemv(y, W, x, b, N, K, mode, delta, nw, x_out, eps);
-}
+#define GEMV(SFX, T)                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS) iris_gemv_##SFX(                                    \
+        T *y, float *yf, const T *W, const T *x, const T *b, int N, int K, int mode, const T *delta, const T *nw,     \
+        T *x_out, float eps) {                                                                                         \
+        gemv<T, 1>(y, yf, W, x, b, N, K, mode, delta, nw, x_out, eps);                                               \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS) iris_gemv_glu_##SFX(                                \
+        T *y, float *yf, const T *W, const T *x, const T *b, int N, int K, int mode, const T *delta, const T *nw,     \
+        T *x_out, float eps) {                                                                                         \
+        gemv<T, 2>(y, yf, W, x, b, N, K, mode, delta, nw, x_out, eps);                                               \
+    }
+GEMV(f32, float)
+GEMV(bf16, bf16)
 
 // ---------------------------------------------------------------------------------------------
 // sampling helpers

@@ -37,8 +37,8 @@ type Options struct {
 	// FlashOnly runs every attention through the flash kernel on CUDA cores, never through
 	// cuBLAS (long segments are faster through cuBLAS; the two agree to rounding).
 	FlashOnly bool
-	// DecodeGemv runs the one-row products of a decode step through the engine's streaming gemv
-	// kernel (with the RMSNorm and SwiGLU before them fused in) instead of cuBLAS. Measured on
-	// an H200 it is 9% slower per step than cuBLAS (docs/gpu.md), so it is off by default.
-	DecodeGemv bool
+	// DecodeCuBLAS runs the one-row products of a decode step through cuBLAS (with separate
+	// RMSNorm and SwiGLU kernels) instead of the engine's gemv kernel with those fused in; for
+	// comparison (docs/gpu.md).
+	DecodeCuBLAS bool
 }

@@ -15,10 +15,11 @@ type kernelSet struct {
 	bf16ToF32, f32ToBF16, f32Copy      *gpu.Function
 	embed, scatterF32, gather, scatter *gpu.Function
 	rmsnorm, add, bias, siluMul, gelu  *gpu.Function
+	padRows                            *gpu.Function
 	ropeText, ropeVision               *gpu.Function
-	softmax, attnDecode, attnCombine   *gpu.Function
+	softmax, attnDecode                *gpu.Function
 	flash                              map[int]*gpu.Function // by head dim
-	argmax, gemv                       *gpu.Function
+	argmax, gemv, gemvGLU              *gpu.Function
 }
 
 // flashHeadDims are the head sizes iris_attn_flash is instantiated for.
@@ -53,14 +54,15 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	get(&k.add, "iris_add"+sfx)
 	get(&k.bias, "iris_bias"+sfx)
 	get(&k.siluMul, "iris_silu_mul"+sfx)
+	get(&k.padRows, "iris_pad_rows"+sfx)
 	get(&k.gelu, "iris_gelu"+sfx)
 	get(&k.ropeText, "iris_rope_text"+sfx)
 	get(&k.ropeVision, "iris_rope_vision"+sfx)
 	get(&k.softmax, "iris_softmax"+sfx)
 	get(&k.attnDecode, "iris_attn_decode"+sfx)
-	get(&k.attnCombine, "iris_attn_decode_combine"+sfx)
 	get(&k.argmax, "iris_argmax_top2")
 	get(&k.gemv, "iris_gemv"+sfx)
+	get(&k.gemvGLU, "iris_gemv_glu"+sfx)
 	for _, hd := range flashHeadDims {
 		var f *gpu.Function
 		get(&f, fmt.Sprintf("iris_attn_flash%s_%d", sfx, hd))
@@ -75,9 +77,12 @@ func loadKernels(t dtype) (*kernelSet, error) {
 
 // Launch shapes shared with iris.cu.
 const (
-	attBQ      = 64    // ATT_BQ: queries per flash block (4 threads each)
-	decSK      = 128   // DEC_SK: keys per decode split
-	gemvRows   = 8     // GEMV_ROWS: rows per gemv block (a warp each)
-	gemvMaxK   = 12288 // the gemv's x fits in 48 KiB of shared memory
-	decThreads = 128   // DEC_THREADS
+	attBQ      = 64  // ATT_BQ: queries per flash block (4 threads each)
+	decSK      = 64  // DEC_SK: keys per decode split
+	decThreads = 256 // DEC_THREADS
+	gemvWarps  = 4   // GEMV_WARPS: warps per gemv block (a row each)
+	// gemvBlocksPerSM bounds the gemv grid to what stays resident (96 registers a thread), so
+	// that warps stride over rows rather than waiting for a second wave.
+	gemvBlocksPerSM = 4
+	gemvMaxShared   = 48 << 10 // the gemv's input row lives in the default shared memory
 )

@@ -17,7 +17,7 @@ import (
 // both storage types. Outputs are poisoned (NaN) before each run, so unwritten elements fail.
 
 type kfix struct {
-	t    *testing.T
+	t    testing.TB
 	dev  *gpu.Device
 	ks   map[dtype]*kernelSet
 	s    *gpu.Stream
@@ -25,7 +25,7 @@ type kfix struct {
 	bufs []gpu.Buffer
 }
 
-func newKfix(t *testing.T) *kfix {
+func newKfix(t testing.TB) *kfix {
 	t.Helper()
 	dev, err := gpu.Open(0)
 	if err != nil {
@@ -248,39 +248,46 @@ func TestKernelSiluGelu(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	forTypes(t, func(t *testing.T, dt dtype) {
-		const rows, I = 5, 3420
+		const rows, I, ldo = 5, 3420, 3424 // a padded output row (the vision MLP in bf16)
 		gu := randn(r, dt, rows*2*I, 2)
 		h := randn(r, dt, rows*I, 2)
-		var got, gotG []float32
+		var got, gotG, gotP []float32
 		f.do(func() error {
-			gp, out, hp := f.put(dt, gu), f.poisoned(dt, rows*I), f.put(dt, h)
+			gp, out, hp := f.put(dt, gu), f.poisoned(dt, rows*ldo), f.put(dt, h)
+			padded := f.poisoned(dt, rows*ldo)
 			k := f.ks[dt]
-			err := k.siluMul.Launch(grid1(rows*I), gpu.Dim3{X: 256}, 0, f.s, gpu.P(out), gpu.P(gp), gpu.I(rows), gpu.I(I))
+			// a grid smaller than the matrix: both loops of ROWS stride
+			err := k.siluMul.Launch(gpu.Dim3{X: 3, Y: 2}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(out), gpu.P(gp), gpu.I(rows), gpu.I(I), gpu.I(ldo))
+			if err == nil {
+				err = k.padRows.Launch(grid2(rows, ldo), gpu.Dim3{X: 256}, 0, f.s, gpu.P(padded), gpu.P(hp), gpu.I(rows), gpu.I(I), gpu.I(ldo))
+			}
 			if err == nil {
 				err = k.gelu.Launch(grid1(rows*I), gpu.Dim3{X: 256}, 0, f.s, gpu.P(hp), gpu.L(rows*I))
 			}
 			if err == nil {
 				err = f.s.Sync()
 			}
-			got, gotG = f.get(dt, out, rows*I), f.get(dt, hp, rows*I)
+			got, gotG, gotP = f.get(dt, out, rows*ldo), f.get(dt, hp, rows*I), f.get(dt, padded, rows*ldo)
 			return err
 		})
-		want := make([]float64, rows*I)
+		want := make([]float64, rows*ldo)
+		wantP := make([]float64, rows*ldo)
 		wantG := make([]float64, rows*I)
 		for i := range rows {
 			for j := range I {
 				g, u := float64(gu[i*2*I+j]), float64(gu[i*2*I+I+j])
-				want[i*I+j] = round(dt, round(dt, g/(1+math.Exp(-g)))*u)
+				want[i*ldo+j] = round(dt, round(dt, g/(1+math.Exp(-g)))*u)
 				x := float64(h[i*I+j])
+				wantP[i*ldo+j] = x
 				wantG[i*I+j] = round(dt, 0.5*x*(1+math.Erf(x/math.Sqrt2)))
 			}
 		}
-		check(t, "silu*up", got, want, tolFor(dt))
+		check(t, "silu*up (padded rows)", got, want, tolFor(dt))
+		check(t, "pad_rows", gotP, wantP, 0)
 		check(t, "gelu", gotG, wantG, tolFor(dt))
 	})
 }
 
-// TestKernelRopeText checks M-RoPE on q and k and the cache write of k and v.
 func TestKernelRopeText(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(5, 6))
@@ -437,41 +444,89 @@ func TestKernelFlashAttention(t *testing.T) {
 	}
 }
 
-// TestKernelDecodeAttention checks the split decode kernel and its combine over a cache longer
-// than one split.
+// TestKernelDecodeAttention checks the fused decode step attention: M-RoPE of q and of the new
+// key, the cache write, attention over the cache split in DEC_SK-key pieces and the merge by the
+// last split (run twice, so that the tickets must have been reset), against rope_text's rule and
+// float64 attention.
 func TestKernelDecodeAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(9, 10))
-	forTypes(t, func(t *testing.T, dt dtype) {
-		const heads, kvh, hd, past, capacity, layer = 16, 2, 128, 600, 700, 1
-		const splits = (capacity + decSK - 1) / decSK
-		kvd := kvh * hd
-		q := randn(r, dt, heads*hd, 1)
-		kc := randn(r, dt, 2*capacity*kvd, 1)
-		vc := randn(r, dt, 2*capacity*kvd, 1)
-		scale := 1 / math.Sqrt(float64(hd))
-		var got []float32
-		f.do(func() error {
-			qp, kp, vp := f.put(dt, q), f.put(dt, kc), f.put(dt, vc)
-			part, out := f.poisoned(f32, heads*splits*(hd+2)), f.poisoned(dt, heads*hd)
-			st := stepArgs{Past: past, Cap: capacity, KCache: uint64(kp), VCache: uint64(vp)}
-			sb := f.put(f32, (*[8]float32)(unsafe.Pointer(&st))[:])
-			k := f.ks[dt]
-			err := k.attnDecode.Launch(gpu.Dim3{X: heads, Y: splits}, gpu.Dim3{X: decThreads}, 0, f.s,
-				gpu.P(part), gpu.P(qp), gpu.P(sb), gpu.I(layer), gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)))
-			if err == nil {
-				err = k.attnCombine.Launch(gpu.Dim3{X: heads}, gpu.Dim3{X: hd}, 0, f.s, gpu.P(out), gpu.P(part), gpu.I(splits), gpu.I(hd))
-			}
-			if err == nil {
-				err = f.s.Sync()
-			}
-			got = f.get(dt, out, heads*hd)
-			return err
+	for _, tc := range []struct {
+		name                           string
+		heads, kvh, hd, past, capacity int
+		splits                         int // grid splits (>= the active ones)
+	}{
+		{"3b-long", 16, 2, 128, 600, 700, 64},
+		{"one-split", 16, 2, 128, 40, 64, 8},
+		{"split-edge", 16, 2, 128, 63, 64, 1}, // the new token last in the only split
+		{"mha-hd16", 2, 2, 16, 129, 200, 3},
+		{"gqa7-hd64", 14, 2, 64, 0, 8, 4},
+		{"hd256", 4, 1, 256, 70, 80, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forTypes(t, func(t *testing.T, dt dtype) {
+				const layer, pos = 1, 777
+				heads, kvh, hd, past, capacity := tc.heads, tc.kvh, tc.hd, tc.past, tc.capacity
+				qd, kvd := heads*hd, kvh*hd
+				qkv := randn(r, dt, qd+2*kvd, 1)
+				kc := randn(r, dt, 2*capacity*kvd, 1)
+				vc := randn(r, dt, 2*capacity*kvd, 1)
+				inv := textInvFreq(&engine.TextConfig{HeadDim: hd, RopeTheta: 1e6})
+				scale := 1 / math.Sqrt(float64(hd))
+				var got [2][]float32
+				var gotK, gotV []float32
+				f.do(func() error {
+					qkvp, kp, vp, invp := f.put(dt, qkv), f.put(dt, kc), f.put(dt, vc), f.put(f32, inv)
+					part := f.poisoned(f32, heads*tc.splits*(hd+2))
+					ticket := f.putI32(make([]int32, heads))
+					st := stepArgs{Past: int32(past), Pos: pos, Cap: int32(capacity), KCache: uint64(kp), VCache: uint64(vp)}
+					sb := f.put(f32, (*[8]float32)(unsafe.Pointer(&st))[:])
+					k := f.ks[dt]
+					for i := range got {
+						out := f.poisoned(dt, qd)
+						err := k.attnDecode.Launch(gpu.Dim3{X: heads, Y: tc.splits}, gpu.Dim3{X: decThreads}, 0, f.s,
+							gpu.P(out), gpu.P(part), gpu.P(ticket), gpu.P(qkvp), gpu.P(sb), gpu.P(invp),
+							gpu.I(layer), gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)))
+						if err == nil {
+							err = f.s.Sync()
+						}
+						if err != nil {
+							return err
+						}
+						got[i] = f.get(dt, out, qd)
+					}
+					row := int64(layer*capacity*kvd+past*kvd) * dt.size()
+					gotK, gotV = f.get(dt, kp.Add(row), kvd), f.get(dt, vp.Add(row), kvd)
+					return nil
+				})
+				// rope_text's decode rule (every axis at pos), then float64 attention
+				half := hd / 2
+				roped := make([]float32, qd+kvd)
+				for h := range heads + kvh {
+					for fq := range half {
+						a := float64(float32(pos) * inv[fq])
+						c, s := round(dt, math.Cos(a)), round(dt, math.Sin(a))
+						x1, x2 := float64(qkv[h*hd+fq]), float64(qkv[h*hd+fq+half])
+						roped[h*hd+fq] = float32(round(dt, round(dt, x1*c)+round(dt, -x2*s)))
+						roped[h*hd+fq+half] = float32(round(dt, round(dt, x2*c)+round(dt, x1*s)))
+					}
+				}
+				off := layer * capacity * kvd
+				copy(kc[off+past*kvd:], roped[qd:])
+				copy(vc[off+past*kvd:], qkv[qd+kvd:])
+				want := attnRef(roped[:qd], kc[off:], vc[off:], 1, past+1, heads, kvh, hd, qd, kvd, kvd, false, scale)
+				wantK := make([]float64, kvd)
+				wantV := make([]float64, kvd)
+				for i := range kvd {
+					wantK[i], wantV[i] = float64(roped[qd+i]), float64(qkv[qd+kvd+i])
+				}
+				check(t, "new key in the cache", gotK, wantK, tolFor(dt))
+				check(t, "new value in the cache", gotV, wantV, 0)
+				check(t, "decode attention", got[0], want, 2*tolFor(dt))
+				check(t, "decode attention, second launch", got[1], want, 2*tolFor(dt))
+			})
 		})
-		off := layer * capacity * kvd
-		want := attnRef(q, kc[off:], vc[off:], 1, past+1, heads, kvh, hd, heads*hd, kvd, kvd, false, scale)
-		check(t, "decode attention", got, want, 2*tolFor(dt))
-	})
+	}
 }
 
 // TestKernelLinear checks the cuBLAS product with a broadcast bias (y = x W^T + b) in both types.
@@ -485,7 +540,7 @@ func TestKernelLinear(t *testing.T) {
 			var got []float32
 			f.do(func() error {
 				xp, wp, bp, y := f.put(dt, x), f.put(dt, w), f.put(dt, b), f.poisoned(dt, M*N)
-				err := f.ks[dt].bias.Launch(grid1(int64(M*N)), gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(bp), gpu.I(M), gpu.I(N), gpu.I(N))
+				err := f.ks[dt].bias.Launch(grid2(M, N), gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(bp), gpu.I(M), gpu.I(N), gpu.I(N))
 				if err == nil {
 					err = f.blas.linear(dt, y, N, xp, K, wp, M, N, K, true)
 				}
@@ -581,30 +636,38 @@ func TestAttentionGemm(t *testing.T) {
 	}
 }
 
+// gemvLaunch launches a gemv kernel as the engine does, with at most maxBlocks blocks (fewer
+// make the warps stride over rows).
+func (f *kfix) gemvLaunch(fn *gpu.Function, dt dtype, maxBlocks, N, K int, args ...gpu.Arg) error {
+	blocks := min((N+gemvWarps-1)/gemvWarps, maxBlocks)
+	return fn.Launch(gpu.Dim3{X: blocks}, gpu.Dim3{X: 32 * gemvWarps}, int((int64(K)*dt.size()+15)&^15), f.s, args...)
+}
+
 // TestKernelGemv checks the decode step's one-row product (with and without bias, vector and
-// scalar loads) against float64.
+// scalar loads, a grid with and without row striding, the F32 copy of the output) against
+// float64.
 func TestKernelGemv(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(17, 18))
 	forTypes(t, func(t *testing.T, dt dtype) {
 		for _, sh := range []struct {
-			N, K int
-			bias bool
-		}{{3072, 2048, true}, {2048, 11008, false}, {37, 36, true}} {
+			N, K, blocks int
+			bias         bool
+		}{{2560, 2048, 1 << 20, true}, {2048, 11008, 7, false}, {37, 36, 1 << 20, true}, {300, 2048, 3, true}, {5, 12, 1, false}} {
 			x, w, b := randn(r, dt, sh.K, 1), randn(r, dt, sh.N*sh.K, 0.05), randn(r, dt, sh.N, 1)
-			var got []float32
+			var got, gotF []float32
 			f.do(func() error {
-				xp, wp, y := f.put(dt, x), f.put(dt, w), f.poisoned(dt, sh.N)
+				xp, wp, y, yf := f.put(dt, x), f.put(dt, w), f.poisoned(dt, sh.N), f.poisoned(f32, sh.N)
 				bp := gpu.DevPtr(0)
 				if sh.bias {
 					bp = f.put(dt, b)
 				}
-				err := f.ks[dt].gemv.Launch(gpu.Dim3{X: (sh.N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}, 4*sh.K, f.s,
-					gpu.P(y), gpu.P(wp), gpu.P(xp), gpu.P(bp), gpu.I(sh.N), gpu.I(sh.K), gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+				err := f.gemvLaunch(f.ks[dt].gemv, dt, sh.blocks, sh.N, sh.K,
+					gpu.P(y), gpu.P(yf), gpu.P(wp), gpu.P(xp), gpu.P(bp), gpu.I(sh.N), gpu.I(sh.K), gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
 				if err == nil {
 					err = f.s.Sync()
 				}
-				got = f.get(dt, y, sh.N)
+				got, gotF = f.get(dt, y, sh.N), f.get(f32, yf, sh.N)
 				return err
 			})
 			want := make([]float64, sh.N)
@@ -623,42 +686,46 @@ func TestKernelGemv(t *testing.T) {
 				tol = 1e-5
 			}
 			check(t, fmt.Sprintf("gemv %dx%d", sh.N, sh.K), got, want, tol)
+			for i := range got {
+				if got[i] != gotF[i] {
+					t.Fatalf("gemv %dx%d: F32 output %d = %v, T output %v", sh.N, sh.K, i, gotF[i], got[i])
+				}
+			}
 		}
 	})
 }
 
-// TestKernelGemvFused checks the decode products that compute their input row: RMSNorm of the
-// residual plus a delta (mode 1, the residual written to a second buffer) and SwiGLU (mode 2).
+// TestKernelGemvFused checks the decode products that compute their input row, RMSNorm of the
+// residual plus a delta (mode 1, the residual written to a second buffer), with a plain output
+// and with the SwiGLU output of the gate/up pair (iris_gemv_glu).
 func TestKernelGemvFused(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(19, 20))
 	forTypes(t, func(t *testing.T, dt dtype) {
-		const N, K = 3000, 2048
+		const N, K, I = 3000, 2048, 1100
 		x, d, nw := randn(r, dt, K, 1), randn(r, dt, K, 1), randn(r, dt, K, 1)
-		gu := randn(r, dt, 2*K, 2)
 		w, b := randn(r, dt, N*K, 0.05), randn(r, dt, N, 1)
-		var gotN, gotX, gotS []float32
+		wg := randn(r, dt, 2*I*K, 0.05)
+		var gotN, gotX, gotG, gotX2 []float32
 		f.do(func() error {
-			xp, dp, np, gp := f.put(dt, x), f.put(dt, d), f.put(dt, nw), f.put(dt, gu)
-			wp, bp := f.put(dt, w), f.put(dt, b)
-			yn, ys, xo := f.poisoned(dt, N), f.poisoned(dt, N), f.poisoned(dt, K)
-			grid, block := gpu.Dim3{X: (N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}
+			xp, dp, np := f.put(dt, x), f.put(dt, d), f.put(dt, nw)
+			wp, bp, wgp := f.put(dt, w), f.put(dt, b), f.put(dt, wg)
+			yn, yg, xo, xo2 := f.poisoned(dt, N), f.poisoned(dt, I), f.poisoned(dt, K), f.poisoned(dt, K)
 			k := f.ks[dt]
-			err := k.gemv.Launch(grid, block, 4*K, f.s, gpu.P(yn), gpu.P(wp), gpu.P(xp), gpu.P(bp), gpu.I(N), gpu.I(K),
+			err := f.gemvLaunch(k.gemv, dt, 50, N, K, gpu.P(yn), gpu.P(0), gpu.P(wp), gpu.P(xp), gpu.P(bp), gpu.I(N), gpu.I(K),
 				gpu.I(1), gpu.P(dp), gpu.P(np), gpu.P(xo), gpu.F(1e-6))
 			if err == nil {
-				err = k.gemv.Launch(grid, block, 4*K, f.s, gpu.P(ys), gpu.P(wp), gpu.P(gp), gpu.P(0), gpu.I(N), gpu.I(K),
-					gpu.I(2), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+				err = f.gemvLaunch(k.gemvGLU, dt, 1<<20, I, K, gpu.P(yg), gpu.P(0), gpu.P(wgp), gpu.P(xp), gpu.P(0), gpu.I(I), gpu.I(K),
+					gpu.I(1), gpu.P(dp), gpu.P(np), gpu.P(xo2), gpu.F(1e-6))
 			}
 			if err == nil {
 				err = f.s.Sync()
 			}
-			gotN, gotX, gotS = f.get(dt, yn, N), f.get(dt, xo, K), f.get(dt, ys, N)
+			gotN, gotX, gotG, gotX2 = f.get(dt, yn, N), f.get(dt, xo, K), f.get(dt, yg, I), f.get(dt, xo2, K)
 			return err
 		})
 		res := make([]float64, K)
 		xn := make([]float64, K)
-		sw := make([]float64, K)
 		ss := 0.0
 		for i := range res {
 			res[i] = round(dt, float64(x[i])+float64(d[i]))
@@ -667,24 +734,29 @@ func TestKernelGemvFused(t *testing.T) {
 		inv := 1 / math.Sqrt(ss/K+1e-6)
 		for i := range xn {
 			xn[i] = round(dt, float64(nw[i])*round(dt, res[i]*inv))
-			g, u := float64(gu[i]), float64(gu[K+i])
-			sw[i] = round(dt, round(dt, g/(1+math.Exp(-g)))*u)
 		}
-		wantN, wantS := make([]float64, N), make([]float64, N)
-		for j := range N {
-			a, c := float64(b[j]), 0.0
+		dot := func(w []float32, row int) float64 {
+			a := 0.0
 			for i := range K {
-				a += float64(w[j*K+i]) * xn[i]
-				c += float64(w[j*K+i]) * sw[i]
+				a += float64(w[row*K+i]) * xn[i]
 			}
-			wantN[j], wantS[j] = a, c
+			return a
+		}
+		wantN, wantG := make([]float64, N), make([]float64, I)
+		for j := range N {
+			wantN[j] = float64(b[j]) + dot(w, j)
+		}
+		for j := range I {
+			g, u := round(dt, dot(wg, j)), round(dt, dot(wg, I+j))
+			wantG[j] = round(dt, g/(1+math.Exp(-g))) * u
 		}
 		tol := tolFor(dt)
 		if dt == f32 {
 			tol = 1e-5
 		}
 		check(t, "residual out", gotX, res, tolFor(dt))
+		check(t, "residual out (glu)", gotX2, res, tolFor(dt))
 		check(t, "gemv(rmsnorm(x+d))", gotN, wantN, tol)
-		check(t, "gemv(silu(g)*u)", gotS, wantS, tol)
+		check(t, "silu(gate)*up of gemv(rmsnorm(x+d))", gotG, wantG, 2*tol)
 	})
 }

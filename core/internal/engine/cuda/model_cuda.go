@@ -58,9 +58,10 @@ type weights struct {
 
 // decodeBufs are the fixed buffers of a decode step (the captured graph bakes their addresses).
 type decodeBufs struct {
-	x                                                    [2]gpu.DevPtr // the residual stream, alternating
-	xn, qkv, q, att, t, gu, act, logits, logitsF32, part gpu.DevPtr
-	splits                                               int
+	x                                                 [2]gpu.DevPtr // the residual stream, alternating
+	xn, qkv, att, t, gu, act, logits, logitsF32, part gpu.DevPtr
+	ticket                                            gpu.DevPtr // int32 [heads], zero between steps
+	splits                                            int
 }
 
 // stepArgs mirrors struct Step of iris.cu.
@@ -129,7 +130,7 @@ func LoadModel(ctx context.Context, dir string, cfg *engine.Config, opts Options
 	default:
 		return nil, fmt.Errorf("precision %q: want bf16 or fp32", opts.Precision)
 	}
-	if hd := cfg.Text.HeadDim; !hasFlash(hd) || hd > 256 {
+	if hd := cfg.Text.HeadDim; !hasFlash(hd) || hd > 256 || hd%8 != 0 {
 		return nil, fmt.Errorf("text head_dim %d: %w", hd, engine.ErrUnsupported)
 	}
 	if vhd := cfg.Vision.Hidden / cfg.Vision.Heads; !hasFlash(vhd) {
@@ -283,6 +284,14 @@ func (a *arenaPlan) add(t *tensor, elt int64) int64 {
 	return off
 }
 
+// addPadded reserves rows x cols of elt-byte values for t (rows x n, n <= cols): the tensor is
+// uploaded packed at the start of the region, then spread to row stride cols (padRows).
+func (a *arenaPlan) addPadded(t *tensor, elt int64, rows, cols int) int64 {
+	off := a.add(t, elt)
+	a.size = off + (int64(rows)*int64(cols)*elt+255)&^255
+	return off
+}
+
 // group reserves consecutive tensors as one region (the rows of fused matrices) and returns its
 // offset; tensors must be given in row order.
 func (a *arenaPlan) group(elt int64, ts ...*tensor) int64 {
@@ -306,6 +315,7 @@ func (m *Model) loadWeights(ctx context.Context, ck checkpoint) error {
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
 	VH, VI, OH := v.Hidden, v.Intermediate, v.OutHidden
+	VIp := m.visionInnerPadded()
 	unit := v.MergeSize * v.MergeSize
 	elt := m.dt.size()
 
@@ -377,7 +387,8 @@ func (m *Model) loadWeights(ctx context.Context, ck checkpoint) error {
 		reserve(&B.gateUpBias, plan.group(elt,
 			get(visionPrefixes, VI, 0, "blocks.%d.mlp.gate_proj.bias", l),
 			get(visionPrefixes, VI, 0, "blocks.%d.mlp.up_proj.bias", l)))
-		reserve(&B.down, plan.add(get(visionPrefixes, VH, VI, "blocks.%d.mlp.down_proj.weight", l), elt))
+		// padded to VIp columns: cuBLAS's tensor-core kernels want 16-byte rows (3420 bf16 are not)
+		reserve(&B.down, plan.addPadded(get(visionPrefixes, VH, VI, "blocks.%d.mlp.down_proj.weight", l), elt, VH, VIp))
 		reserve(&B.downBias, plan.add(get(visionPrefixes, VH, 0, "blocks.%d.mlp.down_proj.bias", l), elt))
 	}
 	reserve(&w.mergerNorm, plan.add(get(visionPrefixes, VH, 0, "merger.ln_q.weight"), elt))
@@ -406,7 +417,42 @@ func (m *Model) loadWeights(ctx context.Context, ck checkpoint) error {
 	if err := gpu.CopyHtoD(w.invFreq, unsafe.Pointer(&inv[0]), int64(len(inv))*4); err != nil {
 		return err
 	}
-	return m.upload(ctx, &plan)
+	if err := m.upload(ctx, &plan); err != nil {
+		return err
+	}
+	return m.padVisionDown()
+}
+
+// visionInnerPadded is the vision MLP's inner size rounded up to 16 bytes of the storage type.
+func (m *Model) visionInnerPadded() int {
+	per := int(16 / m.dt.size())
+	return (m.cfg.Vision.Intermediate + per - 1) / per * per
+}
+
+// padVisionDown spreads each vision block's down_proj weight, uploaded packed, to row stride
+// visionInnerPadded with zero columns (through a scratch copy: the rows move forward in place).
+func (m *Model) padVisionDown() error {
+	v := &m.cfg.Vision
+	VH, VI, VIp := v.Hidden, v.Intermediate, m.visionInnerPadded()
+	if VIp == VI {
+		return nil
+	}
+	n := int64(VH) * int64(VI) * m.dt.size()
+	tmp, err := gpu.Alloc(n)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tmp.Free() }()
+	for _, B := range m.w.blocks {
+		if err := m.stream.CopyDtoD(tmp.Ptr, B.down, n); err != nil {
+			return err
+		}
+		if err := m.k.padRows.Launch(grid2(VH, VIp), gpu.Dim3{X: 256}, 0, m.stream,
+			gpu.P(B.down), gpu.P(tmp.Ptr), gpu.I(VH), gpu.I(VI), gpu.I(VIp)); err != nil {
+			return err
+		}
+	}
+	return m.stream.Sync()
 }
 
 func joinErrs(errs []error) error {
@@ -542,7 +588,7 @@ func (m *Model) allocDecode() error {
 		n int64
 	}{
 		{&m.dec.x[0], int64(t.Hidden) * e}, {&m.dec.x[1], int64(t.Hidden) * e}, {&m.dec.xn, int64(t.Hidden) * e}, {&m.dec.qkv, (qd + 2*kvd) * e},
-		{&m.dec.q, qd * e}, {&m.dec.att, qd * e}, {&m.dec.t, int64(t.Hidden) * e},
+		{&m.dec.att, qd * e}, {&m.dec.t, int64(t.Hidden) * e}, {&m.dec.ticket, int64(t.Heads) * 4},
 		{&m.dec.gu, 2 * int64(t.Intermediate) * e}, {&m.dec.act, int64(t.Intermediate) * e},
 		{&m.dec.logits, int64(t.Vocab) * e}, {&m.dec.logitsF32, int64(t.Vocab) * 4},
 		{&m.dec.part, int64(t.Heads*m.dec.splits*(t.HeadDim+2)) * 4},
@@ -560,7 +606,8 @@ func (m *Model) allocDecode() error {
 		*s.p = m.decArena.Ptr.Add(off)
 		off += (s.n + 255) &^ 255
 	}
-	return nil
+	// the decode attention's tickets start at zero; the kernel leaves them so
+	return m.stream.Memset32(m.dec.ticket, 0, int64(t.Heads))
 }
 
 // graphContext caps the cache length the captured decode graph is sized for (its split count);

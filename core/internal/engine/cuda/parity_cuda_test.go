@@ -40,7 +40,7 @@ func TestParityFP32(t *testing.T) {
 		{"tiny-untied", Options{Precision: "fp32"}},
 		{"tiny-tied", Options{Precision: "fp32"}},
 		{"tiny-untied", Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
-		{"tiny-untied", Options{Precision: "fp32", DecodeGemv: true}},
+		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true}},
 	} {
 		golden, err := fixture.LoadGolden(tc.model)
 		if err != nil {
@@ -51,8 +51,8 @@ func TestParityFP32(t *testing.T) {
 		if tc.opts.NoGraph {
 			name += "-nograph-flash"
 		}
-		if tc.opts.DecodeGemv {
-			name += "-gemv"
+		if tc.opts.DecodeCuBLAS {
+			name += "-cublas"
 		}
 		t.Run(name, func(t *testing.T) {
 			for _, g := range golden.Cases {

@@ -35,6 +35,17 @@ func (q *enq) elems(f *gpu.Function, n int64, args ...gpu.Arg) {
 	q.launch(f, grid1(n), gpu.Dim3{X: 256}, 0, args...)
 }
 
+// grid2 is the 2-D grid of the ROWS kernels (iris.cu): rows on y, n columns on x and 256-thread
+// blocks.
+func grid2(rows, n int) gpu.Dim3 {
+	return gpu.Dim3{X: max(1, min((n+255)/256, 1024)), Y: max(1, min(rows, 65535))}
+}
+
+// matrix launches a ROWS kernel over rows x n.
+func (q *enq) matrix(f *gpu.Function, rows, n int, args ...gpu.Arg) {
+	q.launch(f, grid2(rows, n), gpu.Dim3{X: 256}, 0, args...)
+}
+
 // linear is y = x W^T, plus a bias b (0: none) broadcast over the rows first (addmm rounds
 // acc + bias once).
 func (q *enq) linear(y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w, b gpu.DevPtr, M, N, K int) {
@@ -42,7 +53,7 @@ func (q *enq) linear(y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w, b gpu.DevP
 		return
 	}
 	if b != 0 {
-		q.elems(q.m.k.bias, int64(M)*int64(N), gpu.P(y), gpu.P(b), gpu.I(M), gpu.I(N), gpu.I(ldy))
+		q.matrix(q.m.k.bias, M, N, gpu.P(y), gpu.P(b), gpu.I(M), gpu.I(N), gpu.I(ldy))
 		if q.err != nil {
 			return
 		}
@@ -50,41 +61,63 @@ func (q *enq) linear(y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w, b gpu.DevP
 	q.err = q.m.blas.linear(q.m.dt, y, ldy, x, ldx, w, M, N, K, b != 0)
 }
 
-// gemv is linear for one row (a decode step): y[N] = W x + b, through cuBLAS, or the streaming
-// gemv kernel with Options.DecodeGemv (when K fits its shared memory).
+// fusedRow reports whether a decode product over K inputs runs through the engine's gemv
+// kernel (its input row must fit the 48 KiB of shared memory) rather than cuBLAS.
+func (q *enq) fusedRow(K int) bool {
+	return !q.m.opts.DecodeCuBLAS && int64(K)*q.m.dt.size() <= gemvMaxShared
+}
+
+// gemvLaunch launches iris_gemv(_glu) over N outputs: a warp a row, at most gemvBlocksPerSM
+// blocks an SM (the warps then stride over the rows).
+func (q *enq) gemvLaunch(f *gpu.Function, N, K int, args ...gpu.Arg) {
+	blocks := min((N+gemvWarps-1)/gemvWarps, gemvBlocksPerSM*max(1, q.m.dev.Info().SMs))
+	q.launch(f, gpu.Dim3{X: blocks}, gpu.Dim3{X: 32 * gemvWarps}, int((int64(K)*q.m.dt.size()+15)&^15), args...)
+}
+
+// gemv is linear for one row (a decode step): y[N] = W x + b.
 func (q *enq) gemv(y, x, w, b gpu.DevPtr, N, K int) {
-	if K > gemvMaxK || !q.m.opts.DecodeGemv {
+	if !q.fusedRow(K) {
 		q.linear(y, N, x, K, w, b, 1, N, K)
 		return
 	}
-	q.launch(q.m.k.gemv, gpu.Dim3{X: (N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}, 4*K,
-		gpu.P(y), gpu.P(w), gpu.P(x), gpu.P(b), gpu.I(N), gpu.I(K), gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+	q.gemvLaunch(q.m.k.gemv, N, K, gpu.P(y), gpu.P(0), gpu.P(w), gpu.P(x), gpu.P(b), gpu.I(N), gpu.I(K),
+		gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
 }
 
 // gemvNorm is y = W rmsnorm(x + delta) + b for one row, the residual x + delta going to xOut
-// (never x itself: every block of the product reads x). delta may be 0.
-func (q *enq) gemvNorm(y, x, delta, norm, xOut, w, b gpu.DevPtr, N, K int, eps float32) {
-	if K > gemvMaxK || !q.m.opts.DecodeGemv {
+// (never x itself: every block of the product reads x). delta may be 0. yf, if not 0, gets y
+// widened to F32 (the logits); y may then be 0.
+func (q *enq) gemvNorm(y, yf, x, delta, norm, xOut, w, b gpu.DevPtr, N, K int, eps float32) {
+	if !q.fusedRow(K) {
 		q.rows(q.m.k.rmsnorm, 1, gpu.P(q.m.dec.xn), gpu.P(x), gpu.P(delta), gpu.P(norm), gpu.I(K), gpu.F(eps))
 		if q.err == nil {
 			q.err = q.m.stream.CopyDtoD(xOut, x, int64(K)*q.m.dt.size())
 		}
+		if y == 0 {
+			y = q.m.dec.logits
+		}
 		q.linear(y, N, q.m.dec.xn, K, w, b, 1, N, K)
+		if yf != 0 && q.m.dt == bf16 {
+			q.elems(q.m.k.bf16ToF32, int64(N), gpu.P(yf), gpu.P(y), gpu.L(int64(N)))
+		} else if yf != 0 && q.err == nil {
+			q.err = q.m.stream.CopyDtoD(yf, y, int64(N)*4)
+		}
 		return
 	}
-	q.launch(q.m.k.gemv, gpu.Dim3{X: (N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}, 4*K,
-		gpu.P(y), gpu.P(w), gpu.P(x), gpu.P(b), gpu.I(N), gpu.I(K), gpu.I(1), gpu.P(delta), gpu.P(norm), gpu.P(xOut), gpu.F(eps))
+	q.gemvLaunch(q.m.k.gemv, N, K, gpu.P(y), gpu.P(yf), gpu.P(w), gpu.P(x), gpu.P(b), gpu.I(N), gpu.I(K),
+		gpu.I(1), gpu.P(delta), gpu.P(norm), gpu.P(xOut), gpu.F(eps))
 }
 
-// gemvSwiGLU is y = W (silu(gate) * up) for one row, gu holding gate and up side by side [2*K].
-func (q *enq) gemvSwiGLU(y, gu, w gpu.DevPtr, N, K int) {
-	if K > gemvMaxK || !q.m.opts.DecodeGemv {
-		q.elems(q.m.k.siluMul, int64(K), gpu.P(q.m.dec.act), gpu.P(gu), gpu.I(1), gpu.I(K))
-		q.linear(y, N, q.m.dec.act, K, w, 0, 1, N, K)
+// gemvGLU is act = silu(gate) * up with gate|up = W rmsnorm(x + delta) for one row: W stacks
+// the I gate rows over the I up rows; the residual x + delta goes to xOut.
+func (q *enq) gemvGLU(act, x, delta, norm, xOut, w gpu.DevPtr, I, K int, eps float32) {
+	if !q.fusedRow(K) {
+		q.gemvNorm(q.m.dec.gu, 0, x, delta, norm, xOut, w, 0, 2*I, K, eps)
+		q.matrix(q.m.k.siluMul, 1, I, gpu.P(act), gpu.P(q.m.dec.gu), gpu.I(1), gpu.I(I), gpu.I(I))
 		return
 	}
-	q.launch(q.m.k.gemv, gpu.Dim3{X: (N + gemvRows - 1) / gemvRows}, gpu.Dim3{X: 32 * gemvRows}, 4*K,
-		gpu.P(y), gpu.P(w), gpu.P(gu), gpu.P(0), gpu.I(N), gpu.I(K), gpu.I(2), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+	q.gemvLaunch(q.m.k.gemvGLU, I, K, gpu.P(act), gpu.P(0), gpu.P(w), gpu.P(x), gpu.P(0), gpu.I(I), gpu.I(K),
+		gpu.I(1), gpu.P(delta), gpu.P(norm), gpu.P(xOut), gpu.F(eps))
 }
 
 func (q *enq) stage(dst gpu.DevPtr, src unsafe.Pointer, n int64) {
@@ -267,7 +300,8 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
 	att := q.scratch("v.att", n64*int64(VH)*e)
 	tt := q.scratch("v.t", n64*int64(VH)*e)
 	gu := q.scratch("v.gu", 2*n64*int64(VI)*e)
-	act := q.scratch("v.act", n64*int64(VI)*e)
+	VIp := m.visionInnerPadded()
+	act := q.scratch("v.act", n64*int64(VIp)*e)
 	rope := q.scratch("v.rope", int64(len(p.rope))*4)
 	index := q.scratch("v.index", int64(units)*4)
 	segW := q.scratch("v.segw", int64(len(p.windows))*4)
@@ -345,9 +379,9 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
 		q.mark("vision.b.norm")
 		q.linear(gu, 2*VI, xn, VH, B.gateUp, B.gateUpBias, N, 2*VI, VH)
 		q.mark("vision.b.gateup")
-		q.elems(k.siluMul, n64*int64(VI), gpu.P(act), gpu.P(gu), gpu.I(N), gpu.I(VI))
+		q.matrix(k.siluMul, N, VIp, gpu.P(act), gpu.P(gu), gpu.I(N), gpu.I(VI), gpu.I(VIp))
 		q.mark("vision.b.silu")
-		q.linear(tt, VH, act, VI, B.down, B.downBias, N, VH, VI)
+		q.linear(tt, VH, act, VIp, B.down, B.downBias, N, VH, VIp)
 		q.mark("vision.b.down")
 	}
 
@@ -494,7 +528,7 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 		q.mark("prefill.l.norm")
 		q.linear(gu, 2*I, xn, H, L.gateUp, 0, n, 2*I, H)
 		q.mark("prefill.l.gateup")
-		q.elems(k.siluMul, n64*int64(I), gpu.P(act), gpu.P(gu), gpu.I(n), gpu.I(I))
+		q.matrix(k.siluMul, n, I, gpu.P(act), gpu.P(gu), gpu.I(n), gpu.I(I), gpu.I(I))
 		q.mark("prefill.l.silu")
 		q.linear(tt, H, act, I, L.down, 0, n, H, I)
 		q.mark("prefill.l.down")
@@ -515,18 +549,12 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 }
 
 // lmHead enqueues logits = lm_head(norm(x + delta)) for one row (the residual goes to xOut) and
-// their copy to the pinned logits buffer.
+// their copy to the pinned logits buffer. The bf16 model's logits are bf16 (ties and all),
+// widened for the sampler.
 func (m *Model) lmHead(q *enq, x, delta, xOut gpu.DevPtr) {
 	t := &m.cfg.Text
 	V := t.Vocab
-	eps := float32(t.RMSNormEps)
-	if m.dt == f32 {
-		q.gemvNorm(m.dec.logitsF32, x, delta, m.w.finalNorm, xOut, m.w.lmHead, 0, V, t.Hidden, eps)
-	} else {
-		// the bf16 model's logits are bf16 (ties and all), widened for the sampler
-		q.gemvNorm(m.dec.logits, x, delta, m.w.finalNorm, xOut, m.w.lmHead, 0, V, t.Hidden, eps)
-		q.elems(m.k.bf16ToF32, int64(V), gpu.P(m.dec.logitsF32), gpu.P(m.dec.logits), gpu.L(int64(V)))
-	}
+	q.gemvNorm(0, m.dec.logitsF32, x, delta, m.w.finalNorm, xOut, m.w.lmHead, 0, V, t.Hidden, float32(t.RMSNormEps))
 	if q.err == nil {
 		q.err = m.stream.CopyDtoH(m.logits.Ptr(), m.dec.logitsF32, int64(V)*4)
 	}
@@ -672,18 +700,17 @@ func (m *Model) decodeWork(q *enq, part gpu.DevPtr, splits int, marks bool) {
 			delta = d.t
 		}
 		// qkv = q/k/v_proj(input_layernorm(residual + previous MLP output))
-		q.gemvNorm(d.qkv, d.x[p], delta, L.attnNorm, d.x[1-p], L.qkv, L.qkvBias, qd+2*kvd, H, eps)
+		q.gemvNorm(d.qkv, 0, d.x[p], delta, L.attnNorm, d.x[1-p], L.qkv, L.qkvBias, qd+2*kvd, H, eps)
 		p ^= 1
-		q.launch(k.ropeText, gpu.Dim3{X: 1}, gpu.Dim3{X: 128}, hd*4, gpu.P(d.q), gpu.P(d.qkv), step, gpu.P(0),
-			gpu.P(w.invFreq), gpu.I(1), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), gpu.I(t.MRopeSection[0]), gpu.I(t.MRopeSection[1]), gpu.I(l))
+		// M-RoPE, the cache write and attention over the cache in one kernel
 		q.launch(k.attnDecode, gpu.Dim3{X: t.Heads, Y: splits}, gpu.Dim3{X: decThreads}, 0,
-			gpu.P(part), gpu.P(d.q), step, gpu.I(l), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), scale)
-		q.launch(k.attnCombine, gpu.Dim3{X: t.Heads}, gpu.Dim3{X: hd}, 0, gpu.P(d.att), gpu.P(part), gpu.I(splits), gpu.I(hd))
+			gpu.P(d.att), gpu.P(part), gpu.P(d.ticket), gpu.P(d.qkv), step, gpu.P(w.invFreq),
+			gpu.I(l), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), scale)
 		q.gemv(d.t, d.att, L.o, 0, H, qd)
-		// gate|up = gate_up(post_attention_layernorm(residual + attention output))
-		q.gemvNorm(d.gu, d.x[p], d.t, L.mlpNorm, d.x[1-p], L.gateUp, 0, 2*I, H, eps)
+		// act = SwiGLU(gate_up(post_attention_layernorm(residual + attention output)))
+		q.gemvGLU(d.act, d.x[p], d.t, L.mlpNorm, d.x[1-p], L.gateUp, I, H, eps)
 		p ^= 1
-		q.gemvSwiGLU(d.t, d.gu, L.down, H, I)
+		q.gemv(d.t, d.act, L.down, 0, H, I)
 	}
 	mark("decode.layers")
 	m.lmHead(q, d.x[p], d.t, d.x[1-p])

@@ -406,7 +406,7 @@ func bench(args []string) error {
 	conc := fs.String("concurrency", "1,8,32", "concurrencies for images/s")
 	secs := fs.Float64("seconds", 4, "seconds per throughput figure")
 	out := fs.String("out", "", "write results as JSON here")
-	decodeGemv := fs.Bool("decode-gemv", false, "one-row products of decode steps through the gemv kernel (not cuBLAS)")
+	decodeCuBLAS := fs.Bool("decode-cublas", false, "one-row products of decode steps through cuBLAS (not the fused gemv kernel)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -416,7 +416,7 @@ func bench(args []string) error {
 	}
 	ctx := context.Background()
 	t := time.Now()
-	m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: *prec, DecodeGemv: *decodeGemv})
+	m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,202 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/gpu"
+)
+
+// BenchmarkDecodeKernels times the kernels of one decode step of Qwen2.5-VL-3B (bf16) in
+// isolation: each case is captured in a CUDA graph as layers launches over distinct weights
+// (so that no layer finds its weights in L2), the graph replayed, GPU time taken by events.
+// It reports microseconds a launch and the weight bytes streamed per second; the cuBLAS cases
+// are the baseline of the same run. Run on the GPU machine:
+//
+//	cuda.test -test.run '^$' -test.bench DecodeKernels -test.benchtime 1x
+func BenchmarkDecodeKernels(b *testing.B) {
+	f := newKfix(b)
+	const H, I, qd, kvd, vocab, layers = 2048, 11008, 2048, 256, 151936, 36
+	const heads, kvh, hd = 16, 2, 128
+	dt := bf16
+	k := f.ks[dt]
+	sms := f.dev.Info().SMs
+	alloc := func(n int64) gpu.DevPtr {
+		buf, err := gpu.Alloc(n*dt.size() + 256)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.bufs = append(f.bufs, buf)
+		// bf16 0.0078 in every element: the values do not matter for time, NaNs would not either
+		if err := f.s.Memset32(buf.Ptr, 0x3c003c00, (n*dt.size()+3)/4); err != nil {
+			b.Fatal(err)
+		}
+		return buf.Ptr
+	}
+	type tcase struct {
+		name   string
+		bytes  int64 // weights read by one launch
+		reps   int
+		launch func(rep int) error
+	}
+	var cases, small []tcase
+	f.do(func() error {
+		x, delta, nw, xo := alloc(I), alloc(H), alloc(H), alloc(I)
+		y, yf := alloc(2*vocab), alloc(2*vocab)
+		bias := alloc(I)
+		ids := f.putI32([]int32{5})
+		wqkv, wo, wgu, wdown := make([]gpu.DevPtr, layers), make([]gpu.DevPtr, layers), make([]gpu.DevPtr, layers), make([]gpu.DevPtr, layers)
+		for l := range layers {
+			wqkv[l], wo[l], wgu[l], wdown[l] = alloc(int64(qd+2*kvd)*H), alloc(int64(H)*qd), alloc(int64(2*I)*H), alloc(int64(H)*I)
+		}
+		wlm := alloc(int64(vocab) * H)
+		gemv := func(fn *gpu.Function, perSM, N, K int, args ...gpu.Arg) error {
+			blocks := min((N+gemvWarps-1)/gemvWarps, perSM*sms)
+			return fn.Launch(gpu.Dim3{X: blocks}, gpu.Dim3{X: 32 * gemvWarps}, int((int64(K)*dt.size()+15)&^15), f.s, args...)
+		}
+		linear := func(yp, xp, wp gpu.DevPtr, N, K int) error {
+			return f.blas.linear(dt, yp, N, xp, K, wp, 1, N, K, false)
+		}
+		for _, perSM := range []int{2, 4, 8} {
+			cases = append(cases,
+				tcase{fmt.Sprintf("gemv qkv norm+bias %dx%d /%d", qd+2*kvd, H, perSM), int64(qd+2*kvd) * H * 2, layers, func(l int) error {
+					return gemv(k.gemv, perSM, qd+2*kvd, H, gpu.P(y), gpu.P(0), gpu.P(wqkv[l]), gpu.P(x), gpu.P(bias), gpu.I(qd+2*kvd), gpu.I(H),
+						gpu.I(1), gpu.P(delta), gpu.P(nw), gpu.P(xo), gpu.F(1e-6))
+				}},
+				tcase{fmt.Sprintf("gemv o %dx%d /%d", H, qd, perSM), int64(H) * qd * 2, layers, func(l int) error {
+					return gemv(k.gemv, perSM, H, qd, gpu.P(y), gpu.P(0), gpu.P(wo[l]), gpu.P(x), gpu.P(0), gpu.I(H), gpu.I(qd),
+						gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+				}},
+				tcase{fmt.Sprintf("gemv gate/up norm+swiglu %dx%d /%d", 2*I, H, perSM), int64(2*I) * H * 2, layers, func(l int) error {
+					return gemv(k.gemvGLU, perSM, I, H, gpu.P(y), gpu.P(0), gpu.P(wgu[l]), gpu.P(x), gpu.P(0), gpu.I(I), gpu.I(H),
+						gpu.I(1), gpu.P(delta), gpu.P(nw), gpu.P(xo), gpu.F(1e-6))
+				}},
+				tcase{fmt.Sprintf("gemv down %dx%d /%d", H, I, perSM), int64(H) * I * 2, layers, func(l int) error {
+					return gemv(k.gemv, perSM, H, I, gpu.P(y), gpu.P(0), gpu.P(wdown[l]), gpu.P(x), gpu.P(0), gpu.I(H), gpu.I(I),
+						gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+				}},
+				tcase{fmt.Sprintf("gemv lm_head norm+f32 %dx%d /%d", vocab, H, perSM), int64(vocab) * H * 2, 4, func(int) error {
+					return gemv(k.gemv, perSM, vocab, H, gpu.P(0), gpu.P(yf), gpu.P(wlm), gpu.P(x), gpu.P(0), gpu.I(vocab), gpu.I(H),
+						gpu.I(1), gpu.P(delta), gpu.P(nw), gpu.P(xo), gpu.F(1e-6))
+				}})
+		}
+		cases = append(cases,
+			tcase{"cublas qkv", int64(qd+2*kvd) * H * 2, layers, func(l int) error { return linear(y, x, wqkv[l], qd+2*kvd, H) }},
+			tcase{"cublas o", int64(H) * qd * 2, layers, func(l int) error { return linear(y, x, wo[l], H, qd) }},
+			tcase{"cublas gate/up", int64(2*I) * H * 2, layers, func(l int) error { return linear(y, x, wgu[l], 2*I, H) }},
+			tcase{"cublas down", int64(H) * I * 2, layers, func(l int) error { return linear(y, x, wdown[l], H, I) }},
+			tcase{"cublas lm_head", int64(vocab) * H * 2, 4, func(int) error { return linear(y, x, wlm, vocab, H) }},
+		)
+		small = append(small,
+			tcase{"rmsnorm (one row)", 0, layers, func(int) error {
+				return k.rmsnorm.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(x), gpu.P(delta), gpu.P(nw), gpu.I(H), gpu.F(1e-6))
+			}},
+			tcase{"embed (one row)", 0, layers, func(int) error {
+				return k.embed.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(wlm), gpu.P(ids), gpu.I(H))
+			}},
+		)
+		// decode attention over caches of several lengths (the graph's 128 splits)
+		inv := f.put(f32, textInvFreq(&engine.TextConfig{HeadDim: hd, RopeTheta: 1e6}))
+		for _, past := range []int{200, 420, 1000, 4000} {
+			const capacity = 4096 + 64
+			kc, vc := alloc(int64(layers*capacity*kvd)), alloc(int64(layers*capacity*kvd))
+			qkv, out := alloc(qd+2*kvd), alloc(qd)
+			const splits = 128 // the captured graph's, for a 8192-token context
+			part := alloc(int64(heads*splits*(hd+2)) * 2)
+			ticket := f.putI32(make([]int32, heads))
+			st := stepArgs{Past: int32(past), Pos: int32(past), Cap: capacity, KCache: uint64(kc), VCache: uint64(vc)}
+			sb := f.put(f32, (*[8]float32)(unsafe.Pointer(&st))[:])
+			small = append(small, tcase{fmt.Sprintf("attention decode, %d cached", past), 0, layers, func(l int) error {
+				return k.attnDecode.Launch(gpu.Dim3{X: heads, Y: splits}, gpu.Dim3{X: decThreads}, 0, f.s,
+					gpu.P(out), gpu.P(part), gpu.P(ticket), gpu.P(qkv), gpu.P(sb), gpu.P(inv),
+					gpu.I(l), gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(0.088))
+			}})
+		}
+		// prefill attention (causal GQA, a fresh sequence): the flash kernel on CUDA cores
+		// against the cuBLAS path (scores materialised)
+		for _, n := range []int{200, 420} {
+			qb, kb, vb, ob := alloc(int64(n*qd)), alloc(int64(n*kvd)), alloc(int64(n*kvd)), alloc(int64(n*qd))
+			seg := f.putI32([]int32{0, int32(n)})
+			area := int64(n * n)
+			sb, pb := alloc(int64(heads/kvh)*area*2), alloc(int64(heads/kvh)*area)
+			a := attnArgs{out: ob, q: qb, k: kb, v: vb, ldo: qd, ldq: qd, ldk: kvd, ldv: kvd,
+				nq: n, nk: n, heads: heads, kvh: kvh, hd: hd, causal: true, scale: 0.088}
+			small = append(small,
+				tcase{fmt.Sprintf("prefill attention %d, flash", n), 0, layers, func(int) error {
+					return k.flash[hd].Launch(gpu.Dim3{X: (n + attBQ - 1) / attBQ, Y: heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0, f.s,
+						gpu.P(ob), gpu.P(qb), gpu.P(kb), gpu.P(vb), gpu.I(qd), gpu.I(kvd), gpu.I(kvd), gpu.I(qd),
+						gpu.P(seg), gpu.P(seg), gpu.I(heads), gpu.I(kvh), gpu.I(1), gpu.F(0.088))
+				}},
+				tcase{fmt.Sprintf("prefill attention %d, cuBLAS", n), 0, layers, func(int) error {
+					return attnGemm(dt, k, f.blas, f.s, a, sb, pb, heads/kvh)
+				}})
+		}
+		cases = append(small, cases...)
+		return nil
+	})
+	const replays = 20
+	for _, c := range cases {
+		var per time.Duration
+		f.do(func() error {
+			if err := f.s.BeginCapture(); err != nil {
+				return err
+			}
+			var lerr error
+			for l := range c.reps {
+				if lerr == nil {
+					lerr = c.launch(l)
+				}
+			}
+			g, err := f.s.EndCapture()
+			if lerr != nil {
+				return fmt.Errorf("%s: %w", c.name, lerr)
+			}
+			if err != nil {
+				return err
+			}
+			defer func() { _ = g.Destroy() }()
+			start, err := gpu.NewEvent()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = start.Destroy() }()
+			stop, err := gpu.NewEvent()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = stop.Destroy() }()
+			if err := g.Launch(f.s); err != nil { // warm-up
+				return err
+			}
+			if err := start.Record(f.s); err != nil {
+				return err
+			}
+			for range replays {
+				if err := g.Launch(f.s); err != nil {
+					return err
+				}
+			}
+			if err := stop.Record(f.s); err != nil {
+				return err
+			}
+			if err := stop.Sync(); err != nil {
+				return err
+			}
+			d, err := stop.Since(start)
+			per = d / time.Duration(replays*c.reps)
+			return err
+		})
+		us := float64(per.Nanoseconds()) / 1e3
+		line := fmt.Sprintf("%-44s %8.2f us", c.name, us)
+		if c.bytes > 0 {
+			line += fmt.Sprintf("  %7.0f GB/s", float64(c.bytes)/us/1e3)
+		}
+		b.Log(line)
+		fmt.Println("kernel", line)
+	}
+}
