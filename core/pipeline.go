@@ -162,16 +162,14 @@ func (t *visionTask) Close() error {
 	return errors.Join(errs...)
 }
 
-// prepTimings lays prep's stages end to end from start, in the order prep runs them.
+// prepTimings places prep's stages from start: plan, then frame and tokenize beside pixels.
 func prepTimings(start time.Time, pt prep.Timings) Timings {
-	out := Timings{}
-	at := start
-	for _, st := range []StageTiming{{Stage: StagePlan, Duration: pt.Plan}, {Stage: StageFrame, Duration: pt.Frame}, {Stage: StageTokenize, Duration: pt.Tokenize}, {Stage: StagePixels, Duration: pt.Pixels}} {
-		st.Start = at
-		at = at.Add(st.Duration)
-		out = append(out, st)
+	return Timings{
+		{Stage: StagePlan, Start: start, Duration: pt.Plan},
+		{Stage: StageFrame, Start: start.Add(pt.FrameStart), Duration: pt.Frame},
+		{Stage: StageTokenize, Start: start.Add(pt.FrameStart + pt.Frame), Duration: pt.Tokenize},
+		{Stage: StagePixels, Start: start.Add(pt.PixelsStart), Duration: pt.Pixels},
 	}
-	return out
 }
 
 // prepError classifies a preprocessing error: the plugin's refusals are the client's, its

@@ -9,7 +9,9 @@
 #   bash scripts/gpu/run.sh full    the 3B random checkpoint, parity on 8 cases (fp32, bf16) against
 #                                   transformers, the engine's timings
 #   bash scripts/gpu/run.sh speed   HTTP timings (iris serve) and the transformers baselines on the
-#                                   same checkpoint (reused when the machine is still warm)
+#                                   same checkpoint (reused when the machine is still warm);
+#                                   IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs
+#                                   only the photo case over HTTP
 #
 # Each step prints PASS/FAIL lines; results and logs go to $OUT (at most 8 files).
 set -uo pipefail
@@ -92,9 +94,10 @@ if [[ $phase == full ]]; then
   timeout 150 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 30 -seconds 4 -out "$OUT/bench.json"; verdict bench $?
   timeout 100 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-vga.json"; verdict bench-vga $?
   timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -decode-cublas; verdict bench-cublas $?
+  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -no-pdl; verdict bench-nopdl $?
 fi
 
-if [[ $phase == speed ]]; then
+if [[ $phase == speed && -z ${IRIS_HTTP_ONLY:-} ]]; then
   step "unit tests (gemv, decode attention, tiny-fixture parity)"
   (cd core/internal/engine/cuda && timeout 60 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
   step "decode-step kernels in isolation (graph replay; cuBLAS the baseline)"
@@ -110,6 +113,12 @@ if [[ $phase == speed ]]; then
   timeout 90 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 30 -seconds 3 -out "$OUT/bench.json"; verdict bench $?
   timeout 60 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-vga.json"; verdict bench-vga $?
   timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -decode-cublas; verdict bench-cublas $?
+  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -no-pdl; verdict bench-nopdl $?
+fi
+if [[ $phase == speed ]]; then
+  if [[ ! -f $cases/index.json ]]; then
+    timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
+  fi
   if [[ -x $bin/iris ]]; then
     step "HTTP: bundle build, iris serve, loopback load"
     bundle=$work/bundle
@@ -125,8 +134,10 @@ if [[ $phase == speed ]]; then
     done
     timeout 150 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
       -question "What is the main object in this image? Answer in one word." -runs 30 -seconds 4 -out "$OUT/http.json"; verdict http $?
-    timeout 60 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
-      -question "Is there any text in the image?" -runs 20 -seconds 2 -out "$OUT/http-vga.json"; verdict http-vga $?
+    if [[ -z ${IRIS_HTTP_ONLY:-} ]]; then
+      timeout 60 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
+        -question "Is there any text in the image?" -runs 20 -seconds 2 -out "$OUT/http-vga.json"; verdict http-vga $?
+    fi
     kill "$srv"; wait "$srv" 2>/dev/null
     grep -iE 'error|warn|engine loaded' "$work/serve.log" | head -20
   else

@@ -15,6 +15,23 @@ static CUresult iris_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 	for (int i = 0; i < n; i++) params[i] = &args[i];
 	return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
 }
+
+// iris_launch_dependent is iris_launch with programmatic stream serialization: the kernel may
+// start while the previous kernel in s is still running (see Function.LaunchDependent).
+static CUresult iris_launch_dependent(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                      unsigned bz, unsigned shmem, CUstream s, unsigned long long *args, int n) {
+	void *params[32];
+	if (n > 32) return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < n; i++) params[i] = &args[i];
+	CUlaunchAttribute attr = {0};
+	attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+	attr.value.programmaticStreamSerializationAllowed = 1;
+	CUlaunchConfig cfg = {0};
+	cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+	cfg.blockDimX = bx, cfg.blockDimY = by, cfg.blockDimZ = bz;
+	cfg.sharedMemBytes = shmem, cfg.hStream = s, cfg.attrs = &attr, cfg.numAttrs = 1;
+	return cuLaunchKernelEx(&cfg, f, params, NULL);
+}
 */
 import "C"
 
@@ -160,6 +177,25 @@ func (f *Function) Launch(grid, block Dim3, shmem int, s *Stream, args ...Arg) e
 		C.uint(shmem), s.c(), ap, C.int(len(args)))
 	if r != C.CUDA_SUCCESS {
 		return fmt.Errorf("launching %s grid %v block %v: %w", f.name, grid, block, driverError(r))
+	}
+	return nil
+}
+
+// LaunchDependent enqueues the kernel on s as a programmatic dependent launch (sm_90): it may
+// start while the kernel before it in s finishes, so that work which does not depend on that
+// kernel (loading weights) overlaps its tail and the launch latency. The kernel must execute
+// griddepcontrol.wait before it reads what the previous kernel writes, or writes what it reads;
+// the wait returns once that kernel has completed and its writes are visible. It also works
+// under stream capture (the graph keeps the programmatic edge).
+func (f *Function) LaunchDependent(grid, block Dim3, shmem int, s *Stream, args ...Arg) error {
+	var ap *C.ulonglong
+	if len(args) > 0 {
+		ap = (*C.ulonglong)(unsafe.Pointer(&args[0]))
+	}
+	r := C.iris_launch_dependent(f.c(), dim(grid.X), dim(grid.Y), dim(grid.Z), dim(block.X), dim(block.Y), dim(block.Z),
+		C.uint(shmem), s.c(), ap, C.int(len(args)))
+	if r != C.CUDA_SUCCESS {
+		return fmt.Errorf("launching %s (dependent) grid %v block %v: %w", f.name, grid, block, driverError(r))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@
 // Built by `just kernels` (nvcc 13.0, sm_90 SASS + compute_90 PTX) into build/iris.fatbin, which
 // kernels_cuda.go embeds.
 #include <cuda_bf16.h>
+#include <mma.h>
 #include <stdint.h>
 
 typedef __nv_bfloat16 bf16;
@@ -86,6 +87,14 @@ __device__ float block_max(float v) {
     return total;
 }
 
+// Programmatic dependent launch (sm_90, gpu.Function.LaunchDependent): a kernel launched that
+// way may start before the previous kernel of its stream has finished. pdl_wait blocks until
+// that kernel has completed and its writes are visible: nothing it writes may be read, and
+// nothing it reads may be written, before. pdl_launch lets the next kernel start early. Both
+// are no-ops for a plain launch.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+
 #define GRID_STRIDE(i, n) for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < (long)(n); i += (long)gridDim.x * blockDim.x)
 
 // ---------------------------------------------------------------------------------------------
@@ -158,6 +167,53 @@ __device__ void rmsnorm(T *out, T *x, const T *delta, const T *w, int n, float e
     T *row = x + (size_t)blockIdx.x * n;
     const T *drow = delta ? delta + (size_t)blockIdx.x * n : nullptr;
     T *orow = out + (size_t)blockIdx.x * n;
+    constexpr int V = 16 / sizeof(T);
+    int nv = n / V, bs = blockDim.x;
+    if (n % V == 0 && nv <= 4 * bs) {
+        // A row of at most 4 chunks a thread, held in registers: every load is issued before
+        // the first store (a loop of load-store round trips cost more than the data).
+        uint4 xu[4], du[4], wu[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int c = threadIdx.x + j * bs;
+            if (c < nv) {
+                xu[j] = ((const uint4 *)row)[c];
+                if (drow) du[j] = ((const uint4 *)drow)[c];
+                wu[j] = ((const uint4 *)w)[c];
+            }
+        }
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (threadIdx.x + j * bs >= nv) break;
+            T *xv = (T *)&xu[j];
+            const T *dv = (const T *)&du[j];
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float v = ld(xv[e]);
+                if (drow) {
+                    v = rnd<T>(v + ld(dv[e]));
+                    xv[e] = st<T>(v);
+                }
+                ss += v * v;
+            }
+        }
+        ss = block_sum(ss);
+        float inv = rsqrtf(ss / (float)n + eps);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int c = threadIdx.x + j * bs;
+            if (c >= nv) break;
+            if (drow) ((uint4 *)row)[c] = xu[j];
+            const T *xv = (const T *)&xu[j], *wv = (const T *)&wu[j];
+            uint4 o;
+            T *ov = (T *)&o;
+#pragma unroll
+            for (int e = 0; e < V; e++) ov[e] = st<T>(ld(wv[e]) * rnd<T>(ld(xv[e]) * inv));
+            ((uint4 *)orow)[c] = o;
+        }
+        return;
+    }
     float ss = 0.f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         float v = ld(row[j]);
@@ -208,6 +264,22 @@ extern "C" __global__ void iris_bias_bf16(bf16 *out, const bf16 *b, int rows, in
 // columns past I set to zero (they meet the zero padding of a weight whose row is padded to a
 // 16-byte multiple for the tensor cores). silu and the product each round to T.
 template <typename T> __device__ void silu_mul(T *out, const T *gu, int rows, int I, int ldo) {
+    constexpr int V = 16 / sizeof(T);
+    if (I % V == 0 && ldo == I) { // 16-byte chunks (the text MLP); the grid covers I/V columns
+        ROWS(r, c, rows, I / V) {
+            const T *row = gu + (size_t)r * 2 * I;
+            uint4 gu4 = ((const uint4 *)row)[c], uu4 = ((const uint4 *)(row + I))[c], o;
+            const T *gv = (const T *)&gu4, *uv = (const T *)&uu4;
+            T *ov = (T *)&o;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float g = ld(gv[e]);
+                ov[e] = st<T>(rnd<T>(g / (1.0f + expf(-g))) * ld(uv[e]));
+            }
+            ((uint4 *)(out + (size_t)r * ldo))[c] = o;
+        }
+        return;
+    }
     ROWS(r, j, rows, ldo) {
         const T *row = gu + (size_t)r * 2 * I;
         float v = 0.f;
@@ -420,6 +492,103 @@ ATTN_FLASH(64)
 ATTN_FLASH(80)
 ATTN_FLASH(128)
 
+// Window attention of the vision tower on tensor cores (bf16 only): each segment holds at most
+// WIN_MAX rows (a window of 8x8 patches), so one block computes a (segment, head) whole: Q, K
+// and V in shared memory, S = Q K^T with WMMA (f32 accumulate), a row softmax in f32 with the
+// keys past the segment masked, P = exp(S - max) rounded to bf16 (as attn_flash), O = P V with
+// WMMA, and O / sum(exp) rounded once. grid (segments, heads), 4 warps (one 16-row tile each).
+// Shared memory: K | S (reused for O) | Q (reused for P) | V.
+#define WIN_MAX 64
+template <int HD>
+__device__ void attn_window(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
+                            const int *seg, float scale) {
+    using namespace nvcuda;
+    static_assert(HD % 16 == 0 && HD * 64 * 4 <= HD * 64 * 2 + WIN_MAX * WIN_MAX * 4, "O must fit over K and S");
+    // one buffer, carved: O spans K and S, so they must be adjacent; P needs WIN_MAX^2 values
+    // where Q was (more than Q when HD < WIN_MAX)
+    constexpr int QP = (HD > WIN_MAX ? HD : WIN_MAX) * WIN_MAX * 2;
+    __shared__ __align__(32) unsigned char sm[WIN_MAX * HD * 2 * 2 + WIN_MAX * WIN_MAX * 4 + QP];
+    __shared__ float rowsum[WIN_MAX];
+    bf16 *Ks = (bf16 *)sm;
+    float *S = (float *)(sm + WIN_MAX * HD * 2);
+    bf16 *Qs = (bf16 *)(sm + WIN_MAX * HD * 2 + WIN_MAX * WIN_MAX * 4);
+    bf16 *Vs = (bf16 *)(sm + WIN_MAX * HD * 2 + WIN_MAX * WIN_MAX * 4 + QP);
+    float *O = (float *)Ks; // [WIN_MAX][HD] over Ks and S once both are spent
+    bf16 *P = Qs;           // [WIN_MAX][WIN_MAX] over Qs once S is computed
+    int s = blockIdx.x, h = blockIdx.y;
+    int r0 = seg[s], n = seg[s + 1] - r0;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    constexpr int C = HD / 8; // 16-byte chunks a row
+    for (int e = tid; e < WIN_MAX * C; e += blockDim.x) {
+        int i = e / C, c = e % C;
+        uint4 zq = make_uint4(0, 0, 0, 0), zk = zq, zv = zq;
+        if (i < n) {
+            zq = *(const uint4 *)(q + (size_t)(r0 + i) * ldq + (size_t)h * HD + c * 8);
+            zk = *(const uint4 *)(k + (size_t)(r0 + i) * ldk + (size_t)h * HD + c * 8);
+            zv = *(const uint4 *)(v + (size_t)(r0 + i) * ldv + (size_t)h * HD + c * 8);
+        }
+        *(uint4 *)(Qs + i * HD + c * 8) = zq;
+        *(uint4 *)(Ks + i * HD + c * 8) = zk;
+        *(uint4 *)(Vs + i * HD + c * 8) = zv;
+    }
+    __syncthreads();
+    // S = Q K^T: warp w, rows [16w, 16w+16)
+    for (int ct = 0; ct < WIN_MAX / 16; ct++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.f);
+        for (int kt = 0; kt < HD / 16; kt++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
+            wmma::load_matrix_sync(a, Qs + warp * 16 * HD + kt * 16, HD);
+            wmma::load_matrix_sync(b, Ks + ct * 16 * HD + kt * 16, HD);
+            wmma::mma_sync(acc, a, b, acc);
+        }
+        wmma::store_matrix_sync(S + warp * 16 * WIN_MAX + ct * 16, acc, WIN_MAX, wmma::mem_row_major);
+    }
+    __syncthreads(); // every warp's S before P overwrites Q
+    // softmax: warp w, its 16 rows; lane covers keys lane and lane + 32
+    for (int i = warp * 16; i < warp * 16 + 16; i++) {
+        float a = lane < n ? S[i * WIN_MAX + lane] * scale : -INFINITY;
+        float b = lane + 32 < n ? S[i * WIN_MAX + lane + 32] * scale : -INFINITY;
+        float mx = warp_max(fmaxf(a, b));
+        float pa = lane < n ? expf(a - mx) : 0.f, pb = lane + 32 < n ? expf(b - mx) : 0.f;
+        float sum = warp_sum(pa + pb);
+        P[i * WIN_MAX + lane] = __float2bfloat16_rn(i < n ? pa : 0.f);
+        P[i * WIN_MAX + lane + 32] = __float2bfloat16_rn(i < n ? pb : 0.f);
+        if (lane == 0) rowsum[i] = sum;
+    }
+    __syncthreads();
+    // O = P V, into the spent K and S
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[HD / 16];
+    for (int ct = 0; ct < HD / 16; ct++) wmma::fill_fragment(o[ct], 0.f);
+    for (int kt = 0; kt < WIN_MAX / 16; kt++) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+        wmma::load_matrix_sync(a, P + warp * 16 * WIN_MAX + kt * 16, WIN_MAX);
+        for (int ct = 0; ct < HD / 16; ct++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
+            wmma::load_matrix_sync(b, Vs + kt * 16 * HD + ct * 16, HD);
+            wmma::mma_sync(o[ct], a, b, o[ct]);
+        }
+    }
+    __syncthreads(); // S and K are read by no warp any more
+    for (int ct = 0; ct < HD / 16; ct++) wmma::store_matrix_sync(O + warp * 16 * HD + ct * 16, o[ct], HD, wmma::mem_row_major);
+    __syncthreads();
+    for (int e = tid; e < n * HD; e += blockDim.x) {
+        int i = e / HD, d = e % HD;
+        out[(size_t)(r0 + i) * ldo + (size_t)h * HD + d] = __float2bfloat16_rn(O[i * HD + d] / rowsum[i]);
+    }
+}
+#define ATTN_WINDOW(HD)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(128) iris_attn_window_bf16_##HD(                               \
+        bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo, const int *seg, \
+        float scale) {                                                                                            \
+        attn_window<HD>(out, q, k, v, ldq, ldk, ldv, ldo, seg, scale);                                            \
+    }
+ATTN_WINDOW(16)
+ATTN_WINDOW(32)
+ATTN_WINDOW(64)
+ATTN_WINDOW(80)
+
 // Row softmax for attention through cuBLAS (long segments): S [rows, nk] F32 scores (already
 // scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq).
 // P [rows, nk] gets the probabilities in T. One block a row.
@@ -470,7 +639,9 @@ __device__ void attn_decode(T *out, float *part, int *ticket, const T *qkv, cons
     __shared__ int last;
     int h = blockIdx.x, sp = blockIdx.y, splits = gridDim.y;
     int tid = threadIdx.x;
-    const Step sa = *step;
+    const Step sa = *step; // written before the graph's first kernel
+    pdl_wait();            // qkv comes from the previous kernel
+    pdl_launch();
     int L = sa.past + 1, j0 = sp * DEC_SK;
     if (j0 >= L) return;
     int j1 = min(L, j0 + DEC_SK), n = j1 - j0, nact = (L + DEC_SK - 1) / DEC_SK;
@@ -708,6 +879,8 @@ __device__ void gemv(T *y, float *yf, const T *W, const T *x, const T *b, int N,
         }
     };
     if (row < N) issue(cur, row, 0);
+    pdl_wait();   // the weights are constant; the input row comes from the previous kernel
+    pdl_launch(); // after the wait: at most the next kernel prefetches while this one runs
 
     // the input row, V values a load (the loads of a pass issued together: a loop of dependent
     // round trips here cost more than the product itself)

@@ -5,6 +5,7 @@
 package prep
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -96,9 +97,11 @@ type Span struct {
 	Start, Len int
 }
 
-// Timings are the wall times of prep's stages.
+// Timings are the wall times of prep's stages. Plan starts the work; frame then tokenize run
+// beside pixels, from the offsets FrameStart and PixelsStart after the start.
 type Timings struct {
 	Plan, Pixels, Frame, Tokenize time.Duration
+	FrameStart, PixelsStart       time.Duration
 }
 
 // Result is the model input of one request.
@@ -149,7 +152,8 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 	res := &Result{}
 	hdr := abi.ImageHeader{Width: in.Image.W, Height: in.Image.H, Format: in.Format, HasAlpha: in.HasAlpha}
 
-	start := time.Now()
+	begin := time.Now()
+	start := begin
 	plan, err := p.plugin.Plan(ctx, hdr, p.params)
 	res.Timings.Plan = time.Since(start)
 	if err != nil {
@@ -157,28 +161,41 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 	}
 	res.Plan = plan
 
-	// Frame and tokenize need only the plan: run them before the pixel work, so a question that
-	// cannot be tokenised is refused before the costliest stage, and the two plugin calls run
-	// back to back on a warm instance.
-	start = time.Now()
-	frame, err := p.plugin.Frame(ctx, abi.FrameRequest{Question: in.Question, TextFirst: in.TextFirst, Plan: plan, Params: p.params})
-	res.Timings.Frame = time.Since(start)
-	if err != nil {
-		return nil, err
-	}
+	// Frame and tokenize need only the plan, the pixels only the plan and the image: the two
+	// run side by side. They write different fields of res. A question that cannot be
+	// tokenised is still refused, its pixels dropped.
+	var (
+		frame abi.Frame
+		ferr  error
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				ferr = fmt.Errorf("framing the prompt: panic: %v", r)
+			}
+		}()
+		t := time.Now()
+		res.Timings.FrameStart = t.Sub(begin)
+		frame, ferr = p.plugin.Frame(ctx, abi.FrameRequest{Question: in.Question, TextFirst: in.TextFirst, Plan: plan, Params: p.params})
+		res.Timings.Frame = time.Since(t)
+		if ferr != nil {
+			return
+		}
+		t = time.Now()
+		ferr = p.tokenize(ctx, &frame, res)
+		res.Timings.Tokenize = time.Since(t)
+	}()
 
 	start = time.Now()
-	err = p.tokenize(ctx, &frame, res)
-	res.Timings.Tokenize = time.Since(start)
-	if err != nil {
-		return nil, err
-	}
-
-	start = time.Now()
+	res.Timings.PixelsStart = start.Sub(begin)
 	err = p.pixels(ctx, in.Image, &plan, res)
 	res.Timings.Pixels = time.Since(start)
-	if err != nil {
-		return nil, err
+	<-done
+	if ferr != nil || err != nil {
+		res.Release()
+		return nil, cmp.Or(ferr, err)
 	}
 	res.StopIDs = frame.StopTokenIDs
 	res.Hints = frame.Hints

@@ -41,4 +41,7 @@ type Options struct {
 	// RMSNorm and SwiGLU kernels) instead of the engine's gemv kernel with those fused in; for
 	// comparison (docs/gpu.md).
 	DecodeCuBLAS bool
+	// NoPDL launches a decode step's kernels plainly instead of as programmatic dependent
+	// launches (each kernel prefetching its weights while the one before it ends); for comparison.
+	NoPDL bool
 }

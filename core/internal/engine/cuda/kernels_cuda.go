@@ -19,18 +19,23 @@ type kernelSet struct {
 	ropeText, ropeVision               *gpu.Function
 	softmax, attnDecode                *gpu.Function
 	flash                              map[int]*gpu.Function // by head dim
+	window                             map[int]*gpu.Function // by head dim; bf16 only
 	argmax, gemv, gemvGLU              *gpu.Function
 }
 
 // flashHeadDims are the head sizes iris_attn_flash is instantiated for.
 var flashHeadDims = []int{8, 16, 32, 64, 80, 128}
 
+// windowHeadDims are those of iris_attn_window (tensor cores, bf16, segments of at most
+// winMax rows).
+var windowHeadDims = []int{16, 32, 64, 80}
+
 func loadKernels(t dtype) (*kernelSet, error) {
 	mod, err := gpu.LoadModule(kernels.Image)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kernels.Source, err)
 	}
-	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}}
+	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}, window: map[int]*gpu.Function{}}
 	sfx := "_f32"
 	if t == bf16 {
 		sfx = "_bf16"
@@ -68,6 +73,13 @@ func loadKernels(t dtype) (*kernelSet, error) {
 		get(&f, fmt.Sprintf("iris_attn_flash%s_%d", sfx, hd))
 		k.flash[hd] = f
 	}
+	if t == bf16 {
+		for _, hd := range windowHeadDims {
+			var f *gpu.Function
+			get(&f, fmt.Sprintf("iris_attn_window_bf16_%d", hd))
+			k.window[hd] = f
+		}
+	}
 	if len(errs) > 0 {
 		_ = mod.Unload()
 		return nil, fmt.Errorf("%s: %v", kernels.Source, errs)
@@ -78,6 +90,7 @@ func loadKernels(t dtype) (*kernelSet, error) {
 // Launch shapes shared with iris.cu.
 const (
 	attBQ      = 64  // ATT_BQ: queries per flash block (4 threads each)
+	winMax     = 64  // WIN_MAX: rows of a segment iris_attn_window holds
 	decSK      = 64  // DEC_SK: keys per decode split
 	decThreads = 256 // DEC_THREADS
 	gemvWarps  = 4   // GEMV_WARPS: warps per gemv block (a row each)

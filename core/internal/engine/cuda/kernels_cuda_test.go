@@ -206,41 +206,85 @@ func check(t *testing.T, what string, got []float32, want []float64, tol float64
 	}
 }
 
+// TestKernelRMSNorm covers the register path (rows of 16-byte chunks, at most four a thread),
+// with and without the residual add, and the plain loop (other widths).
 func TestKernelRMSNorm(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		n     int
+		delta bool
+	}{{1280, true}, {2048, false}, {1300, true}, {8000, true}} {
+		t.Run(fmt.Sprintf("n%d-delta%v", tc.n, tc.delta), func(t *testing.T) {
+			forTypes(t, func(t *testing.T, dt dtype) {
+				const rows = 7
+				n := tc.n
+				x := randn(r, dt, rows*n, 1)
+				d := randn(r, dt, rows*n, 1)
+				w := randn(r, dt, n, 1)
+				var got, gotX []float32
+				f.do(func() error {
+					xp, dp, wp, out := f.put(dt, x), f.put(dt, d), f.put(dt, w), f.poisoned(dt, rows*n)
+					if !tc.delta {
+						dp = 0
+					}
+					err := f.ks[dt].rmsnorm.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s,
+						gpu.P(out), gpu.P(xp), gpu.P(dp), gpu.P(wp), gpu.I(n), gpu.F(1e-6))
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got, gotX = f.get(dt, out, rows*n), f.get(dt, xp, rows*n)
+					return err
+				})
+				want := make([]float64, rows*n)
+				wantX := make([]float64, rows*n)
+				for i := range rows {
+					ss := 0.0
+					for j := range n {
+						v := float64(x[i*n+j])
+						if tc.delta {
+							v = round(dt, v+float64(d[i*n+j]))
+						}
+						wantX[i*n+j] = v
+						ss += v * v
+					}
+					inv := 1 / math.Sqrt(ss/float64(n)+1e-6)
+					for j := range n {
+						want[i*n+j] = round(dt, float64(w[j])*round(dt, wantX[i*n+j]*inv))
+					}
+				}
+				check(t, "residual", gotX, wantX, tolFor(dt))
+				check(t, "norm", got, want, tolFor(dt))
+			})
+		})
+	}
+}
+
+// TestKernelSiluAligned covers silu_mul's 16-byte path (the text MLP: I a multiple of 8).
+func TestKernelSiluAligned(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(21, 22))
 	forTypes(t, func(t *testing.T, dt dtype) {
-		const rows, n = 7, 1280
-		x := randn(r, dt, rows*n, 1)
-		d := randn(r, dt, rows*n, 1)
-		w := randn(r, dt, n, 1)
-		var got, gotX []float32
+		const rows, I = 3, 1104
+		gu := randn(r, dt, rows*2*I, 2)
+		var got []float32
 		f.do(func() error {
-			xp, dp, wp, out := f.put(dt, x), f.put(dt, d), f.put(dt, w), f.poisoned(dt, rows*n)
-			err := f.ks[dt].rmsnorm.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s,
-				gpu.P(out), gpu.P(xp), gpu.P(dp), gpu.P(wp), gpu.I(n), gpu.F(1e-6))
+			gp, out := f.put(dt, gu), f.poisoned(dt, rows*I)
+			err := f.ks[dt].siluMul.Launch(gpu.Dim3{X: 1, Y: 2}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(out), gpu.P(gp), gpu.I(rows), gpu.I(I), gpu.I(I))
 			if err == nil {
 				err = f.s.Sync()
 			}
-			got, gotX = f.get(dt, out, rows*n), f.get(dt, xp, rows*n)
+			got = f.get(dt, out, rows*I)
 			return err
 		})
-		want := make([]float64, rows*n)
-		wantX := make([]float64, rows*n)
+		want := make([]float64, rows*I)
 		for i := range rows {
-			ss := 0.0
-			for j := range n {
-				v := round(dt, float64(x[i*n+j])+float64(d[i*n+j]))
-				wantX[i*n+j] = v
-				ss += v * v
-			}
-			inv := 1 / math.Sqrt(ss/n+1e-6)
-			for j := range n {
-				want[i*n+j] = round(dt, float64(w[j])*round(dt, wantX[i*n+j]*inv))
+			for j := range I {
+				g, u := float64(gu[i*2*I+j]), float64(gu[i*2*I+I+j])
+				want[i*I+j] = round(dt, round(dt, g/(1+math.Exp(-g)))*u)
 			}
 		}
-		check(t, "residual", gotX, wantX, tolFor(dt))
-		check(t, "norm", got, want, tolFor(dt))
+		check(t, "silu*up", got, want, tolFor(dt))
 	})
 }
 
@@ -440,6 +484,43 @@ func TestKernelFlashAttention(t *testing.T) {
 				}
 				check(t, "attention", got, want, 2*tolFor(dt))
 			})
+		})
+	}
+}
+
+// TestKernelWindowAttention checks the tensor-core window kernel (bf16) on segments of at most
+// WIN_MAX rows, full and partial, against float64.
+func TestKernelWindowAttention(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, hd := range windowHeadDims {
+		t.Run(fmt.Sprint(hd), func(t *testing.T) {
+			const heads = 3
+			seg := []int32{0, 64, 128, 176, 192, 193}
+			dt := bf16
+			n := int(seg[len(seg)-1])
+			ld := 3 * heads * hd // rows of a fused qkv, as in the tower
+			qkv := randn(r, dt, n*ld, 1)
+			scale := 1 / math.Sqrt(float64(hd))
+			var got []float32
+			f.do(func() error {
+				qp, out, sp := f.put(dt, qkv), f.poisoned(dt, n*heads*hd), f.putI32(seg)
+				e := int64(heads*hd) * dt.size()
+				err := f.ks[dt].window[hd].Launch(gpu.Dim3{X: len(seg) - 1, Y: heads}, gpu.Dim3{X: 128}, 0, f.s,
+					gpu.P(out), gpu.P(qp), gpu.P(qp.Add(e)), gpu.P(qp.Add(2*e)), gpu.I(ld), gpu.I(ld), gpu.I(ld), gpu.I(heads*hd),
+					gpu.P(sp), gpu.F(float32(scale)))
+				if err == nil {
+					err = f.s.Sync()
+				}
+				got = f.get(dt, out, n*heads*hd)
+				return err
+			})
+			var want []float64
+			for s := 0; s+1 < len(seg); s++ {
+				r0, m := int(seg[s]), int(seg[s+1]-seg[s])
+				want = append(want, attnRef(qkv[r0*ld:], qkv[r0*ld+heads*hd:], qkv[r0*ld+2*heads*hd:], m, m, heads, heads, hd, ld, ld, ld, false, scale)...)
+			}
+			check(t, "window attention", got, want, 2*tolFor(dt))
 		})
 	}
 }

@@ -40,7 +40,7 @@ func TestParityFP32(t *testing.T) {
 		{"tiny-untied", Options{Precision: "fp32"}},
 		{"tiny-tied", Options{Precision: "fp32"}},
 		{"tiny-untied", Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
-		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true}},
+		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true, NoPDL: true}},
 	} {
 		golden, err := fixture.LoadGolden(tc.model)
 		if err != nil {
@@ -52,7 +52,7 @@ func TestParityFP32(t *testing.T) {
 			name += "-nograph-flash"
 		}
 		if tc.opts.DecodeCuBLAS {
-			name += "-cublas"
+			name += "-cublas-nopdl"
 		}
 		t.Run(name, func(t *testing.T) {
 			for _, g := range golden.Cases {

@@ -17,12 +17,25 @@ import (
 type enq struct {
 	m   *Model
 	err error
+	// dep launches the kernels that support it (pdl_wait in iris.cu) as programmatic dependent
+	// launches: a decode step's kernels then prefetch their weights while the one before ends.
+	dep bool
 }
 
 func (q *enq) launch(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
 	if q.err == nil {
 		q.err = f.Launch(grid, block, shmem, q.m.stream, args...)
 	}
+}
+
+// launchDep is launch, as a programmatic dependent launch when q.dep is set; f must wait
+// (pdl_wait) before it touches the previous kernel's data.
+func (q *enq) launchDep(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
+	if q.err == nil && q.dep {
+		q.err = f.LaunchDependent(grid, block, shmem, q.m.stream, args...)
+		return
+	}
+	q.launch(f, grid, block, shmem, args...)
 }
 
 // rows launches f with one 256-thread block per row.
@@ -44,6 +57,15 @@ func grid2(rows, n int) gpu.Dim3 {
 // matrix launches a ROWS kernel over rows x n.
 func (q *enq) matrix(f *gpu.Function, rows, n int, args ...gpu.Arg) {
 	q.launch(f, grid2(rows, n), gpu.Dim3{X: 256}, 0, args...)
+}
+
+// siluCols is the columns silu_mul's threads cover for an unpadded output of I values: 16-byte
+// chunks when they divide I (iris.cu), else single values.
+func (q *enq) siluCols(I int) int {
+	if per := int(16 / q.m.dt.size()); I%per == 0 {
+		return I / per
+	}
+	return I
 }
 
 // linear is y = x W^T, plus a bias b (0: none) broadcast over the rows first (addmm rounds
@@ -71,7 +93,7 @@ func (q *enq) fusedRow(K int) bool {
 // blocks an SM (the warps then stride over the rows).
 func (q *enq) gemvLaunch(f *gpu.Function, N, K int, args ...gpu.Arg) {
 	blocks := min((N+gemvWarps-1)/gemvWarps, gemvBlocksPerSM*max(1, q.m.dev.Info().SMs))
-	q.launch(f, gpu.Dim3{X: blocks}, gpu.Dim3{X: 32 * gemvWarps}, int((int64(K)*q.m.dt.size()+15)&^15), args...)
+	q.launchDep(f, gpu.Dim3{X: blocks}, gpu.Dim3{X: 32 * gemvWarps}, int((int64(K)*q.m.dt.size()+15)&^15), args...)
 }
 
 // gemv is linear for one row (a decode step): y[N] = W x + b.
@@ -113,7 +135,7 @@ func (q *enq) gemvNorm(y, yf, x, delta, norm, xOut, w, b gpu.DevPtr, N, K int, e
 func (q *enq) gemvGLU(act, x, delta, norm, xOut, w gpu.DevPtr, I, K int, eps float32) {
 	if !q.fusedRow(K) {
 		q.gemvNorm(q.m.dec.gu, 0, x, delta, norm, xOut, w, 0, 2*I, K, eps)
-		q.matrix(q.m.k.siluMul, 1, I, gpu.P(act), gpu.P(q.m.dec.gu), gpu.I(1), gpu.I(I), gpu.I(I))
+		q.matrix(q.m.k.siluMul, 1, q.siluCols(I), gpu.P(act), gpu.P(q.m.dec.gu), gpu.I(1), gpu.I(I), gpu.I(I))
 		return
 	}
 	q.gemvLaunch(q.m.k.gemvGLU, I, K, gpu.P(act), gpu.P(0), gpu.P(w), gpu.P(x), gpu.P(0), gpu.I(I), gpu.I(K),
@@ -340,6 +362,11 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
 	}
 	scale := float32(1 / math.Sqrt(float64(vhd)))
 	flash := k.flash[vhd]
+	// windows on tensor cores when they fit the kernel (bf16, at most winMax patches)
+	win := k.window[vhd]
+	if maxWin > winMax || m.opts.FlashOnly {
+		win = nil
+	}
 	for l := range w.blocks {
 		B := &w.blocks[l]
 		// hidden_states + self.attn(self.norm1(hidden_states), ...): the previous block's MLP
@@ -362,6 +389,10 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
 					ldo: VH, ldq: 3 * VH, ldk: 3 * VH, ldv: 3 * VH, nq: n, nk: n, heads: heads, kvh: heads, hd: vhd, scale: scale},
 					segF.Add(int64(f)*4), segF.Add(int64(f)*4))
 			}
+		} else if win != nil {
+			q.launch(win, gpu.Dim3{X: len(p.windows) - 1, Y: heads}, gpu.Dim3{X: 128}, 0,
+				gpu.P(att), gpu.P(qkv), gpu.P(qkv.Add(int64(VH)*e)), gpu.P(qkv.Add(2*int64(VH)*e)),
+				gpu.I(3*VH), gpu.I(3*VH), gpu.I(3*VH), gpu.I(VH), gpu.P(segW), gpu.F(scale))
 		} else {
 			q.launch(flash, gpu.Dim3{X: (maxWin + attBQ - 1) / attBQ, Y: heads, Z: len(p.windows) - 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 				gpu.P(att), gpu.P(qkv), gpu.P(qkv.Add(int64(VH)*e)), gpu.P(qkv.Add(2*int64(VH)*e)),
@@ -528,7 +559,7 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 		q.mark("prefill.l.norm")
 		q.linear(gu, 2*I, xn, H, L.gateUp, 0, n, 2*I, H)
 		q.mark("prefill.l.gateup")
-		q.matrix(k.siluMul, n, I, gpu.P(act), gpu.P(gu), gpu.I(n), gpu.I(I), gpu.I(I))
+		q.matrix(k.siluMul, n, q.siluCols(I), gpu.P(act), gpu.P(gu), gpu.I(n), gpu.I(I), gpu.I(I))
 		q.mark("prefill.l.silu")
 		q.linear(tt, H, act, I, L.down, 0, n, H, I)
 		q.mark("prefill.l.down")
@@ -686,6 +717,8 @@ func (m *Model) decodeWork(q *enq, part gpu.DevPtr, splits int, marks bool) {
 	if q.err == nil {
 		q.err = m.stream.CopyHtoD(m.stepDev.Ptr, m.stepHost.Ptr(), int64(unsafe.Sizeof(stepArgs{})))
 	}
+	q.dep = !m.opts.NoPDL
+	defer func() { q.dep = false }()
 	step := gpu.P(m.stepDev.Ptr)
 	// Step.token is at offset 4. The residual stream alternates between d.x[0] and d.x[1]: each
 	// fused norm reads one and writes the other.
@@ -703,7 +736,7 @@ func (m *Model) decodeWork(q *enq, part gpu.DevPtr, splits int, marks bool) {
 		q.gemvNorm(d.qkv, 0, d.x[p], delta, L.attnNorm, d.x[1-p], L.qkv, L.qkvBias, qd+2*kvd, H, eps)
 		p ^= 1
 		// M-RoPE, the cache write and attention over the cache in one kernel
-		q.launch(k.attnDecode, gpu.Dim3{X: t.Heads, Y: splits}, gpu.Dim3{X: decThreads}, 0,
+		q.launchDep(k.attnDecode, gpu.Dim3{X: t.Heads, Y: splits}, gpu.Dim3{X: decThreads}, 0,
 			gpu.P(d.att), gpu.P(part), gpu.P(d.ticket), gpu.P(d.qkv), step, gpu.P(w.invFreq),
 			gpu.I(l), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), scale)
 		q.gemv(d.t, d.att, L.o, 0, H, qd)

@@ -407,6 +407,7 @@ func bench(args []string) error {
 	secs := fs.Float64("seconds", 4, "seconds per throughput figure")
 	out := fs.String("out", "", "write results as JSON here")
 	decodeCuBLAS := fs.Bool("decode-cublas", false, "one-row products of decode steps through cuBLAS (not the fused gemv kernel)")
+	noPDL := fs.Bool("no-pdl", false, "decode kernels launched plainly (not as programmatic dependent launches)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -416,7 +417,7 @@ func bench(args []string) error {
 	}
 	ctx := context.Background()
 	t := time.Now()
-	m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS})
+	m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL})
 	if err != nil {
 		return err
 	}
