@@ -24,7 +24,8 @@ du -ab "$out" | sort -n | tail -12 >&2
 echo "prepare: carried $(du -sb "$out" | cut -f1) bytes; working tree (tracked + untracked, not ignored):" \
   "$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1) bytes" >&2
 cat <<'MSG'
-Device calls (tool `run`, kind nvidia-h200, carry [".carry"]):
-  smoke (~3 min):  bash scripts/gpu/run.sh smoke
-  full  (~9 min):  bash scripts/gpu/run.sh full
+Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says what each runs:
+  bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh full    (~4 min; writes ref.json)
+  bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh speed   (~6 min; needs a carried ref.json,
+      IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs only the photo over HTTP)
 MSG

@@ -2,11 +2,14 @@
 // window attention and 2-D RoPE, patch merger, GQA decoder with M-RoPE) on one NVIDIA GPU,
 // implementing engine.Model.
 //
-// Weights stay resident on the device in bf16 (or f32 for exact-parity runs); matrix products
-// run in cuBLAS (bf16 or f32 storage, f32 accumulation); everything between them is a kernel of
-// core/internal/kernels, launched through core/internal/gpu (gorgonia.org/cu). A decode step is
-// one CUDA graph: the host writes the step's token, position and cache pointers to pinned memory
-// and launches it, and the step copies its logits back without any host synchronisation inside.
+// Weights stay resident on the device in bf16 (or f32 for exact-parity runs); the vision tower's
+// and the prefill's matrix products run in cuBLAS (bf16 or f32 storage, f32 accumulation),
+// everything between them is a kernel of core/internal/kernels, launched through
+// core/internal/gpu (gorgonia.org/cu). A decode step is one CUDA graph of five memory-bound
+// kernels a layer (norm-fused gemv products and a fused RoPE/cache/attention kernel, launched
+// as programmatic dependent launches): the host writes the step's token, position and cache
+// pointers to pinned memory and launches it, and the step copies its logits back without any
+// host synchronisation inside.
 //
 // The engine is built only with the cuda tag (it needs the CUDA 13 headers and link stubs of
 // scripts/gpu/setup-cuda.sh); without it, Load returns gpu.ErrNoCUDA.
