@@ -169,16 +169,7 @@ func F(v float32) Arg { return Arg(math.Float32bits(v)) }
 
 // Launch enqueues the kernel on s. Parameters must be 4 or 8 bytes wide, at most 32.
 func (f *Function) Launch(grid, block Dim3, shmem int, s *Stream, args ...Arg) error {
-	var ap *C.ulonglong
-	if len(args) > 0 {
-		ap = (*C.ulonglong)(unsafe.Pointer(&args[0]))
-	}
-	r := C.iris_launch(f.c(), dim(grid.X), dim(grid.Y), dim(grid.Z), dim(block.X), dim(block.Y), dim(block.Z),
-		C.uint(shmem), s.c(), ap, C.int(len(args)))
-	if r != C.CUDA_SUCCESS {
-		return fmt.Errorf("launching %s grid %v block %v: %w", f.name, grid, block, driverError(r))
-	}
-	return nil
+	return f.launch(false, grid, block, shmem, s, args)
 }
 
 // LaunchDependent enqueues the kernel on s as a programmatic dependent launch (sm_90): it may
@@ -188,14 +179,25 @@ func (f *Function) Launch(grid, block Dim3, shmem int, s *Stream, args ...Arg) e
 // the wait returns once that kernel has completed and its writes are visible. It also works
 // under stream capture (the graph keeps the programmatic edge).
 func (f *Function) LaunchDependent(grid, block Dim3, shmem int, s *Stream, args ...Arg) error {
+	return f.launch(true, grid, block, shmem, s, args)
+}
+
+func (f *Function) launch(dependent bool, grid, block Dim3, shmem int, s *Stream, args []Arg) error {
 	var ap *C.ulonglong
 	if len(args) > 0 {
 		ap = (*C.ulonglong)(unsafe.Pointer(&args[0]))
 	}
-	r := C.iris_launch_dependent(f.c(), dim(grid.X), dim(grid.Y), dim(grid.Z), dim(block.X), dim(block.Y), dim(block.Z),
-		C.uint(shmem), s.c(), ap, C.int(len(args)))
+	gx, gy, gz, bx, by, bz := dim(grid.X), dim(grid.Y), dim(grid.Z), dim(block.X), dim(block.Y), dim(block.Z)
+	var r C.CUresult
+	kind := ""
+	if dependent {
+		kind = " (dependent)"
+		r = C.iris_launch_dependent(f.c(), gx, gy, gz, bx, by, bz, C.uint(shmem), s.c(), ap, C.int(len(args)))
+	} else {
+		r = C.iris_launch(f.c(), gx, gy, gz, bx, by, bz, C.uint(shmem), s.c(), ap, C.int(len(args)))
+	}
 	if r != C.CUDA_SUCCESS {
-		return fmt.Errorf("launching %s (dependent) grid %v block %v: %w", f.name, grid, block, driverError(r))
+		return fmt.Errorf("launching %s%s grid %v block %v: %w", f.name, kind, grid, block, driverError(r))
 	}
 	return nil
 }
