@@ -140,7 +140,7 @@ func (r *Result) Release() {
 	r.pool = nil
 }
 
-// Prepare runs plan, frame, tokenize and pixels for one request.
+// Prepare runs plan, then frame and tokenize beside pixels, for one request.
 //
 // A refusal (the plugin declines the image, or the question cannot be tokenised) is an
 // *abi.Error of kind abi.Refusal; plugin failures are *plugin.Error or *abi.Error of kind
