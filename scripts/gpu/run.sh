@@ -74,6 +74,21 @@ if [[ $phase == smoke || $phase == check ]]; then
 fi
 
 # ---- full and speed share the checkpoint and the cases (kept on a machine that stays warm)
+# unit_tests <timeout>: kernels, cuBLAS attention and tiny-fixture parity of the cuda package.
+unit_tests() {
+  step "unit tests (kernels, decode attention, tiny-fixture parity)"
+  (cd core/internal/engine/cuda && timeout "$1" "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
+}
+# engine_benches <seconds>: gpucheck bench on the photo (throughput for <seconds> each), on
+# 640x480, and on the photo with cuBLAS decode products and without dependent launches.
+engine_benches() {
+  step "engine timing (bf16): the issue's 426x320 photo, then 640x480, then decode products through cuBLAS, then without PDL"
+  timeout $((30 + 30 * $1)) "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 30 -seconds "$1" -out "$OUT/bench.json"; verdict bench $?
+  timeout 100 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-vga.json"; verdict bench-vga $?
+  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -decode-cublas; verdict bench-cublas $?
+  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -no-pdl; verdict bench-nopdl $?
+}
+
 model=$work/qwen25vl-3b
 cases=$work/cases
 if [[ -f $model/config.json && -f $model/tokenizer.json ]]; then
@@ -84,41 +99,29 @@ else
 fi
 
 if [[ $phase == full ]]; then
-  step "unit tests (kernels, cuBLAS attention, tiny-fixture parity)"
-  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error' | head -40); verdict unit ${PIPESTATUS[0]}
+  unit_tests 150
   step "processor outputs and transformers greedy reference (fp32, bf16)"
   timeout 360 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$OUT/ref.json" --new 32; verdict reference $?
   step "engine parity (fp32 tokens identical; bf16 >= 98% agreement)"
   timeout 300 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$OUT/ref.json" -new 32 -out "$OUT/parity.json"; verdict parity $?
-  step "engine timing (bf16): the issue's 426x320 photo, then 640x480, then decode products through cuBLAS"
-  timeout 150 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 30 -seconds 4 -out "$OUT/bench.json"; verdict bench $?
-  timeout 100 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-vga.json"; verdict bench-vga $?
-  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -decode-cublas; verdict bench-cublas $?
-  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -no-pdl; verdict bench-nopdl $?
+  engine_benches 4
+fi
+
+if [[ $phase == speed && ! -f $cases/index.json ]]; then
+  timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
 fi
 
 if [[ $phase == speed && -z ${IRIS_HTTP_ONLY:-} ]]; then
-  step "unit tests (gemv, decode attention, tiny-fixture parity)"
-  (cd core/internal/engine/cuda && timeout 60 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
+  unit_tests 60
   step "decode-step kernels in isolation (graph replay; cuBLAS the baseline)"
   (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.run '^$' -test.bench DecodeKernels -test.benchtime 1x 2>&1 | grep -E '^kernel|FAIL|panic'); verdict kernel-times ${PIPESTATUS[0]}
-  if [[ ! -f $cases/index.json ]]; then
-    timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
-  fi
   if [[ -f $carry/ref.json ]]; then
     step "engine parity against the carried transformers reference (free-running and teacher-forced)"
     timeout 150 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$carry/ref.json" -new 32 -out "$OUT/parity.json"; verdict parity $?
   fi
-  step "engine timing (bf16): the issue's 426x320 photo, then 640x480, then decode products through cuBLAS"
-  timeout 90 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 30 -seconds 3 -out "$OUT/bench.json"; verdict bench $?
-  timeout 60 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-vga.json"; verdict bench-vga $?
-  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -decode-cublas; verdict bench-cublas $?
-  timeout 40 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 -no-pdl; verdict bench-nopdl $?
+  engine_benches 3
 fi
 if [[ $phase == speed ]]; then
-  if [[ ! -f $cases/index.json ]]; then
-    timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
-  fi
   if [[ -x $bin/iris ]]; then
     step "HTTP: bundle build, iris serve, loopback load"
     bundle=$work/bundle
