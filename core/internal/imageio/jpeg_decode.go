@@ -570,13 +570,8 @@ func (d *jpegDecoder) processSOS(n int) error {
 									blk[unzig[zig]] = int16(ac << al)
 								} else {
 									if val0 != 0x0f {
-										d.eobRun = uint16(1 << val0)
-										if val0 != 0 {
-											bits, err := d.decodeBits(int32(val0))
-											if err != nil {
-												return err
-											}
-											d.eobRun |= uint16(bits)
+										if err := d.startEOBRun(val0); err != nil {
+											return err
 										}
 										d.eobRun--
 										break
@@ -617,6 +612,20 @@ func (d *jpegDecoder) processSOS(n int) error {
 			}
 		} // for mx
 	} // for my
+	return nil
+}
+
+// startEOBRun sets d.eobRun to the run of end-of-band blocks that an EOBr symbol (r = val0 < 15)
+// starts: 1<<r plus r more bits (section G.1.2.2).
+func (d *jpegDecoder) startEOBRun(r uint8) error {
+	d.eobRun = uint16(1 << r)
+	if r != 0 {
+		bits, err := d.decodeBits(int32(r))
+		if err != nil {
+			return err
+		}
+		d.eobRun |= uint16(bits)
+	}
 	return nil
 }
 
@@ -668,13 +677,8 @@ func (d *jpegDecoder) refine(b *jcoefs, h *jhuffman, zigStart, zigEnd, delta int
 			switch val1 {
 			case 0:
 				if val0 != 0x0f {
-					d.eobRun = uint16(1 << val0)
-					if val0 != 0 {
-						bits, err := d.decodeBits(int32(val0))
-						if err != nil {
-							return err
-						}
-						d.eobRun |= uint16(bits)
+					if err := d.startEOBRun(val0); err != nil {
+						return err
 					}
 					break loop
 				}
