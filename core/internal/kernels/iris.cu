@@ -108,10 +108,6 @@ extern "C" __global__ void iris_f32_to_bf16(bf16 *out, const float *in, long n) 
     GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
-extern "C" __global__ void iris_f32_copy(float *out, const float *in, long n) {
-    GRID_STRIDE(i, n) out[i] = in[i];
-}
-
 // ---------------------------------------------------------------------------------------------
 // embeddings
 
@@ -237,12 +233,6 @@ extern "C" __global__ void iris_rmsnorm_bf16(bf16 *out, bf16 *x, const bf16 *del
     rmsnorm(out, x, delta, w, n, eps);
 }
 
-// y = y + x (hidden_states = residual + hidden_states), n values.
-template <typename T> __device__ void add(T *y, const T *x, long n) {
-    GRID_STRIDE(i, n) y[i] = st<T>(ld(y[i]) + ld(x[i]));
-}
-extern "C" __global__ void iris_add_f32(float *y, const float *x, long n) { add(y, x, n); }
-extern "C" __global__ void iris_add_bf16(bf16 *y, const bf16 *x, long n) { add(y, x, n); }
 
 // ROWS(r, j, rows, n) walks a rows x n matrix with a 2-D grid: grid.y over rows, grid.x and the
 // block over columns. No 64-bit division per element (a flat index split with i / n cost more

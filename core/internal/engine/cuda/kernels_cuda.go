@@ -12,9 +12,9 @@ import (
 // kernelSet holds the kernels of kernels/iris.cu for one storage type.
 type kernelSet struct {
 	mod                                *gpu.Module
-	bf16ToF32, f32ToBF16, f32Copy      *gpu.Function
+	bf16ToF32, f32ToBF16               *gpu.Function
 	embed, scatterF32, gather, scatter *gpu.Function
-	rmsnorm, add, bias, siluMul, gelu  *gpu.Function
+	rmsnorm, bias, siluMul, gelu       *gpu.Function
 	padRows                            *gpu.Function
 	ropeText, ropeVision               *gpu.Function
 	softmax, attnDecode                *gpu.Function
@@ -50,13 +50,11 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	}
 	get(&k.bf16ToF32, "iris_bf16_to_f32")
 	get(&k.f32ToBF16, "iris_f32_to_bf16")
-	get(&k.f32Copy, "iris_f32_copy")
 	get(&k.embed, "iris_embed"+sfx)
 	get(&k.scatterF32, "iris_scatter_f32"+sfx)
 	get(&k.gather, "iris_gather"+sfx)
 	get(&k.scatter, "iris_scatter"+sfx)
 	get(&k.rmsnorm, "iris_rmsnorm"+sfx)
-	get(&k.add, "iris_add"+sfx)
 	get(&k.bias, "iris_bias"+sfx)
 	get(&k.siluMul, "iris_silu_mul"+sfx)
 	get(&k.padRows, "iris_pad_rows"+sfx)
