@@ -233,7 +233,6 @@ extern "C" __global__ void iris_rmsnorm_bf16(bf16 *out, bf16 *x, const bf16 *del
     rmsnorm(out, x, delta, w, n, eps);
 }
 
-
 // ROWS(r, j, rows, n) walks a rows x n matrix with a 2-D grid: grid.y over rows, grid.x and the
 // block over columns. No 64-bit division per element (a flat index split with i / n cost more
 // than the memory traffic of these passes).
