@@ -1,13 +1,6 @@
 package engine
 
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-)
+import "fmt"
 
 // PrefillInput is a Prompt laid out the way every backend's prefill consumes it.
 type PrefillInput struct {
@@ -57,44 +50,6 @@ func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
 		}
 	}
 	return out, nil
-}
-
-// Shards lists the weight files of a Hugging Face checkpoint directory: those named by
-// model.safetensors.index.json, else model.safetensors, else every *.safetensors.
-func Shards(dir string) ([]string, error) {
-	index := filepath.Join(dir, "model.safetensors.index.json")
-	if data, err := os.ReadFile(index); err == nil {
-		var idx struct {
-			WeightMap map[string]string `json:"weight_map"`
-		}
-		if err := json.Unmarshal(data, &idx); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", index, err)
-		}
-		var files []string
-		for _, f := range idx.WeightMap {
-			if filepath.Base(f) != f {
-				return nil, fmt.Errorf("%s: shard %q is not a plain file name", index, f)
-			}
-			files = append(files, filepath.Join(dir, f))
-		}
-		slices.Sort(files)
-		files = slices.Compact(files)
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%s: empty weight_map", index)
-		}
-		return files, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("reading %s: %w", index, err)
-	}
-	single := filepath.Join(dir, "model.safetensors")
-	if _, err := os.Stat(single); err == nil {
-		return []string{single}, nil
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("%s: no safetensors weights", dir)
-	}
-	return files, nil
 }
 
 // CheckImage validates one image against cfg and lim before a backend runs its vision tower.

@@ -280,7 +280,7 @@ func (a *arenaPlan) add(t *tensor, elt int64) int64 {
 		t   *tensor
 		off int64
 	}{t, off})
-	a.size += (t.numel()*elt + 255) &^ 255
+	a.size += (t.Numel()*elt + 255) &^ 255
 	return off
 }
 
@@ -304,7 +304,7 @@ func (a *arenaPlan) group(elt int64, ts ...*tensor) int64 {
 			t   *tensor
 			off int64
 		}{t, a.size})
-		a.size += t.numel() * elt
+		a.size += t.Numel() * elt
 	}
 	a.size = (a.size + 255) &^ 255
 	return off
@@ -478,7 +478,7 @@ func (m *Model) upload(ctx context.Context, plan *arenaPlan) error {
 		if items[i].t.file != items[j].t.file {
 			return items[i].t.file < items[j].t.file
 		}
-		return items[i].t.offset < items[j].t.offset
+		return items[i].t.Offset < items[j].t.Offset
 	})
 	const chunk = 64 << 20
 	// two pinned halves: one is read into while the other's copy runs
@@ -523,19 +523,19 @@ func (m *Model) upload(ctx context.Context, plan *arenaPlan) error {
 			}
 		}
 		srcElt := int64(2)
-		if t.dtype == "F32" {
+		if t.Dtype == "F32" {
 			srcElt = 4
 		}
 		dst := m.arena.Ptr.Add(it.off)
 		const step = chunk // whole elements of either type
-		for done0 := int64(0); done0 < t.size; done0 += step {
-			n := min(step, t.size-done0)
+		for done0 := int64(0); done0 < t.Size; done0 += step {
+			n := min(step, t.Size-done0)
 			if err := done[half].Sync(); err != nil {
 				return err
 			}
 			buf := host.Bytes()[int64(half)*chunk : int64(half)*chunk+n]
-			if _, err := f.ReadAt(buf, t.offset+done0); err != nil && err != io.EOF {
-				return fmt.Errorf("reading %s from %s: %w", t.name, t.file, err)
+			if _, err := f.ReadAt(buf, t.Offset+done0); err != nil && err != io.EOF {
+				return fmt.Errorf("reading %s from %s: %w", t.Name, t.file, err)
 			}
 			src := unsafe.Pointer(&buf[0])
 			elems := n / srcElt
@@ -553,7 +553,7 @@ func (m *Model) upload(ctx context.Context, plan *arenaPlan) error {
 				}
 			}
 			if err != nil {
-				return fmt.Errorf("uploading %s: %w", t.name, err)
+				return fmt.Errorf("uploading %s: %w", t.Name, err)
 			}
 			if err := done[half].Record(m.stream); err != nil {
 				return err

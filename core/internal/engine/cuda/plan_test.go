@@ -92,7 +92,7 @@ func TestReadHeaderRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts, err := readHeader(ok)
-	if err != nil || len(ts) != 1 || ts[0].numel() != 4 {
+	if err != nil || len(ts) != 1 || ts[0].Numel() != 4 {
 		t.Errorf("valid file: %v %v", ts, err)
 	}
 }

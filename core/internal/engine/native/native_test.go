@@ -248,30 +248,17 @@ type stTensor struct {
 
 func readST(t *testing.T, path string) []stTensor {
 	t.Helper()
+	es, err := engine.ReadSafetensorsHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := binary.LittleEndian.Uint64(raw)
-	var hdr map[string]json.RawMessage
-	if err := json.Unmarshal(raw[8:8+n], &hdr); err != nil {
-		t.Fatal(err)
-	}
-	data := raw[8+n:]
 	var out []stTensor
-	for name, v := range hdr {
-		if name == "__metadata__" {
-			continue
-		}
-		var e struct {
-			Dtype   string   `json:"dtype"`
-			Shape   []int64  `json:"shape"`
-			Offsets [2]int64 `json:"data_offsets"`
-		}
-		if err := json.Unmarshal(v, &e); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, stTensor{name, e.Dtype, e.Shape, data[e.Offsets[0]:e.Offsets[1]]})
+	for _, e := range es {
+		out = append(out, stTensor{e.Name, e.Dtype, e.Shape, raw[e.Offset : e.Offset+e.Size]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
