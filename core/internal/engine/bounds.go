@@ -55,6 +55,18 @@ func (e *BoundsError) Error() string {
 
 func (e *BoundsError) Unwrap() error { return e.Err }
 
+// CheckCapacity validates a sequence capacity against lim before a backend allocates its cache.
+// Backends share it so that every one refuses the same capacities the same way.
+func CheckCapacity(lim Limits, capacity int) error {
+	if capacity <= 0 {
+		return fmt.Errorf("sequence capacity %d: %w", capacity, ErrInvalidInput)
+	}
+	if capacity > lim.ContextLength {
+		return &BoundsError{Err: ErrContextExceeded, What: "sequence capacity", Got: capacity, Limit: lim.ContextLength}
+	}
+	return nil
+}
+
 // Check validates a request against the model's config and limits without running anything.
 // It returns nil, an ErrInvalidInput, or a *BoundsError.
 func Check(cfg *Config, lim Limits, req *Request) error {

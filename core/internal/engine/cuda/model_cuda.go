@@ -697,11 +697,8 @@ func (m *Model) kvHalf(capacity int) int64 {
 // NewSequence implements engine.Model. The cache comes from the model's pool (allocated on first
 // use for its size class, kept for reuse).
 func (m *Model) NewSequence(capacity int) (engine.Sequence, error) {
-	if capacity <= 0 {
-		return nil, fmt.Errorf("sequence capacity %d: %w", capacity, engine.ErrInvalidInput)
-	}
-	if capacity > m.lim.ContextLength {
-		return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence capacity", Got: capacity, Limit: m.lim.ContextLength}
+	if err := engine.CheckCapacity(m.lim, capacity); err != nil {
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -253,11 +253,8 @@ type Sequence struct {
 
 // NewSequence implements engine.Model.
 func (m *Model) NewSequence(capacity int) (engine.Sequence, error) {
-	if capacity <= 0 {
-		return nil, fmt.Errorf("sequence capacity %d: %w", capacity, engine.ErrInvalidInput)
-	}
-	if capacity > m.lim.ContextLength {
-		return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence capacity", Got: capacity, Limit: m.lim.ContextLength}
+	if err := engine.CheckCapacity(m.lim, capacity); err != nil {
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
