@@ -982,7 +982,6 @@ __device__ void gemv(T *y, float *yf, const T *W, const T *x, const T *b, int N,
 #pragma unroll
             for (int q = 0; q < R; q++) acc[q] = fmaf(ld(W[(size_t)(row + q * N) * K + i]), ld(xs[i]), acc[q]);
         }
-        int done = row;
         if (row + stride < N) issue(cur, row + stride, 0);
 #pragma unroll
         for (int q = 0; q < R; q++) acc[q] = warp_sum(acc[q]);
@@ -992,10 +991,10 @@ __device__ void gemv(T *y, float *yf, const T *W, const T *x, const T *b, int N,
                 float g = rnd<T>(acc[0]), u = rnd<T>(acc[R - 1]);
                 v = rnd<T>(g / (1.0f + expf(-g))) * u;
             } else {
-                v = b ? acc[0] + ld(b[done]) : acc[0];
+                v = b ? acc[0] + ld(b[row]) : acc[0];
             }
-            if (y) y[done] = st<T>(v);
-            if (yf) yf[done] = rnd<T>(v);
+            if (y) y[row] = st<T>(v);
+            if (yf) yf[row] = rnd<T>(v);
         }
     }
 }
