@@ -153,9 +153,8 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 	hdr := abi.ImageHeader{Width: in.Image.W, Height: in.Image.H, Format: in.Format, HasAlpha: in.HasAlpha}
 
 	begin := time.Now()
-	start := begin
 	plan, err := p.plugin.Plan(ctx, hdr, p.params)
-	res.Timings.Plan = time.Since(start)
+	res.Timings.Plan = time.Since(begin)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +187,7 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 		res.Timings.Tokenize = time.Since(t)
 	}()
 
-	start = time.Now()
+	start := time.Now()
 	res.Timings.PixelsStart = start.Sub(begin)
 	err = p.pixels(ctx, in.Image, &plan, res)
 	res.Timings.Pixels = time.Since(start)
