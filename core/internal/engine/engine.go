@@ -49,10 +49,39 @@ type Image struct {
 	Embeddings *Embeddings
 }
 
-// Embeddings are vision-tower outputs in host memory, one row per placeholder token.
+// Embeddings are vision-tower outputs, one row per placeholder token: in host memory (Data), or
+// left on the device of the model that encoded them (Device; see [DeviceEncoder]).
 type Embeddings struct {
 	Tokens, Dim int
-	Data        []float32 // Tokens*Dim values
+	Data        []float32 // Tokens*Dim values; nil when Device holds them
+	// Device holds the rows on the device of the model that encoded them. Only that model's
+	// Prefill reads them, and whoever asked for them calls Release once done.
+	Device DeviceRows
+}
+
+// DeviceRows are embeddings a backend keeps on its device.
+type DeviceRows interface {
+	// Release hands the memory back to the backend; the rows must not be used after it. It is
+	// safe to call more than once.
+	Release()
+}
+
+// fits reports whether e holds tokens rows of width dim, in host or device memory.
+func (e *Embeddings) fits(tokens, dim int) bool {
+	if e.Tokens != tokens || e.Dim != dim {
+		return false
+	}
+	if e.Device != nil {
+		return e.Data == nil
+	}
+	return len(e.Data) == e.Tokens*e.Dim
+}
+
+// DeviceEncoder is a [Model] that can keep vision-tower outputs on its device for its own
+// Prefill, sparing them a round trip through host memory. [Generate] uses it when a model has it.
+type DeviceEncoder interface {
+	// EncodeVisionDevice is EncodeVision with the result's rows in Embeddings.Device.
+	EncodeVisionDevice(ctx context.Context, img Image) (*Embeddings, error)
 }
 
 // Positions are the rotary positions of a prompt: three rows (t, h, w) of one value per token,

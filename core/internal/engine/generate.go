@@ -58,6 +58,7 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 	start := time.Now()
 	grids := make([]Grid, len(req.Images))
 	embeds := make([]*Embeddings, len(req.Images))
+	enc, _ := m.(DeviceEncoder)
 	for i, img := range req.Images {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
@@ -66,8 +67,16 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 		e := img.Embeddings
 		if e == nil {
 			var err error
-			if e, err = m.EncodeVision(ctx, img); err != nil {
+			if enc != nil {
+				e, err = enc.EncodeVisionDevice(ctx, img)
+			} else {
+				e, err = m.EncodeVision(ctx, img)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("encoding image %d: %w", i, err)
+			}
+			if e.Device != nil {
+				defer e.Device.Release()
 			}
 		}
 		embeds[i] = e

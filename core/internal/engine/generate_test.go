@@ -177,6 +177,78 @@ func TestGenerateCachedEmbeddings(t *testing.T) {
 	}
 }
 
+// deviceFake is fakeModel with a DeviceEncoder: its embeddings stand for rows on a device.
+type deviceFake struct {
+	*fakeModel
+	released int
+	fail     bool // Prefill fails
+}
+
+type fakeRows struct{ m *deviceFake }
+
+func (r fakeRows) Release() { r.m.released++ }
+
+func (m *deviceFake) EncodeVisionDevice(_ context.Context, img engine.Image) (*engine.Embeddings, error) {
+	m.calls = append(m.calls, "vision device")
+	return &engine.Embeddings{Tokens: img.Grid.Tokens(2), Dim: 4, Device: fakeRows{m}}, nil
+}
+
+func (m *deviceFake) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
+	in, err := p.Flatten(m.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Device) != len(p.Images) || in.Embeds != nil {
+		return nil, fmt.Errorf("flattened %d device images and %d host values", len(in.Device), len(in.Embeds))
+	}
+	if m.fail {
+		return nil, errors.New("prefill failed")
+	}
+	return m.fakeModel.Prefill(ctx, seq, p)
+}
+
+// TestGenerateDeviceEmbeddings checks that a DeviceEncoder's rows go to its Prefill and are
+// released once, also when the prefill fails.
+func TestGenerateDeviceEmbeddings(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		m := &deviceFake{fakeModel: newFake(5), fail: fail}
+		image := engine.Image{Pixels: make([]float32, 4), Grid: engine.Grid{T: 1, H: 2, W: 2}}
+		_, err := engine.Generate(context.Background(), m, engine.Request{
+			IDs: []int32{1, 15, 2, 15}, Images: []engine.Image{image, image}, MaxNewTokens: 2,
+		})
+		if (err != nil) != fail {
+			t.Fatalf("fail=%v: err = %v", fail, err)
+		}
+		if slices.Contains(m.calls, "vision") || m.released != 2 {
+			t.Errorf("fail=%v: calls %q, %d releases: want the device encoder, both rows released", fail, m.calls, m.released)
+		}
+	}
+}
+
+// TestFlattenMixedEmbeddings refuses a prompt whose images are partly on a device.
+func TestFlattenMixedEmbeddings(t *testing.T) {
+	m := &deviceFake{fakeModel: newFake(5)}
+	host := &engine.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4)}
+	dev := &engine.Embeddings{Tokens: 1, Dim: 4, Device: fakeRows{m}}
+	both := &engine.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4), Device: fakeRows{m}}
+	pos := engine.Positions{T: make([]int32, 3), H: make([]int32, 3), W: make([]int32, 3)}
+	for _, tc := range []struct {
+		name   string
+		images []*engine.Embeddings
+		ok     bool
+	}{
+		{"host", []*engine.Embeddings{host, host}, true},
+		{"device", []*engine.Embeddings{dev, dev}, true},
+		{"mixed", []*engine.Embeddings{host, dev}, false},
+		{"data and device", []*engine.Embeddings{both, both}, false},
+	} {
+		_, err := engine.Prompt{IDs: []int32{15, 1, 15}, Positions: pos, Images: tc.images}.Flatten(m.cfg)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, engine.ErrInvalidInput)) {
+			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
 func TestGenerateCancel(t *testing.T) {
 	m := newFake(5, 6, 7, 8)
 	ctx, cancel := context.WithCancel(context.Background())

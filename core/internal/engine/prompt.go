@@ -10,6 +10,9 @@ type PrefillInput struct {
 	// (len(Slots)*Config.Text.Hidden values), as masked_scatter places them.
 	Slots  []int32
 	Embeds []float32
+	// Device are the images, in order, when their rows are on the device (Embeddings.Device;
+	// Embeds is then nil). A prompt's images are all in host memory or all on the device.
+	Device []*Embeddings
 }
 
 // Flatten checks p against cfg and lays it out for a prefill. Backends share it so that every one
@@ -30,17 +33,24 @@ func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
 		}
 	}
 	out.Pos = append(append(append(out.Pos, p.Positions.T...), p.Positions.H...), p.Positions.W...)
-	hidden, rows := cfg.Text.Hidden, 0
+	hidden, rows, onDevice := cfg.Text.Hidden, 0, 0
 	for _, e := range p.Images {
-		if e == nil || e.Dim != hidden || len(e.Data) != e.Tokens*e.Dim {
+		if e == nil || !e.fits(e.Tokens, hidden) {
 			return nil, fmt.Errorf("image embeddings do not have width %d: %w", hidden, ErrInvalidInput)
 		}
 		rows += e.Tokens
+		if e.Device != nil {
+			onDevice++
+		}
 	}
 	if rows != len(out.Slots) {
 		return nil, fmt.Errorf("%d image embedding rows for %d placeholder tokens: %w", rows, len(out.Slots), ErrInvalidInput)
 	}
 	switch {
+	case onDevice == len(p.Images) && onDevice > 0:
+		out.Device = p.Images
+	case onDevice > 0:
+		return nil, fmt.Errorf("%d of %d images' embeddings on the device: %w", onDevice, len(p.Images), ErrInvalidInput)
 	case len(p.Images) == 1:
 		out.Embeds = p.Images[0].Data
 	case rows > 0:

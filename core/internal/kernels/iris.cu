@@ -578,6 +578,133 @@ ATTN_WINDOW(32)
 ATTN_WINDOW(64)
 ATTN_WINDOW(80)
 
+// Attention on tensor cores for long segments in bf16 (the decoder's prefill, causal and with
+// grouped kv heads; the vision tower's full-attention blocks): arguments, grid and the causal
+// rule as attn_flash, but 64 queries a block (4 warps, 16 rows each) against tiles of 64 keys
+// with WMMA. Two passes over the keys keep O in the tensor cores' accumulators: the first
+// computes each row's max and sum of exp (online), the second P = exp(S * scale - max) rounded
+// to bf16 (as attn_flash) and O += P V; O / sum is rounded once. Q K^T thus runs twice, which at
+// these lengths costs less than rescaling O in shared memory for every tile.
+// Dynamic shared memory (fa_shared): Q | K | V | S (f32) | P, O (f32) over K and V at the end.
+#define FA_BQ 64
+#define FA_BK 64
+template <int HD>
+__device__ void attn_fa(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
+                        const int *qseg, const int *kseg, int heads, int kvh, int causal, float scale) {
+    using namespace nvcuda;
+    static_assert(HD % 16 == 0, "WMMA tiles");
+    extern __shared__ __align__(128) unsigned char fsm[];
+    bf16 *Qs = (bf16 *)fsm;
+    bf16 *Ks = Qs + FA_BQ * HD;
+    bf16 *Vs = Ks + FA_BK * HD;
+    float *S = (float *)(Vs + FA_BK * HD);
+    bf16 *P = (bf16 *)(S + FA_BQ * FA_BK);
+    float *O = (float *)Ks; // [FA_BQ][HD] over K and V (2 * FA_BK * HD bf16) once both are spent
+    __shared__ float rowm[FA_BQ], rowl[FA_BQ];
+    int s = blockIdx.z, h = blockIdx.y;
+    int q0 = qseg[s], nq = qseg[s + 1] - q0;
+    int k0 = kseg[s], nk = kseg[s + 1] - k0;
+    int tile = blockIdx.x * FA_BQ;
+    if (tile >= nq) return;
+    int g = h / (heads / kvh);
+    int off = nk - nq;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    constexpr int C = HD / 8; // 16-byte chunks a row
+    for (int e = tid; e < FA_BQ * C; e += blockDim.x) {
+        int i = e / C, c = e % C;
+        uint4 z = make_uint4(0, 0, 0, 0);
+        if (tile + i < nq) z = *(const uint4 *)(q + (size_t)(q0 + tile + i) * ldq + (size_t)h * HD + c * 8);
+        *(uint4 *)(Qs + i * HD + c * 8) = z;
+    }
+    if (tid < FA_BQ) rowm[tid] = -INFINITY, rowl[tid] = 0.f;
+    int kend = causal ? min(nk, tile + FA_BQ + off) : nk;
+    const bf16 *kb = k + (size_t)k0 * ldk + (size_t)g * HD;
+    const bf16 *vb = v + (size_t)k0 * ldv + (size_t)g * HD;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[HD / 16];
+    for (int ct = 0; ct < HD / 16; ct++) wmma::fill_fragment(o[ct], 0.f);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int kt = 0; kt < kend; kt += FA_BK) {
+            __syncthreads(); // the previous tile's K and V are read by no warp any more
+            for (int e = tid; e < FA_BK * C; e += blockDim.x) {
+                int j = e / C, c = e % C;
+                uint4 zk = make_uint4(0, 0, 0, 0), zv = zk;
+                if (kt + j < nk) {
+                    zk = *(const uint4 *)(kb + (size_t)(kt + j) * ldk + c * 8);
+                    if (pass) zv = *(const uint4 *)(vb + (size_t)(kt + j) * ldv + c * 8);
+                }
+                *(uint4 *)(Ks + j * HD + c * 8) = zk;
+                if (pass) *(uint4 *)(Vs + j * HD + c * 8) = zv;
+            }
+            __syncthreads();
+            // S = Q K^T for the warp's 16 rows
+            for (int ct = 0; ct < FA_BK / 16; ct++) {
+                wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+                wmma::fill_fragment(acc, 0.f);
+                for (int dt = 0; dt < HD / 16; dt++) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
+                    wmma::load_matrix_sync(a, Qs + warp * 16 * HD + dt * 16, HD);
+                    wmma::load_matrix_sync(b, Ks + ct * 16 * HD + dt * 16, HD);
+                    wmma::mma_sync(acc, a, b, acc);
+                }
+                wmma::store_matrix_sync(S + warp * 16 * FA_BK + ct * 16, acc, FA_BK, wmma::mem_row_major);
+            }
+            __syncwarp();
+            // the warp's rows: lane covers keys lane and lane + 32 of the tile
+            for (int r = warp * 16; r < warp * 16 + 16; r++) {
+                int lim = causal ? tile + r + off : nk - 1; // last key the row sees
+                int ja = kt + lane, jb = kt + lane + 32;
+                bool ina = ja < nk && ja <= lim, inb = jb < nk && jb <= lim;
+                float a = ina ? S[r * FA_BK + lane] * scale : -INFINITY;
+                float b = inb ? S[r * FA_BK + lane + 32] * scale : -INFINITY;
+                if (pass == 0) {
+                    float tmax = warp_max(fmaxf(a, b));
+                    if (tmax == -INFINITY) continue; // the row sees none of these keys
+                    float m = rowm[r], mnew = fmaxf(m, tmax);
+                    float sum = warp_sum((ina ? expf(a - mnew) : 0.f) + (inb ? expf(b - mnew) : 0.f));
+                    if (lane == 0) rowl[r] = rowl[r] * expf(m - mnew) + sum, rowm[r] = mnew;
+                } else {
+                    float m = rowm[r];
+                    P[r * FA_BK + lane] = __float2bfloat16_rn(ina ? expf(a - m) : 0.f);
+                    P[r * FA_BK + lane + 32] = __float2bfloat16_rn(inb ? expf(b - m) : 0.f);
+                }
+                __syncwarp();
+            }
+            if (pass == 0) continue;
+            __syncwarp();
+            for (int jt = 0; jt < FA_BK / 16; jt++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+                wmma::load_matrix_sync(a, P + warp * 16 * FA_BK + jt * 16, FA_BK);
+                for (int ct = 0; ct < HD / 16; ct++) {
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
+                    wmma::load_matrix_sync(b, Vs + jt * 16 * HD + ct * 16, HD);
+                    wmma::mma_sync(o[ct], a, b, o[ct]);
+                }
+            }
+        }
+    }
+    __syncthreads(); // K and V are read by no warp any more
+    for (int ct = 0; ct < HD / 16; ct++) wmma::store_matrix_sync(O + warp * 16 * HD + ct * 16, o[ct], HD, wmma::mem_row_major);
+    __syncthreads();
+    for (int e = tid; e < FA_BQ * HD; e += blockDim.x) {
+        int i = e / HD, d = e % HD;
+        if (tile + i >= nq) break;
+        float l = rowl[i];
+        out[(size_t)(q0 + tile + i) * ldo + (size_t)h * HD + d] = __float2bfloat16_rn(l > 0.f ? O[i * HD + d] / l : 0.f);
+    }
+}
+#define ATTN_FA(HD)                                                                                               \
+    extern "C" __global__ void __launch_bounds__(128) iris_attn_fa_bf16_##HD(                                   \
+        bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,              \
+        const int *qseg, const int *kseg, int heads, int kvh, int causal, float scale) {                         \
+        attn_fa<HD>(out, q, k, v, ldq, ldk, ldv, ldo, qseg, kseg, heads, kvh, causal, scale);                    \
+    }
+ATTN_FA(16)
+ATTN_FA(32)
+ATTN_FA(64)
+ATTN_FA(80)
+ATTN_FA(128)
+
 // Row softmax for attention through cuBLAS (long segments): S [rows, nk] F32 scores (already
 // scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq).
 // P [rows, nk] gets the probabilities in T. One block a row.

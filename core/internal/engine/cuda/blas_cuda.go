@@ -3,8 +3,10 @@
 package cuda
 
 /*
-#cgo LDFLAGS: -lcublas
+#cgo LDFLAGS: -lcublasLt -lcublas
+#include <stdlib.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 
 // iris_gemm: C[m, n] = alpha * op(A) op(B) + beta * C, column-major, F32 accumulation. The data
 // types name the storage (CUDA_R_16BF or CUDA_R_32F); CUBLAS_COMPUTE_32F never uses TF32 (the
@@ -27,11 +29,96 @@ static cublasStatus_t iris_gemm(cublasHandle_t h, int ta, int tb, int m, int n, 
 static cublasStatus_t iris_set_workspace(cublasHandle_t h, unsigned long long ws, size_t n) {
 	return cublasSetWorkspace(h, (void *)ws, n);
 }
+
+// An iris_lt_plan is one cuBLASLt product shape, y[M, N] = x[M, K] W[N, K]^T (+ bias[N]) with
+// row-major y, x and W: column-major D (N x M) = op_T(W as K x N) * (x^T as K x M), the bias on
+// D's rows. It holds the heuristic's candidate algorithms; the caller picks one by timing them.
+#define IRIS_LT_ALGOS 8
+typedef struct {
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t a, b, c;
+	cublasLtMatmulHeuristicResult_t res[IRIS_LT_ALGOS];
+	int n;
+} iris_lt_plan;
+
+static void iris_lt_plan_free(iris_lt_plan *p) {
+	if (!p) return;
+	if (p->op) cublasLtMatmulDescDestroy(p->op);
+	if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+	if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+	if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+	free(p);
+}
+
+// iris_lt_plan_new asks the heuristic for up to IRIS_LT_ALGOS algorithms. The alignments (bytes)
+// are those of the operands' addresses: the heuristic leaves out algorithms that need more.
+// The bias is added in F32 before D is rounded, once (as addmm does).
+static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int M, int N, int K, int ldx, int ldy,
+                                       unsigned long long bias, unsigned alignW, unsigned alignX, unsigned alignY,
+                                       unsigned long long ws, iris_lt_plan **out) {
+	cublasStatus_t st;
+	cublasLtMatmulPreference_t pref = NULL;
+	iris_lt_plan *p = calloc(1, sizeof *p);
+	if (!p) return CUBLAS_STATUS_ALLOC_FAILED;
+#define TRY(x) if ((st = (x)) != CUBLAS_STATUS_SUCCESS) goto fail
+	TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+	TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+	if (bias) {
+		cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+		const void *bp = (const void *)bias;
+		TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+		TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+	}
+	TRY(cublasLtMatrixLayoutCreate(&p->a, t, K, N, K));
+	TRY(cublasLtMatrixLayoutCreate(&p->b, t, K, M, ldx));
+	TRY(cublasLtMatrixLayoutCreate(&p->c, t, N, M, ldy));
+	TRY(cublasLtMatmulPreferenceCreate(&pref));
+	uint64_t wsb = ws;
+	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+	uint32_t al[4] = {alignW, alignX, alignY, alignY};
+	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]));
+	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]));
+	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
+	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]));
+	TRY(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->c, p->c, pref, IRIS_LT_ALGOS, p->res, &p->n));
+#undef TRY
+	cublasLtMatmulPreferenceDestroy(pref);
+	if (p->n <= 0) {
+		iris_lt_plan_free(p);
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	*out = p;
+	return CUBLAS_STATUS_SUCCESS;
+fail:
+	if (pref) cublasLtMatmulPreferenceDestroy(pref);
+	iris_lt_plan_free(p);
+	return st;
+}
+
+// iris_lt_run runs the plan with candidate algorithm i; bias (0: the plan has none) replaces
+// the pointer the plan was made with (same alignment).
+static cublasStatus_t iris_lt_run(cublasLtHandle_t lt, iris_lt_plan *p, int i, unsigned long long w,
+                                  unsigned long long x, unsigned long long y, unsigned long long bias,
+                                  unsigned long long ws, size_t wsSize, cudaStream_t s) {
+	if (i < 0 || i >= p->n) return CUBLAS_STATUS_INVALID_VALUE;
+	if (bias) {
+		const void *bp = (const void *)bias;
+		cublasStatus_t st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
+		if (st != CUBLAS_STATUS_SUCCESS) return st;
+	}
+	const float alpha = 1, beta = 0;
+	return cublasLtMatmul(lt, p->op, &alpha, (const void *)w, p->a, (const void *)x, p->b, &beta, (void *)y, p->c,
+	                      (void *)y, p->c, &p->res[i].algo, (void *)ws, wsSize, s);
+}
 */
 import "C"
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/iris-vlm/iris/core/internal/gpu"
 )
@@ -63,22 +150,50 @@ func (d dtype) size() int64 {
 	return 4
 }
 
-// blas is a cuBLAS handle bound to the model's stream, with a fixed workspace so that products
-// can be captured in a CUDA graph.
+// blas is a cuBLAS handle and a cuBLASLt handle bound to the model's stream, with a fixed
+// workspace so that products can be captured in a CUDA graph. The model's linear layers go
+// through cuBLASLt plans, one per shape, each with the algorithm that ran fastest on its first
+// use (see ltLinear); the attention's batched products through cuBLAS.
 type blas struct {
 	h  C.cublasHandle_t
+	lt C.cublasLtHandle_t
+	s  *gpu.Stream
 	ws gpu.Buffer
+	// plans are the cuBLASLt shapes seen so far; at most maxPlans (then they start again).
+	plans map[ltKey]*ltPlan
+	// noTune takes the heuristic's first algorithm instead of timing the candidates.
+	noTune bool
+	// capturing is set while a CUDA graph is captured: a new shape then takes the heuristic's
+	// first algorithm (timing needs a synchronisation) and is timed on a later, plain call.
+	capturing  bool
+	start, end *gpu.Event
 }
 
-const blasWorkspace = 32 << 20
+const (
+	blasWorkspace = 32 << 20
+	maxPlans      = 1024
+	// tuneRuns are the timed runs of each candidate algorithm (after one warm-up run).
+	tuneRuns = 3
+)
 
-func newBlas(s *gpu.Stream) (*blas, error) {
-	b := &blas{}
+func newBlas(s *gpu.Stream, noTune bool) (*blas, error) {
+	b := &blas{s: s, plans: map[ltKey]*ltPlan{}, noTune: noTune}
 	if st := C.cublasCreate(&b.h); st != C.CUBLAS_STATUS_SUCCESS {
 		return nil, fmt.Errorf("cublasCreate: %s", blasStatus(st))
 	}
+	if st := C.cublasLtCreate(&b.lt); st != C.CUBLAS_STATUS_SUCCESS {
+		b.destroy()
+		return nil, fmt.Errorf("cublasLtCreate: %s", blasStatus(st))
+	}
 	var err error
 	if b.ws, err = gpu.Alloc(blasWorkspace); err != nil {
+		b.destroy()
+		return nil, err
+	}
+	if b.start, err = gpu.NewEvent(); err == nil {
+		b.end, err = gpu.NewEvent()
+	}
+	if err != nil {
 		b.destroy()
 		return nil, err
 	}
@@ -94,11 +209,29 @@ func newBlas(s *gpu.Stream) (*blas, error) {
 }
 
 func (b *blas) destroy() {
+	b.dropPlans()
+	if b.lt != nil {
+		C.cublasLtDestroy(b.lt)
+		b.lt = nil
+	}
 	if b.h != nil {
 		C.cublasDestroy(b.h)
 		b.h = nil
 	}
+	for _, e := range []*gpu.Event{b.start, b.end} {
+		if e != nil {
+			_ = e.Destroy()
+		}
+	}
+	b.start, b.end = nil, nil
 	_ = b.ws.Free()
+}
+
+func (b *blas) dropPlans() {
+	for k, p := range b.plans {
+		C.iris_lt_plan_free(p.p)
+		delete(b.plans, k)
+	}
 }
 
 // gemm is one (optionally strided-batched) cuBLAS product in column-major terms.
@@ -130,6 +263,113 @@ func (b *blas) run(g gemm) error {
 		return fmt.Errorf("cublas gemm m=%d n=%d k=%d batch=%d: %s", g.m, g.n, g.k, g.batch, blasStatus(st))
 	}
 	return nil
+}
+
+// ltKey is a cuBLASLt product shape with the alignment of its operands' addresses.
+type ltKey struct {
+	t                 dtype
+	m, n, k, ldx, ldy int
+	bias              bool
+	align             [4]uint16 // w, x, y, bias
+}
+
+// ltPlan is a C plan and the candidate it runs (-1: not timed yet).
+type ltPlan struct {
+	p    *C.iris_lt_plan
+	algo int
+}
+
+// alignOf is the largest power of two up to 256 that divides p.
+func alignOf(p gpu.DevPtr) uint16 {
+	a := uint16(256)
+	for a > 1 && uint64(p)%uint64(a) != 0 {
+		a /= 2
+	}
+	return a
+}
+
+// ltLinear is y[M, N] = x[M, K] W[N, K]^T + bias[N] (bias 0: none), every matrix row-major in
+// storage type t with the given row strides. A shape's first plain call times the heuristic's
+// candidates (a few runs each, outputs overwritten each time) and keeps the fastest: cuBLAS's
+// own pick (GemmEx) is its first candidate, which was 1.2-2x slower than the best one at the
+// vision tower's and the prefill's shapes (docs/gpu.md).
+func (b *blas) ltLinear(t dtype, y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w, bias gpu.DevPtr, M, N, K int) error {
+	key := ltKey{t: t, m: M, n: N, k: K, ldx: ldx, ldy: ldy, bias: bias != 0,
+		align: [4]uint16{alignOf(w), alignOf(x), alignOf(y), alignOf(bias)}}
+	p := b.plans[key]
+	if p == nil {
+		if len(b.plans) >= maxPlans {
+			b.dropPlans()
+		}
+		var cp *C.iris_lt_plan
+		st := C.iris_lt_plan_new(b.lt, t.c(), C.int(M), C.int(N), C.int(K), C.int(ldx), C.int(ldy), C.ulonglong(bias),
+			C.uint(key.align[0]), C.uint(key.align[1]), C.uint(key.align[2]), C.ulonglong(b.ws.Size), &cp)
+		if st != C.CUBLAS_STATUS_SUCCESS {
+			return fmt.Errorf("cublasLt plan m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
+		}
+		p = &ltPlan{p: cp, algo: -1}
+		b.plans[key] = p
+	}
+	run := func(i int) C.cublasStatus_t {
+		return C.iris_lt_run(b.lt, p.p, C.int(i), C.ulonglong(w), C.ulonglong(x), C.ulonglong(y), C.ulonglong(bias),
+			C.ulonglong(b.ws.Ptr), C.size_t(b.ws.Size), C.cudaStream_t(b.s.Handle()))
+	}
+	if p.algo < 0 {
+		switch {
+		case b.capturing:
+			if st := run(0); st != C.CUBLAS_STATUS_SUCCESS {
+				return fmt.Errorf("cublasLt matmul m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
+			}
+			return nil
+		case b.noTune || p.p.n == 1:
+			p.algo = 0
+		default:
+			best, err := b.tune(p, run)
+			if err != nil {
+				return fmt.Errorf("timing cublasLt algorithms m=%d n=%d k=%d: %w", M, N, K, err)
+			}
+			p.algo = best
+		}
+	}
+	if st := run(p.algo); st != C.CUBLAS_STATUS_SUCCESS {
+		return fmt.Errorf("cublasLt matmul m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
+	}
+	return nil
+}
+
+// tune times each candidate of p (one warm-up, then tuneRuns runs between two events) and
+// returns the fastest; candidates that fail to launch are skipped.
+func (b *blas) tune(p *ltPlan, run func(int) C.cublasStatus_t) (int, error) {
+	best, bestT := -1, time.Duration(math.MaxInt64)
+	for i := range int(p.p.n) {
+		if run(i) != C.CUBLAS_STATUS_SUCCESS {
+			continue
+		}
+		if err := b.start.Record(b.s); err != nil {
+			return 0, err
+		}
+		ok := true
+		for range tuneRuns {
+			ok = ok && run(i) == C.CUBLAS_STATUS_SUCCESS
+		}
+		if err := b.end.Record(b.s); err != nil {
+			return 0, err
+		}
+		if err := b.end.Sync(); err != nil {
+			return 0, err
+		}
+		d, err := b.end.Since(b.start)
+		if err != nil {
+			return 0, err
+		}
+		if ok && d < bestT {
+			best, bestT = i, d
+		}
+	}
+	if best < 0 {
+		return 0, fmt.Errorf("none of %d candidates ran", int(p.p.n))
+	}
+	return best, nil
 }
 
 // linear is y[M, N] = x[M, K] W[N, K]^T (+ y when accumulate: a bias already in y), every matrix

@@ -47,4 +47,15 @@ type Options struct {
 	// NoPDL launches a decode step's kernels plainly instead of as programmatic dependent
 	// launches (each kernel prefetching its weights while the one before it ends); for comparison.
 	NoPDL bool
+	// GemmEx runs the linear layers through cublasGemmEx (cuBLAS's own algorithm pick, the bias
+	// broadcast into the output by a kernel first) instead of cuBLASLt plans with the bias in
+	// the epilogue and timed algorithms; for comparison.
+	GemmEx bool
+	// AttnCuBLAS runs long bf16 attention segments (prefill, the vision tower's full-attention
+	// blocks) through cuBLAS with the scores materialised, as fp32 does, instead of the
+	// tensor-core flash kernel; for comparison.
+	AttnCuBLAS bool
+	// NoTune takes cuBLASLt's first heuristic algorithm for each shape instead of timing its
+	// candidates on the shape's first use.
+	NoTune bool
 }

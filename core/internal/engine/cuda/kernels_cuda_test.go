@@ -43,7 +43,7 @@ func newKfix(t testing.TB) *kfix {
 		if f.s, err = gpu.NewStream(); err != nil {
 			return err
 		}
-		f.blas, err = newBlas(f.s)
+		f.blas, err = newBlas(f.s, false)
 		return err
 	})
 	if err != nil {
@@ -450,7 +450,8 @@ func attnRef(q, k, v []float32, nq, nk, heads, kvh, hd, ldq, ldk, ldv int, causa
 }
 
 // TestKernelFlashAttention covers causal GQA with a cached prefix (the decoder's prefill) and
-// non-causal variable segments (the vision tower's windows).
+// non-causal variable segments (the vision tower's windows and frames), in the flash kernel on
+// CUDA cores (both types) and the tensor-core one (bf16; long segments, several key tiles).
 func TestKernelFlashAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(7, 8))
@@ -461,9 +462,12 @@ func TestKernelFlashAttention(t *testing.T) {
 		causal         bool
 	}{
 		{"prefill-gqa-128", 128, 16, 2, []int32{0, 150}, []int32{0, 170}, true},
+		{"prefill-gqa-128-200", 128, 16, 2, []int32{0, 200}, []int32{0, 200}, true},
+		{"prefill-5-after-300", 128, 4, 2, []int32{0, 5}, []int32{0, 305}, true},
 		{"prefill-16", 16, 2, 1, []int32{0, 70}, []int32{0, 70}, true},
 		{"windows-80", 80, 16, 16, []int32{0, 64, 128, 176, 192}, []int32{0, 64, 128, 176, 192}, false},
 		{"frame-80", 80, 4, 4, []int32{0, 300}, []int32{0, 300}, false},
+		{"frames-64", 64, 2, 2, []int32{0, 130, 131, 260}, []int32{0, 130, 131, 260}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forTypes(t, func(t *testing.T, dt dtype) {
@@ -473,23 +477,6 @@ func TestKernelFlashAttention(t *testing.T) {
 				q, k, v := randn(r, dt, nq*qd, 1), randn(r, dt, nk*kvd, 1), randn(r, dt, nk*kvd, 1)
 				scale := 1 / math.Sqrt(float64(tc.hd))
 				longest := maxSegment(tc.qseg)
-				var got []float32
-				f.do(func() error {
-					qp, kp, vp, out := f.put(dt, q), f.put(dt, k), f.put(dt, v), f.poisoned(dt, nq*qd)
-					qs, ks := f.putI32(tc.qseg), f.putI32(tc.kseg)
-					c := 0
-					if tc.causal {
-						c = 1
-					}
-					err := f.ks[dt].flash[tc.hd].Launch(gpu.Dim3{X: (longest + attBQ - 1) / attBQ, Y: tc.heads, Z: nseg}, gpu.Dim3{X: 4 * attBQ}, 0, f.s,
-						gpu.P(out), gpu.P(qp), gpu.P(kp), gpu.P(vp), gpu.I(qd), gpu.I(kvd), gpu.I(kvd), gpu.I(qd),
-						gpu.P(qs), gpu.P(ks), gpu.I(tc.heads), gpu.I(tc.kvh), gpu.I(c), gpu.F(float32(scale)))
-					if err == nil {
-						err = f.s.Sync()
-					}
-					got = f.get(dt, out, nq*qd)
-					return err
-				})
 				want := make([]float64, 0, nq*qd)
 				for s := range nseg {
 					q0, k0 := int(tc.qseg[s]), int(tc.kseg[s])
@@ -497,7 +484,34 @@ func TestKernelFlashAttention(t *testing.T) {
 						tc.heads, tc.kvh, tc.hd, qd, kvd, kvd, tc.causal, scale)
 					want = append(want, part...)
 				}
-				check(t, "attention", got, want, 2*tolFor(dt))
+				kernels := map[string]*gpu.Function{"flash": f.ks[dt].flash[tc.hd]}
+				if fa := f.ks[dt].fa[tc.hd]; fa != nil {
+					kernels["fa"] = fa
+				}
+				for name, fn := range kernels {
+					var got []float32
+					f.do(func() error {
+						qp, kp, vp, out := f.put(dt, q), f.put(dt, k), f.put(dt, v), f.poisoned(dt, nq*qd)
+						qs, ks := f.putI32(tc.qseg), f.putI32(tc.kseg)
+						c := 0
+						if tc.causal {
+							c = 1
+						}
+						grid, block, shared := gpu.Dim3{X: (longest + attBQ - 1) / attBQ, Y: tc.heads, Z: nseg}, gpu.Dim3{X: 4 * attBQ}, 0
+						if name == "fa" {
+							grid, block, shared = gpu.Dim3{X: (longest + faBQ - 1) / faBQ, Y: tc.heads, Z: nseg}, gpu.Dim3{X: 128}, faShared(tc.hd)
+						}
+						err := fn.Launch(grid, block, shared, f.s,
+							gpu.P(out), gpu.P(qp), gpu.P(kp), gpu.P(vp), gpu.I(qd), gpu.I(kvd), gpu.I(kvd), gpu.I(qd),
+							gpu.P(qs), gpu.P(ks), gpu.I(tc.heads), gpu.I(tc.kvh), gpu.I(c), gpu.F(float32(scale)))
+						if err == nil {
+							err = f.s.Sync()
+						}
+						got = f.get(dt, out, nq*qd)
+						return err
+					})
+					check(t, name+" attention", got, want, 2*tolFor(dt))
+				}
 			})
 		})
 	}
@@ -625,38 +639,64 @@ func TestKernelDecodeAttention(t *testing.T) {
 	}
 }
 
-// TestKernelLinear checks the cuBLAS product with a broadcast bias (y = x W^T + b) in both types.
+// TestKernelLinear checks the products of the linear layers (y = x W^T + b) in both types:
+// cuBLASLt with the bias in the epilogue (with and without a bias, twice each so the timed plan
+// is reused, and with an input only 16-byte aligned) and cublasGemmEx after the bias kernel.
 func TestKernelLinear(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	forTypes(t, func(t *testing.T, dt dtype) {
-		for _, sh := range [][3]int{{1, 2560, 2048}, {37, 300, 1176}} {
+		for _, sh := range [][3]int{{1, 2560, 2048}, {37, 300, 1176}, {200, 256, 1176}} {
 			M, N, K := sh[0], sh[1], sh[2]
 			x, w, b := randn(r, dt, M*K, 1), randn(r, dt, N*K, 0.05), randn(r, dt, N, 1)
-			var got []float32
-			f.do(func() error {
-				xp, wp, bp, y := f.put(dt, x), f.put(dt, w), f.put(dt, b), f.poisoned(dt, M*N)
-				err := f.ks[dt].bias.Launch(grid2(M, N), gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(bp), gpu.I(M), gpu.I(N), gpu.I(N))
-				if err == nil {
-					err = f.blas.linear(dt, y, N, xp, K, wp, M, N, K, true)
-				}
-				if err == nil {
-					err = f.s.Sync()
-				}
-				got = f.get(dt, y, M*N)
-				return err
-			})
-			want := make([]float64, M*N)
-			for i := range M {
-				for j := range N {
-					a := float64(b[j])
-					for kk := range K {
-						a += float64(x[i*K+kk]) * float64(w[j*K+kk])
+			for _, v := range []struct {
+				name         string
+				gemmEx, bias bool
+				xOff         int64 // bytes
+			}{
+				{"gemmex", true, true, 0},
+				{"lt", false, true, 0},
+				{"lt again", false, true, 0},
+				{"lt no bias", false, false, 0},
+				{"lt x+16B", false, true, 16},
+			} {
+				var got []float32
+				f.do(func() error {
+					xb := f.put(dt, append(make([]float32, v.xOff/dt.size()), x...))
+					xp, wp, bp, y := xb.Add(v.xOff), f.put(dt, w), f.put(dt, b), f.poisoned(dt, M*N)
+					if !v.bias {
+						bp = 0
 					}
-					want[i*N+j] = a
+					var err error
+					if v.gemmEx {
+						err = f.ks[dt].bias.Launch(grid2(M, N), gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(bp), gpu.I(M), gpu.I(N), gpu.I(N))
+						if err == nil {
+							err = f.blas.linear(dt, y, N, xp, K, wp, M, N, K, true)
+						}
+					} else {
+						err = f.blas.ltLinear(dt, y, N, xp, K, wp, bp, M, N, K)
+					}
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got = f.get(dt, y, M*N)
+					return err
+				})
+				want := make([]float64, M*N)
+				for i := range M {
+					for j := range N {
+						a := 0.0
+						if v.bias {
+							a = float64(b[j])
+						}
+						for kk := range K {
+							a += float64(x[i*K+kk]) * float64(w[j*K+kk])
+						}
+						want[i*N+j] = a
+					}
 				}
+				check(t, fmt.Sprintf("linear %dx%dx%d %s", M, N, K, v.name), got, want, productTol(dt))
 			}
-			check(t, fmt.Sprintf("linear %dx%dx%d", M, N, K), got, want, productTol(dt))
 		}
 	})
 }

@@ -41,6 +41,7 @@ func TestParityFP32(t *testing.T) {
 		{"tiny-tied", Options{Precision: "fp32"}},
 		{"tiny-untied", Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
 		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true, NoPDL: true}},
+		{"tiny-untied", Options{Precision: "fp32", GemmEx: true, NoTune: true}},
 	} {
 		golden, err := fixture.LoadGolden(tc.model)
 		if err != nil {
@@ -53,6 +54,9 @@ func TestParityFP32(t *testing.T) {
 		}
 		if tc.opts.DecodeCuBLAS {
 			name += "-cublas-nopdl"
+		}
+		if tc.opts.GemmEx {
+			name += "-gemmex"
 		}
 		t.Run(name, func(t *testing.T) {
 			for _, g := range golden.Cases {
@@ -129,6 +133,24 @@ func checkCase(t *testing.T, m *Model, g fixture.GoldenCase) {
 	if a := engine.Argmax(logits); a != g.Argmax {
 		t.Errorf("first-step argmax %d, want %d", a, g.Argmax)
 	}
+	// the same prefill from rows left on the device (what Generate uses) gives the same logits
+	dev, err := m.EncodeVisionDevice(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Device.Release()
+	seq2, err := m.NewSequence(len(c.InputIDs) + 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq2.Close()
+	logits2, err := m.Prefill(ctx, seq2, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{dev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxDiff(logits2, logits); d != 0 {
+		t.Errorf("prefill from device rows: logits differ from host rows' by %.3g", d)
+	}
 
 	res, err := engine.Generate(ctx, m, engine.Request{
 		IDs:          c.InputIDs,
@@ -168,8 +190,9 @@ func TestBF16Runs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	graph := loadFixture(t, "tiny-untied", Options{})
-	plain := loadFixture(t, "tiny-untied", Options{NoGraph: true})
+	// NoTune: both models take the same cuBLASLt algorithms (timing may pick different ones).
+	graph := loadFixture(t, "tiny-untied", Options{NoTune: true})
+	plain := loadFixture(t, "tiny-untied", Options{NoGraph: true, NoTune: true})
 	ctx := context.Background()
 	agree, total := 0, 0
 	for _, g := range golden.Cases {
@@ -203,8 +226,8 @@ func TestBF16Runs(t *testing.T) {
 func TestGraphMatchesPlain(t *testing.T) {
 	for _, prec := range []string{"fp32", "bf16"} {
 		t.Run(prec, func(t *testing.T) {
-			graph := loadFixture(t, "tiny-untied", Options{Precision: prec})
-			plain := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true})
+			graph := loadFixture(t, "tiny-untied", Options{Precision: prec, NoTune: true})
+			plain := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true, NoTune: true})
 			c, img := loadCase(t, "rect_320x240")
 			ctx := context.Background()
 			var seqs [2]engine.Sequence

@@ -68,10 +68,15 @@ func (q *enq) siluCols(I int) int {
 	return I
 }
 
-// linear is y = x W^T, plus a bias b (0: none) broadcast over the rows first (addmm rounds
-// acc + bias once).
+// linear is y = x W^T, plus a bias b (0: none) added to the F32 product before it is rounded,
+// once, as addmm does: in cuBLASLt's epilogue, or (Options.GemmEx) broadcast over the rows first
+// and accumulated into.
 func (q *enq) linear(y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w, b gpu.DevPtr, M, N, K int) {
 	if q.err != nil {
+		return
+	}
+	if !q.m.opts.GemmEx {
+		q.err = q.m.blas.ltLinear(q.m.dt, y, ldy, x, ldx, w, b, M, N, K)
 		return
 	}
 	if b != 0 {
@@ -236,7 +241,8 @@ func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p 
 	return nil
 }
 
-// attention enqueues one segment through cuBLAS when it is large, else through the flash kernel
+// attention enqueues one segment: when it is large, through the tensor-core flash kernel (bf16)
+// or cuBLAS (f32, Options.AttnCuBLAS), else through the flash kernel on CUDA cores
 // (qseg/kseg: the segment's bounds [q0, q0+nq) and [k0, k0+nk) on the device, as the flash
 // kernel reads them).
 func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
@@ -245,6 +251,16 @@ func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
 	}
 	m := q.m
 	area := int64(a.nq) * int64(a.nk)
+	causal := 0
+	if a.causal {
+		causal = 1
+	}
+	if fa := m.k.fa[a.hd]; fa != nil && area >= gemmAttnMin && !m.opts.FlashOnly && !m.opts.AttnCuBLAS {
+		q.launch(fa, gpu.Dim3{X: (a.nq + faBQ - 1) / faBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 128}, faShared(a.hd),
+			gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
+			gpu.P(qseg), gpu.P(kseg), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
+		return
+	}
 	if area >= gemmAttnMin && !m.opts.FlashOnly {
 		per := a.heads / a.kvh
 		if per == 1 {
@@ -257,10 +273,6 @@ func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
 			q.err = attnGemm(m.dt, m.k, m.blas, m.stream, a, s, p, chunk)
 		}
 		return
-	}
-	causal := 0
-	if a.causal {
-		causal = 1
 	}
 	q.launch(m.k.flash[a.hd], gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
@@ -288,14 +300,50 @@ func (m *Model) EncodeVision(ctx context.Context, img engine.Image) (*engine.Emb
 	if m.closed {
 		return nil, engine.ErrClosed
 	}
-	if err := m.dev.Do(func() error { return m.vision(img.Pixels, plan, e.Data) }); err != nil {
+	if err := m.dev.Do(func() error { return m.vision(img.Pixels, plan, e.Data, 0) }); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// vision runs the tower (Qwen2_5_VisionTransformerPretrainedModel.forward) on the device thread.
-func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
+// EncodeVisionDevice implements engine.DeviceEncoder: the rows stay on the device, in the
+// model's storage type, for this model's Prefill.
+func (m *Model) EncodeVisionDevice(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := engine.CheckImage(m.cfg, m.lim, img); err != nil {
+		return nil, err
+	}
+	v := &m.cfg.Vision
+	plan := planVision(v, img.Grid)
+	e := &engine.Embeddings{Tokens: img.Grid.Tokens(v.MergeSize), Dim: v.OutHidden}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, engine.ErrClosed
+	}
+	err := m.dev.Do(func() error {
+		r, err := m.takeRows(int64(e.Tokens)*int64(e.Dim)*m.dt.size(), e.Tokens)
+		if err != nil {
+			return err
+		}
+		if err := m.vision(img.Pixels, plan, nil, r.buf.Ptr); err != nil {
+			r.Release()
+			return err
+		}
+		e.Device = r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// vision runs the tower (Qwen2_5_VisionTransformerPretrainedModel.forward) on the device thread,
+// its output rows going to out (F32, host) or, when dst is not 0, to dst (storage type, device).
+func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.DevPtr) error {
 	defer m.resetStage()
 	v := &m.cfg.Vision
 	w := &m.w
@@ -330,10 +378,13 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
 	segF := q.scratch("v.segf", int64(len(p.frames))*4)
 	h1 := q.scratch("v.h1", int64(units)*int64(MH)*e)
 	h2 := q.scratch("v.h2", int64(units)*int64(OH)*e)
-	outT := q.scratch("v.out", int64(units)*int64(OH)*e)
-	outF := outT
-	if m.dt == bf16 {
-		outF = q.scratch("v.outf", int64(units)*int64(OH)*4)
+	outT, outF := dst, gpu.DevPtr(0)
+	if dst == 0 {
+		outT = q.scratch("v.out", int64(units)*int64(OH)*e)
+		outF = outT
+		if m.dt == bf16 {
+			outF = q.scratch("v.outf", int64(units)*int64(OH)*4)
+		}
 	}
 	if q.err != nil {
 		return q.err
@@ -424,7 +475,7 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
 	q.linear(h2, OH, h1, MH, w.fc2, w.fc2Bias, units, OH, MH)
 	// merged_hidden_states[reverse_indices, :]: unit u of the window order is token index[u]
 	q.rows(k.scatter, units, gpu.P(outT), gpu.P(h2), gpu.P(index), gpu.I(OH))
-	if m.dt == bf16 {
+	if m.dt == bf16 && dst == 0 {
 		q.elems(k.bf16ToF32, int64(units)*int64(OH), gpu.P(outF), gpu.P(outT), gpu.L(int64(units)*int64(OH)))
 	}
 	q.mark("vision.merger")
@@ -435,6 +486,9 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32) error {
 		return fmt.Errorf("vision: %w", err)
 	}
 	m.collect()
+	if dst != 0 {
+		return nil
+	}
 	return gpu.CopyDtoH(unsafe.Pointer(&out[0]), outF, int64(len(out))*4)
 }
 
@@ -464,6 +518,14 @@ func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Promp
 	}
 	n := len(p.IDs)
 	pos, slots, embeds := in.Pos, in.Slots, in.Embeds
+	var rows []*rowsBuf
+	for _, e := range in.Device {
+		r, ok := e.Device.(*rowsBuf)
+		if !ok || r.m != m {
+			return nil, fmt.Errorf("image embeddings on another model's device: %w", engine.ErrInvalidInput)
+		}
+		rows = append(rows, r)
+	}
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -473,15 +535,16 @@ func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Promp
 	if s.len+n > s.cap {
 		return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.len + n, Limit: s.cap}
 	}
-	if err := m.dev.Do(func() error { return m.prefill(s, p.IDs, pos, embeds, slots) }); err != nil {
+	if err := m.dev.Do(func() error { return m.prefill(s, p.IDs, pos, embeds, slots, rows) }); err != nil {
 		return nil, fmt.Errorf("prefill: %w", err)
 	}
 	copy(s.logits, m.logits.Float32s())
 	return s.logits, nil
 }
 
-// prefill runs the decoder over n prompt tokens on the device thread.
-func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots []int32) error {
+// prefill runs the decoder over n prompt tokens on the device thread. The image rows come from
+// embeds (host) or, when rows is not empty, from the images' device rows, in order.
+func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots []int32, rows []*rowsBuf) error {
 	defer m.resetStage()
 	t := &m.cfg.Text
 	w := &m.w
@@ -507,6 +570,8 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 	var slotsD, embD gpu.DevPtr
 	if len(slots) > 0 {
 		slotsD = q.scratch("p.slots", int64(len(slots))*4)
+	}
+	if len(embeds) > 0 {
 		embD = q.scratch("p.emb", int64(len(embeds))*4)
 	}
 	if q.err != nil {
@@ -526,6 +591,14 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 	q.rows(k.embed, n, gpu.P(x), gpu.P(w.embed), gpu.P(idsD), gpu.I(H))
 	if len(slots) > 0 {
 		q.stage(slotsD, i32bytes(slots), int64(len(slots))*4)
+	}
+	if len(rows) > 0 {
+		r0 := 0
+		for _, r := range rows {
+			q.rows(k.scatter, r.tokens, gpu.P(x), gpu.P(r.buf.Ptr), gpu.P(slotsD.Add(int64(r0)*4)), gpu.I(H))
+			r0 += r.tokens
+		}
+	} else if len(slots) > 0 {
 		q.stage(embD, unsafe.Pointer(&embeds[0]), int64(len(embeds))*4)
 		q.rows(k.scatterF32, len(slots), gpu.P(x), gpu.P(embD), gpu.P(slotsD), gpu.I(H))
 	}
@@ -685,7 +758,9 @@ func (m *Model) capture() error {
 		return err
 	}
 	q := &enq{m: m}
+	m.blas.capturing = true
 	m.decodeWork(q, m.dec.part, m.dec.splits, false)
+	m.blas.capturing = false
 	g, err := m.stream.EndCapture() // always ends the capture, also after a failed enqueue
 	if q.err != nil {
 		if g != nil {

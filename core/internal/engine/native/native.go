@@ -317,6 +317,9 @@ func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Promp
 	if err != nil {
 		return nil, err
 	}
+	if len(in.Device) > 0 {
+		return nil, fmt.Errorf("image embeddings on another model's device: %w", engine.ErrInvalidInput)
+	}
 	n, rows := len(p.IDs), len(in.Slots)
 	pos, slots, embeds := in.Pos, in.Slots, in.Embeds
 	var embPtr *C.float

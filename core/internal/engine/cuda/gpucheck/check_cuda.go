@@ -408,6 +408,9 @@ func bench(args []string) error {
 	out := fs.String("out", "", "write results as JSON here")
 	decodeCuBLAS := fs.Bool("decode-cublas", false, "one-row products of decode steps through cuBLAS (not the fused gemv kernel)")
 	noPDL := fs.Bool("no-pdl", false, "decode kernels launched plainly (not as programmatic dependent launches)")
+	gemmEx := fs.Bool("gemm-ex", false, "linear layers through cublasGemmEx with a bias kernel (not timed cuBLASLt plans)")
+	attnCuBLAS := fs.Bool("attn-cublas", false, "long bf16 attention through cuBLAS (not the tensor-core flash kernel)")
+	noTune := fs.Bool("no-tune", false, "cuBLASLt's first heuristic algorithm for each shape (not the fastest candidate)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -417,7 +420,8 @@ func bench(args []string) error {
 	}
 	ctx := context.Background()
 	t := time.Now()
-	m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL})
+	m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL,
+		GemmEx: *gemmEx, NoTune: *noTune, AttnCuBLAS: *attnCuBLAS})
 	if err != nil {
 		return err
 	}
