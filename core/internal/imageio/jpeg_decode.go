@@ -101,11 +101,10 @@ type jcomp struct {
 }
 
 type jpegDecoder struct {
-	ctx         context.Context //nolint:containedctx // lives for one Decode call, checked between MCU rows
-	data        []byte
-	pos         int
-	nUnreadable int // bytes to back up pos after an overshoot: 0, 1 or 2
-	bits        jbits
+	ctx  context.Context //nolint:containedctx // lives for one Decode call, checked between MCU rows
+	data []byte
+	pos  int
+	bits jbits
 
 	width, height int
 	hmax, vmax    int
@@ -496,7 +495,7 @@ func (d *jpegDecoder) processSOS(n int) error {
 		mcusX, mcusY = c.bw, c.bh
 	}
 
-	d.bits = jbits{}
+	d.resetBits()
 	d.eobRun = 0
 	mcu, expectedRST := 0, uint8(rst0Marker)
 	// dc is the running DC predictor of each component. Blocks are decoded in place, their
@@ -552,6 +551,21 @@ func (d *jpegDecoder) processSOS(n int) error {
 							// Decode the AC coefficients, as specified in section F.2.2.2.
 							huff := &d.huff[jACTable][scan[i].ta]
 							for ; zig <= zigEnd; zig++ {
+								if d.bits.n < jLutSize {
+									d.fill()
+								}
+								if d.bits.n >= jLutSize {
+									if e := huff.acLut[d.bits.a>>(64-jLutSize)]; e != 0 {
+										zig += e >> 8 & 0x0f
+										if zig > zigEnd {
+											d.bits.consume(int(e >> 4 & 0x0f))
+											break
+										}
+										d.bits.consume(int(e & 0x0f))
+										blk[unzig[zig]] = int16(e >> 16 << al)
+										continue
+									}
+								}
 								value, err := d.decodeHuffman(huff)
 								if err != nil {
 									return err
@@ -589,6 +603,7 @@ func (d *jpegDecoder) processSOS(n int) error {
 				// For well-formed input, the RST[0-7] restart marker follows
 				// immediately. For corrupt input, call findRST to try to
 				// resynchronize.
+				d.rewind()
 				rb, err := d.readFull(2)
 				if err != nil {
 					return err
@@ -604,7 +619,7 @@ func (d *jpegDecoder) processSOS(n int) error {
 					expectedRST = rst0Marker
 				}
 				// Reset the Huffman decoder.
-				d.bits = jbits{}
+				d.resetBits()
 				// Reset the DC components, as per section F.2.1.3.1.
 				dc = [jMaxComponents]int32{}
 				// Reset the progressive decoder state, as per section G.1.2.2.
@@ -612,6 +627,7 @@ func (d *jpegDecoder) processSOS(n int) error {
 			}
 		} // for mx
 	} // for my
+	d.rewind()
 	return nil
 }
 
