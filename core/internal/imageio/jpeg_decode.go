@@ -517,8 +517,10 @@ func (d *jpegDecoder) processSOS(n int) error {
 					// Blocks within an MCU are in raster order (section A.2.3).
 					bx, by := hi*mx+j%hi, vi*my+j/hi
 					blk := &c.coefs[by*c.aw+bx]
-					if !d.progressive {
-						*blk = jcoefs{} // a sequential scan sets the whole block
+					if !d.progressive && c.scans > 1 {
+						// A sequential scan sets the whole block; a component's first scan
+						// finds it zeroed by getCoefs.
+						*blk = jcoefs{}
 					}
 
 					if ah != 0 {
@@ -556,6 +558,16 @@ func (d *jpegDecoder) processSOS(n int) error {
 								}
 								if d.bits.n >= jLutSize {
 									if e := huff.acLut[d.bits.a>>(64-jLutSize)]; e != 0 {
+										if e>>16 == 0 {
+											// EOB ends the block, as startEOBRun(0) would; ZRL
+											// skips 16 zeroes.
+											d.bits.consume(int(e & 0x0f))
+											if e>>8 == 0 {
+												break
+											}
+											zig += 0x0f
+											continue
+										}
 										zig += e >> 8 & 0x0f
 										if zig > zigEnd {
 											d.bits.consume(int(e >> 4 & 0x0f))

@@ -32,9 +32,9 @@ type jhuffman struct {
 	// are the code length, or 0 if the code is longer than jLutSize bits.
 	lut [1 << jLutSize]uint16
 	// acLut decodes an AC code and its magnitude bits in one look-up when both fit in
-	// jLutSize bits and the code is not a run-only symbol: bits 0-3 hold the code length
-	// plus the magnitude bits, 4-7 the code length, 8-11 the zero run, and the high 16 bits
-	// the coefficient. 0 means the slow path.
+	// jLutSize bits, and the EOB and ZRL codes: bits 0-3 hold the code length plus the
+	// magnitude bits, 4-7 the code length, 8-11 the zero run, and the high 16 bits the
+	// coefficient (0 for EOB and ZRL). 0 means the slow path.
 	acLut [1 << jLutSize]int32
 	// vals are the decoded values, sorted by their encoding.
 	vals [jMaxNCodes]uint8
@@ -311,12 +311,16 @@ func (h *jhuffman) build(counts [jMaxCodeLength]byte, vals []byte) error {
 		h.acLut[p] = 0
 		l := uint32(v & 0xff)
 		s := uint32(v>>8) & 0x0f
-		if l == 0 || s == 0 || l+s > jLutSize {
-			continue
-		}
 		r := uint32(v>>8) >> 4
-		mag := (p >> (jLutSize - l - s)) & (1<<s - 1)
-		h.acLut[p] = extend(mag, uint8(s))<<16 | int32(r<<8|l<<4|(l+s))
+		switch {
+		case l == 0:
+		case s == 0 && (r == 0 || r == 0x0f):
+			// EOB or ZRL: the coefficient field stays 0, which no magnitude decodes to.
+			h.acLut[p] = int32(r<<8 | l<<4 | l)
+		case s != 0 && l+s <= jLutSize:
+			mag := (p >> (jLutSize - l - s)) & (1<<s - 1)
+			h.acLut[p] = extend(mag, uint8(s))<<16 | int32(r<<8|l<<4|(l+s))
+		}
 	}
 	return nil
 }
