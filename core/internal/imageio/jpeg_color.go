@@ -26,16 +26,6 @@ var ycc = func() (t struct {
 	return t
 }()
 
-func clampByte(v int32) byte {
-	if v < 0 {
-		return 0
-	}
-	if v > 255 {
-		return 255
-	}
-	return byte(v)
-}
-
 // upsampler produces full-resolution rows of one component.
 type upsampler struct {
 	c      *jcomp
@@ -44,7 +34,6 @@ type upsampler struct {
 	fancy  bool
 	stride int
 	buf    []byte
-	colsum []int32
 }
 
 func newUpsampler(d *jpegDecoder, c *jcomp) *upsampler {
@@ -60,9 +49,6 @@ func newUpsampler(d *jpegDecoder, c *jcomp) *upsampler {
 		u.fancy = true
 	}
 	u.buf = make([]byte, 2*u.dw*u.hr+16)
-	if u.fancy && u.hr == 2 && u.vr == 2 {
-		u.colsum = make([]int32, u.dw)
-	}
 	return u
 }
 
@@ -87,21 +73,19 @@ func (u *upsampler) row(y int) []byte {
 		}
 		return out
 	case u.hr == 2 && u.vr == 1:
-		return u.h2v1(u.planeRow(y))
+		return h2v1(u.buf[:2*u.dw], u.planeRow(y))
 	case u.hr == 1 && u.vr == 2:
 		near, far, bias := u.vertical(y)
 		out := u.buf[:u.dw]
+		far = far[:len(out)]
+		near = near[:len(out)]
 		for x := range out {
 			out[x] = byte((3*int32(near[x]) + int32(far[x]) + bias) >> 2)
 		}
 		return out
 	default: // h2v2
 		near, far, _ := u.vertical(y)
-		cs := u.colsum
-		for x := range cs {
-			cs[x] = 3*int32(near[x]) + int32(far[x])
-		}
-		return u.h2v2(cs)
+		return h2v2(u.buf[:2*u.dw], near, far)
 	}
 }
 
@@ -115,17 +99,19 @@ func (u *upsampler) vertical(y int) (near, far []byte, bias int32) {
 	return u.planeRow(i), u.planeRow(i + 1), 2
 }
 
-// h2v1 is h2v1_fancy_upsample: 3/4 nearer + 1/4 further sample, alternating rounding.
-func (u *upsampler) h2v1(in []byte) []byte {
+// h2v1 is h2v1_fancy_upsample: 3/4 nearer + 1/4 further sample, alternating rounding. It
+// needs len(in) >= 2 and len(out) == 2*len(in).
+func h2v1(out, in []byte) []byte {
 	n := len(in)
-	out := u.buf[:2*n]
+	out = out[:2*n]
 	v := int32(in[0])
 	out[0] = in[0]
 	out[1] = byte((v*3 + int32(in[1]) + 2) >> 2)
 	for x := 1; x < n-1; x++ {
 		v := int32(in[x]) * 3
-		out[2*x] = byte((v + int32(in[x-1]) + 1) >> 2)
-		out[2*x+1] = byte((v + int32(in[x+1]) + 2) >> 2)
+		o := out[2*x : 2*x+2 : 2*x+2]
+		o[0] = byte((v + int32(in[x-1]) + 1) >> 2)
+		o[1] = byte((v + int32(in[x+1]) + 2) >> 2)
 	}
 	v = int32(in[n-1])
 	out[2*n-2] = byte((v*3 + int32(in[n-2]) + 1) >> 2)
@@ -133,19 +119,43 @@ func (u *upsampler) h2v1(in []byte) []byte {
 	return out
 }
 
-// h2v2 is the horizontal half of h2v2_fancy_upsample over column sums 3*near+far.
-func (u *upsampler) h2v2(cs []int32) []byte {
-	n := len(cs)
-	out := u.buf[:2*n]
-	out[0] = byte((cs[0]*4 + 8) >> 4)
-	out[1] = byte((cs[0]*3 + cs[1] + 7) >> 4)
+// h2v2 is h2v2_fancy_upsample for one output row: column sums 3*near+far, then the same
+// 3:1 triangle filter across. It needs len(near) >= 2, len(far) == len(near) and
+// len(out) == 2*len(near).
+func h2v2(out, near, far []byte) []byte {
+	n := len(near)
+	out = out[:2*n]
+	far = far[:n]
+	// prev, cur and next are the column sums at x-1, x and x+1.
+	cur := 3*int32(near[0]) + int32(far[0])
+	next := 3*int32(near[1]) + int32(far[1])
+	out[0] = byte((cur*4 + 8) >> 4)
+	out[1] = byte((cur*3 + next + 7) >> 4)
 	for x := 1; x < n-1; x++ {
-		out[2*x] = byte((cs[x]*3 + cs[x-1] + 8) >> 4)
-		out[2*x+1] = byte((cs[x]*3 + cs[x+1] + 7) >> 4)
+		prev := cur
+		cur = next
+		next = 3*int32(near[x+1]) + int32(far[x+1])
+		o := out[2*x : 2*x+2 : 2*x+2]
+		o[0] = byte((cur*3 + prev + 8) >> 4)
+		o[1] = byte((cur*3 + next + 7) >> 4)
 	}
-	out[2*n-2] = byte((cs[n-1]*3 + cs[n-2] + 8) >> 4)
-	out[2*n-1] = byte((cs[n-1]*4 + 7) >> 4)
+	out[2*n-2] = byte((next*3 + cur + 8) >> 4)
+	out[2*n-1] = byte((next*4 + 7) >> 4)
 	return out
+}
+
+// yccToRGB is jdcolor.c's ycc_rgb_convert of one row into interleaved RGB. Out-of-range values
+// saturate, as libjpeg's range_limit table makes them.
+func yccToRGB(out, y, cb, cr []byte) {
+	n := len(y)
+	cb, cr, out = cb[:n], cr[:n], out[:3*n]
+	for x := range n {
+		yy, b, r := int32(y[x]), cb[x], cr[x]
+		o := out[3*x : 3*x+3 : 3*x+3]
+		o[0] = byte(min(max(yy+ycc.crR[r], 0), 255))
+		o[1] = byte(min(max(yy+(ycc.cbG[b]+ycc.crG[r])>>16, 0), 255))
+		o[2] = byte(min(max(yy+ycc.cbB[b], 0), 255))
+	}
 }
 
 // toRGB converts the decoded planes to interleaved RGB rows [lo, hi) of dst (width d.width).
@@ -157,7 +167,8 @@ func (d *jpegDecoder) toRGB(dst []byte, rgb bool, lo, hi int) {
 			in := u.row(y)[:w]
 			out := dst[3*w*y : 3*w*(y+1)]
 			for x, v := range in {
-				out[3*x], out[3*x+1], out[3*x+2] = v, v, v
+				o := out[3*x : 3*x+3 : 3*x+3]
+				o[0], o[1], o[2] = v, v, v
 			}
 		}
 		return
@@ -168,15 +179,11 @@ func (d *jpegDecoder) toRGB(dst []byte, rgb bool, lo, hi int) {
 		out := dst[3*w*y : 3*w*(y+1)]
 		if rgb {
 			for x := range c0 {
-				out[3*x], out[3*x+1], out[3*x+2] = c0[x], c1[x], c2[x]
+				o := out[3*x : 3*x+3 : 3*x+3]
+				o[0], o[1], o[2] = c0[x], c1[x], c2[x]
 			}
 			continue
 		}
-		for x := range c0 {
-			yy, cb, cr := int32(c0[x]), c1[x], c2[x]
-			out[3*x] = clampByte(yy + ycc.crR[cr])
-			out[3*x+1] = clampByte(yy + (ycc.cbG[cb]+ycc.crG[cr])>>16)
-			out[3*x+2] = clampByte(yy + ycc.cbB[cb])
-		}
+		yccToRGB(out, c0, c1, c2)
 	}
 }

@@ -18,6 +18,7 @@ package imageio
 
 import (
 	"context"
+	"math/bits"
 	"sync"
 )
 
@@ -98,14 +99,18 @@ type jcomp struct {
 	latched        bool
 	coefBits       [jBlockSize]int8 // libjpeg's coef_bits (zig-zag index), -1 until seen
 	scans          int
+
+	// nonZero[i] has bit k set when AC coefficient k (zig-zag order) of coefs[i] is non-zero,
+	// for progressive images only: refinement scans visit the non-zero coefficients of every
+	// block, and walking the mask's bits is much cheaper than testing all 63.
+	nonZero []uint64
 }
 
 type jpegDecoder struct {
-	ctx         context.Context //nolint:containedctx // lives for one Decode call, checked between MCU rows
-	data        []byte
-	pos         int
-	nUnreadable int // bytes to back up pos after an overshoot: 0, 1 or 2
-	bits        jbits
+	ctx  context.Context //nolint:containedctx // lives for one Decode call, checked between MCU rows
+	data []byte
+	pos  int
+	bits jbits
 
 	width, height int
 	hmax, vmax    int
@@ -464,6 +469,9 @@ func (d *jpegDecoder) processSOS(n int) error {
 		// parallel (reconstructAll), while the entropy decoding before it is serial.
 		if c.coefs == nil {
 			c.coefs = getCoefs(c.aw * c.ah)
+			if d.progressive {
+				c.nonZero = getMasks(c.aw * c.ah)
+			}
 		}
 		if d.progressive {
 			for k := zigStart; k <= zigEnd; k++ {
@@ -496,12 +504,13 @@ func (d *jpegDecoder) processSOS(n int) error {
 		mcusX, mcusY = c.bw, c.bh
 	}
 
-	d.bits = jbits{}
+	d.resetBits()
 	d.eobRun = 0
 	mcu, expectedRST := 0, uint8(rst0Marker)
 	// dc is the running DC predictor of each component. Blocks are decoded in place, their
 	// coefficients in natural (not zig-zag) order.
 	var dc [jMaxComponents]int32
+	var noMask uint64
 	for my := range mcusY {
 		if err := d.ctx.Err(); err != nil {
 			return err
@@ -518,12 +527,19 @@ func (d *jpegDecoder) processSOS(n int) error {
 					// Blocks within an MCU are in raster order (section A.2.3).
 					bx, by := hi*mx+j%hi, vi*my+j/hi
 					blk := &c.coefs[by*c.aw+bx]
-					if !d.progressive {
-						*blk = jcoefs{} // a sequential scan sets the whole block
+					// Sequential scans keep no masks: their AC stores go to a dummy.
+					nz := &noMask
+					if d.progressive {
+						nz = &c.nonZero[by*c.aw+bx]
+					}
+					if !d.progressive && c.scans > 1 {
+						// A sequential scan sets the whole block; a component's first scan
+						// finds it zeroed by getCoefs.
+						*blk = jcoefs{}
 					}
 
 					if ah != 0 {
-						if err := d.refine(blk, &d.huff[jACTable][scan[i].ta], zigStart, zigEnd, 1<<al); err != nil {
+						if err := d.refine(blk, nz, &d.huff[jACTable][scan[i].ta], zigStart, zigEnd, 1<<al); err != nil {
 							return err
 						}
 					} else {
@@ -552,6 +568,33 @@ func (d *jpegDecoder) processSOS(n int) error {
 							// Decode the AC coefficients, as specified in section F.2.2.2.
 							huff := &d.huff[jACTable][scan[i].ta]
 							for ; zig <= zigEnd; zig++ {
+								if d.bits.n < jLutSize {
+									d.fill()
+								}
+								if d.bits.n >= jLutSize {
+									if e := huff.acLut[d.bits.a>>(64-jLutSize)]; e != 0 {
+										if e>>16 == 0 {
+											// EOB ends the block, as startEOBRun(0) would; ZRL
+											// skips 16 zeroes.
+											d.bits.consume(int(e & 0x0f))
+											if e>>8 == 0 {
+												break
+											}
+											zig += 0x0f
+											continue
+										}
+										zig += e >> 8 & 0x0f
+										if zig > zigEnd {
+											d.bits.consume(int(e >> 4 & 0x0f))
+											break
+										}
+										d.bits.consume(int(e & 0x0f))
+										v := int16(e >> 16 << al)
+										blk[unzig[zig]] = v
+										setNonZero(nz, zig, v)
+										continue
+									}
+								}
 								value, err := d.decodeHuffman(huff)
 								if err != nil {
 									return err
@@ -567,7 +610,9 @@ func (d *jpegDecoder) processSOS(n int) error {
 									if err != nil {
 										return err
 									}
-									blk[unzig[zig]] = int16(ac << al)
+									v := int16(ac << al)
+									blk[unzig[zig]] = v
+									setNonZero(nz, zig, v)
 								} else {
 									if val0 != 0x0f {
 										if err := d.startEOBRun(val0); err != nil {
@@ -589,6 +634,7 @@ func (d *jpegDecoder) processSOS(n int) error {
 				// For well-formed input, the RST[0-7] restart marker follows
 				// immediately. For corrupt input, call findRST to try to
 				// resynchronize.
+				d.rewind()
 				rb, err := d.readFull(2)
 				if err != nil {
 					return err
@@ -604,7 +650,7 @@ func (d *jpegDecoder) processSOS(n int) error {
 					expectedRST = rst0Marker
 				}
 				// Reset the Huffman decoder.
-				d.bits = jbits{}
+				d.resetBits()
 				// Reset the DC components, as per section F.2.1.3.1.
 				dc = [jMaxComponents]int32{}
 				// Reset the progressive decoder state, as per section G.1.2.2.
@@ -612,6 +658,7 @@ func (d *jpegDecoder) processSOS(n int) error {
 			}
 		} // for mx
 	} // for my
+	d.rewind()
 	return nil
 }
 
@@ -645,7 +692,7 @@ func (d *jpegDecoder) defaultTable(class, t uint8) error {
 
 // refine decodes a successive approximation refinement block, as specified in
 // section G.1.2.
-func (d *jpegDecoder) refine(b *jcoefs, h *jhuffman, zigStart, zigEnd, delta int32) error {
+func (d *jpegDecoder) refine(b *jcoefs, nzMask *uint64, h *jhuffman, zigStart, zigEnd, delta int32) error {
 	// Refining a DC component is trivial.
 	if zigStart == 0 {
 		if zigEnd != 0 {
@@ -695,7 +742,7 @@ func (d *jpegDecoder) refine(b *jcoefs, h *jhuffman, zigStart, zigEnd, delta int
 				return jpegFormatError("unexpected Huffman code")
 			}
 
-			zig, err = d.refineNonZeroes(b, zig, zigEnd, int32(val0), delta)
+			zig, err = d.refineNonZeroes(b, *nzMask, zig, zigEnd, int32(val0), delta)
 			if err != nil {
 				return err
 			}
@@ -704,44 +751,66 @@ func (d *jpegDecoder) refine(b *jcoefs, h *jhuffman, zigStart, zigEnd, delta int
 			}
 			if z != 0 {
 				b[unzig[zig]] = int16(z)
+				setNonZero(nzMask, zig, int16(z))
 			}
 		}
 	}
 	if d.eobRun > 0 {
 		d.eobRun--
-		if _, err := d.refineNonZeroes(b, zig, zigEnd, -1, delta); err != nil {
+		if _, err := d.refineNonZeroes(b, *nzMask, zig, zigEnd, -1, delta); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// refineNonZeroes refines non-zero entries of b in zig-zag order. If nz >= 0,
-// the first nz zero entries are skipped over.
-func (d *jpegDecoder) refineNonZeroes(b *jcoefs, zig, zigEnd, nz, delta int32) (int32, error) {
-	for ; zig <= zigEnd; zig++ {
-		u := unzig[zig]
-		if b[u] == 0 {
-			if nz == 0 {
-				break
+// refineNonZeroes refines non-zero entries of b, whose non-zero mask is nzMask, in zig-zag
+// order from zig. If nz >= 0, the first nz zero entries are skipped over and it stops at the
+// next one, returning its index; otherwise (or without that many zeroes) it returns zigEnd+1.
+// Refinement keeps a coefficient's sign and non-zero-ness, so nzMask holds throughout.
+func (d *jpegDecoder) refineNonZeroes(b *jcoefs, nzMask uint64, zig, zigEnd, nz, delta int32) (int32, error) {
+	band := ^uint64(0) >> uint(63-zigEnd) & (^uint64(0) << uint(zig))
+	todo := nzMask & band
+	end := zigEnd + 1
+	if nz >= 0 {
+		zeroes := ^nzMask & band
+		for ; nz > 0 && zeroes != 0; nz-- {
+			zeroes &= zeroes - 1
+		}
+		if zeroes != 0 {
+			end = int32(bits.TrailingZeros64(zeroes))
+			todo &= 1<<uint(end) - 1
+		}
+	}
+	for ; todo != 0; todo &= todo - 1 {
+		if d.bits.n == 0 {
+			if err := d.need(1); err != nil {
+				return 0, err
 			}
-			nz--
+		}
+		bit := d.bits.a >> 63
+		d.bits.consume(1)
+		if bit == 0 {
 			continue
 		}
-		bit, err := d.decodeBit()
-		if err != nil {
-			return 0, err
-		}
-		if !bit {
-			continue
-		}
+		u := unzig[bits.TrailingZeros64(todo)]
 		if b[u] >= 0 {
 			b[u] += int16(delta)
 		} else {
 			b[u] -= int16(delta)
 		}
 	}
-	return zig, nil
+	return end, nil
+}
+
+// setNonZero records in *nzMask whether coefficient zig now holds a non-zero v. A shift by al
+// can leave 0 in the 16 bits, so a stored coefficient is not always non-zero.
+func setNonZero(nzMask *uint64, zig int32, v int16) {
+	if v != 0 {
+		*nzMask |= 1 << uint(zig)
+	} else {
+		*nzMask &^= 1 << uint(zig)
+	}
 }
 
 // findRST advances past the next RST restart marker that matches expectedRST.
@@ -834,6 +903,7 @@ func (d *jpegDecoder) reconstructAll() error {
 var (
 	planePool = sync.Pool{New: func() any { return new([]byte) }}
 	coefsPool = sync.Pool{New: func() any { return new([]jcoefs) }}
+	masksPool = sync.Pool{New: func() any { return new([]uint64) }}
 )
 
 func getPlane(n int) []byte {
@@ -855,6 +925,17 @@ func getCoefs(n int) []jcoefs {
 	return c
 }
 
+func getMasks(n int) []uint64 {
+	p := masksPool.Get().(*[]uint64)
+	if cap(*p) < n {
+		*p = make([]uint64, n)
+		return *p
+	}
+	m := (*p)[:n]
+	clear(m)
+	return m
+}
+
 // release returns the decoder's buffers to the pools.
 func (d *jpegDecoder) release() {
 	for i := range d.comp {
@@ -868,6 +949,11 @@ func (d *jpegDecoder) release() {
 			p := c.coefs
 			coefsPool.Put(&p)
 			c.coefs = nil
+		}
+		if c.nonZero != nil {
+			p := c.nonZero
+			masksPool.Put(&p)
+			c.nonZero = nil
 		}
 	}
 }

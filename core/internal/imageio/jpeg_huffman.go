@@ -3,13 +3,15 @@
 // license that can be found in the LICENSE file.
 
 // This file is derived from Go's image/jpeg (huffman.go and the byte reader of reader.go),
-// BSD licence above. Iris changes: it reads from a byte slice held in memory, and
+// BSD licence above. Iris changes: it reads from a byte slice held in memory;
 // missing tables 0 and 1 fall back to the standard tables of Annex K.3, as libjpeg-turbo does
-// (jstdhuff.c) for Motion-JPEG frames.
+// (jstdhuff.c) for Motion-JPEG frames; and, for speed, bits come through a 64-bit buffer
+// refilled several bytes at a time, with 9-bit look-up tables (one also decoding AC
+// magnitudes, as stb_image does). The decoded values, the errors and the position after each
+// entropy-coded segment are those of Go's byte-at-a-time reader and 8-bit table, even for
+// corrupt data and invalid tables.
 
 package imageio
-
-import "errors"
 
 // jMaxCodeLength is the maximum (inclusive) number of bits in a Huffman code.
 const jMaxCodeLength = 16
@@ -17,8 +19,9 @@ const jMaxCodeLength = 16
 // jMaxNCodes is the maximum (inclusive) number of codes in a Huffman tree.
 const jMaxNCodes = 256
 
-// jLutSize is the log-2 size of the Huffman decoder's look-up table.
-const jLutSize = 8
+// jLutSize is the log-2 size of the Huffman decoder's look-up tables. Nine bits resolve
+// nearly every code of a photo's tables, and for AC codes most code+magnitude pairs too.
+const jLutSize = 9
 
 // jhuffman is a Huffman decoder, specified in section C.
 type jhuffman struct {
@@ -26,9 +29,13 @@ type jhuffman struct {
 	nCodes int32
 	// lut is the look-up table for the next jLutSize bits in the bit-stream.
 	// The high 8 bits of the uint16 are the encoded value. The low 8 bits
-	// are 1 plus the code length, or 0 if the value is too large to fit in
-	// jLutSize bits.
+	// are the code length, or 0 if the code is longer than jLutSize bits.
 	lut [1 << jLutSize]uint16
+	// acLut decodes an AC code and its magnitude bits in one look-up when both fit in
+	// jLutSize bits, and the EOB and ZRL codes: bits 0-3 hold the code length plus the
+	// magnitude bits, 4-7 the code length, 8-11 the zero run, and the high 16 bits the
+	// coefficient (0 for EOB and ZRL). 0 means the slow path.
+	acLut [1 << jLutSize]int32
 	// vals are the decoded values, sorted by their encoding.
 	vals [jMaxNCodes]uint8
 	// minCodes[i] is the minimum code of length i, or -1 if there are no
@@ -41,13 +48,17 @@ type jhuffman struct {
 	valsIndices [jMaxCodeLength]int32
 }
 
-// jbits holds the unprocessed bits that have been taken from the byte-stream.
-// The n least significant bits of a form the unread bits, to be read in MSB to
-// LSB order.
+// jbits holds the unprocessed bits that have been taken from the byte-stream. The n most
+// significant bits of a are the unread bits, MSB first. The bits below them are either zero
+// or copies of the entropy-coded bytes that follow (a refill may load more than it counts),
+// so a refill can OR new bytes in.
 type jbits struct {
-	a uint32 // accumulator.
-	m uint32 // mask. m==1<<(n-1) when n>0, with m==0 when n==0.
-	n int32  // the number of unread bits in a.
+	a    uint64
+	n    int
+	stop error // why no more bytes can be counted: nil, errShortHuffmanData or errMissingFF00
+	// start is the position of the entropy-coded segment's first byte, so that rewind does not
+	// mistake a byte before it for half of a stuffed 0xff00.
+	start int
 }
 
 var (
@@ -63,70 +74,11 @@ func (d *jpegDecoder) readByte() (byte, error) {
 	}
 	x := d.data[d.pos]
 	d.pos++
-	d.nUnreadable = 0
 	return x, nil
-}
-
-// unreadByteStuffedByte undoes the most recent readByteStuffedByte call,
-// giving a byte of data back from d.bits to the byte stream. The Huffman look-up table
-// requires at least 8 bits for look-up, which means that Huffman decoding can
-// sometimes overshoot and read one or two too many bytes. Two-byte overshoot
-// can happen when expecting to read a 0xff 0x00 byte-stuffed byte.
-func (d *jpegDecoder) unreadByteStuffedByte() {
-	d.pos -= d.nUnreadable
-	d.nUnreadable = 0
-	if d.bits.n >= 8 {
-		d.bits.a >>= 8
-		d.bits.n -= 8
-		d.bits.m >>= 8
-	}
-}
-
-// readByteStuffedByte is like readByte but is for byte-stuffed Huffman data.
-func (d *jpegDecoder) readByteStuffedByte() (byte, error) {
-	if d.pos+2 <= len(d.data) {
-		x := d.data[d.pos]
-		d.pos++
-		d.nUnreadable = 1
-		if x != 0xff {
-			return x, nil
-		}
-		if d.data[d.pos] != 0x00 {
-			return 0, errMissingFF00
-		}
-		d.pos++
-		d.nUnreadable = 2
-		return 0xff, nil
-	}
-	d.nUnreadable = 0
-	x, err := d.readByte()
-	if err != nil {
-		return 0, err
-	}
-	d.nUnreadable = 1
-	if x != 0xff {
-		return x, nil
-	}
-	x, err = d.readByte()
-	if err != nil {
-		return 0, err
-	}
-	d.nUnreadable = 2
-	if x != 0x00 {
-		return 0, errMissingFF00
-	}
-	return 0xff, nil
 }
 
 // readFull returns the next n bytes. It does not care about byte stuffing.
 func (d *jpegDecoder) readFull(n int) ([]byte, error) {
-	// Unread the overshot bytes, if any.
-	if d.nUnreadable != 0 {
-		if d.bits.n >= 8 {
-			d.unreadByteStuffedByte()
-		}
-		d.nUnreadable = 0
-	}
 	if n > len(d.data)-d.pos {
 		d.pos = len(d.data)
 		return nil, errUnexpectedEOF
@@ -136,48 +88,113 @@ func (d *jpegDecoder) readFull(n int) ([]byte, error) {
 	return b, nil
 }
 
-// ensureNBits reads bytes from the byte buffer to ensure that d.bits.n is at
-// least n. For best performance (avoiding function calls inside hot loops),
-// the caller is the one responsible for first checking that d.bits.n < n.
-func (d *jpegDecoder) ensureNBits(n int32) error {
-	for {
-		c, err := d.readByteStuffedByte()
-		if err != nil {
-			if errors.Is(err, errUnexpectedEOF) {
-				return errShortHuffmanData
+// resetBits starts an entropy-coded segment at d.pos.
+func (d *jpegDecoder) resetBits() {
+	d.bits = jbits{start: d.pos}
+}
+
+// fill counts more entropy-coded bytes into d.bits, up to at least 56 bits, stopping before
+// a marker (0xff not followed by 0x00) or the end of the data. The bits of the stream are
+// the same whatever the refill does: a byte is only counted once every byte before it is.
+func (d *jpegDecoder) fill() {
+	b := &d.bits
+	if b.stop != nil || b.n > 56 {
+		return
+	}
+	if d.pos+8 <= len(d.data) {
+		// Eight bytes without an 0xff need no unstuffing: count as many whole bytes as fit.
+		v := uint64(d.data[d.pos])<<56 | uint64(d.data[d.pos+1])<<48 | uint64(d.data[d.pos+2])<<40 |
+			uint64(d.data[d.pos+3])<<32 | uint64(d.data[d.pos+4])<<24 | uint64(d.data[d.pos+5])<<16 |
+			uint64(d.data[d.pos+6])<<8 | uint64(d.data[d.pos+7])
+		if hasNoFF(v) {
+			b.a |= v >> uint(b.n)
+			d.pos += (63 - b.n) >> 3
+			b.n |= 56
+			return
+		}
+	}
+	for b.n <= 56 {
+		if d.pos >= len(d.data) {
+			b.stop = errShortHuffmanData
+			return
+		}
+		x := d.data[d.pos]
+		if x == 0xff {
+			if d.pos+1 >= len(d.data) {
+				b.stop = errShortHuffmanData
+				return
 			}
-			return err
-		}
-		d.bits.a = d.bits.a<<8 | uint32(c)
-		d.bits.n += 8
-		if d.bits.m == 0 {
-			d.bits.m = 1 << 7
+			if d.data[d.pos+1] != 0x00 {
+				b.stop = errMissingFF00
+				return
+			}
+			d.pos += 2
 		} else {
-			d.bits.m <<= 8
+			d.pos++
 		}
-		if d.bits.n >= n {
-			break
+		b.a |= uint64(x) << uint(56-b.n)
+		b.n += 8
+	}
+}
+
+// hasNoFF reports whether no byte of v is 0xff (the classic has-zero-byte test on ^v).
+func hasNoFF(v uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	w := ^v
+	return (w-lo)&^w&hi == 0
+}
+
+// rewind ends an entropy-coded segment: d.pos goes back to just after the last byte with a
+// consumed bit, where the byte-at-a-time reader this replaces left it. Whole unread bytes
+// are given back, a stuffed 0xff as its two bytes.
+func (d *jpegDecoder) rewind() {
+	for k := d.bits.n >> 3; k > 0; k-- {
+		if d.pos-2 >= d.bits.start && d.data[d.pos-1] == 0x00 && d.data[d.pos-2] == 0xff {
+			d.pos -= 2
+		} else {
+			d.pos--
+		}
+	}
+	d.bits = jbits{}
+}
+
+// need makes at least n bits available, or returns the reason they are not.
+func (d *jpegDecoder) need(n int) error {
+	if d.bits.n < n {
+		d.fill()
+		if d.bits.n < n {
+			return d.bits.stop
 		}
 	}
 	return nil
 }
 
+// consume drops n available bits.
+func (b *jbits) consume(n int) {
+	b.a <<= uint(n)
+	b.n -= n
+}
+
+// extend is EXTEND (section F.2.2.1) of the t-bit value x.
+func extend(x uint32, t uint8) int32 {
+	if t == 0 {
+		return 0
+	}
+	if x < 1<<(t-1) {
+		return int32(x) + (-1 << t) + 1
+	}
+	return int32(x)
+}
+
 // receiveExtend is the composition of RECEIVE and EXTEND, specified in section
 // F.2.2.1.
 func (d *jpegDecoder) receiveExtend(t uint8) (int32, error) {
-	if d.bits.n < int32(t) {
-		if err := d.ensureNBits(int32(t)); err != nil {
-			return 0, err
-		}
+	if err := d.need(int(t)); err != nil {
+		return 0, err
 	}
-	d.bits.n -= int32(t)
-	d.bits.m >>= t
-	s := int32(1) << t
-	x := int32(d.bits.a>>uint8(d.bits.n)) & (s - 1)
-	if x < s>>1 {
-		x += ((-1) << t) + 1
-	}
-	return x, nil
+	x := uint32(d.bits.a >> (64 - uint(t))) // a shift by 64 gives 0 for t == 0
+	d.bits.consume(int(t))
+	return extend(x, t), nil
 }
 
 // processDHT processes a Define Huffman Table marker, and initializes a huffman
@@ -237,21 +254,21 @@ func (h *jhuffman) build(counts [jMaxCodeLength]byte, vals []byte) error {
 	}
 	copy(h.vals[:], vals)
 
-	// Derive the look-up table.
-	clear(h.lut[:])
+	// The 8-bit table of Go's decoder, whose results the wider tables reproduce: for an
+	// over-subscribed (invalid) table, its later codes overwrite earlier ones, which the
+	// canonical decoding of slowHuffman would not do.
+	var lut8 [256]uint16
 	var x, code uint32
-	for i := range jLutSize {
+	for i := range 8 {
 		code <<= 1
 		for range nCodes[i] {
 			// The codeLength is 1+i, so shift code by 8-(1+i) to
 			// calculate the high bits for every 8-bit sequence
 			// whose codeLength's high bits matches code.
-			// The high 8 bits of lutValue are the encoded value.
-			// The low 8 bits are 1 plus the codeLength.
 			base := uint8(code << (7 - i))
-			lutValue := uint16(h.vals[x])<<8 | uint16(2+i)
+			lutValue := uint16(h.vals[x])<<8 | uint16(1+i)
 			for k := uint8(0); k < 1<<(7-i); k++ { //nolint:intrange // the bound depends on the row
-				h.lut[base|k] = lutValue
+				lut8[base|k] = lutValue
 			}
 			code++
 			x++
@@ -274,6 +291,37 @@ func (h *jhuffman) build(counts [jMaxCodeLength]byte, vals []byte) error {
 		}
 		c <<= 1
 	}
+
+	// Each jLutSize-bit prefix gets what the 8-bit table, or failing it the canonical
+	// bit-by-bit search, decodes from it.
+	for p := range uint32(1 << jLutSize) {
+		v := lut8[p>>(jLutSize-8)]
+		if v == 0 {
+			code := int32(0)
+			for i := range jLutSize {
+				code |= int32(p>>(jLutSize-1-i)) & 1
+				if code <= h.maxCodes[i] {
+					v = uint16(h.vals[h.valsIndices[i]+code-h.minCodes[i]])<<8 | uint16(i+1)
+					break
+				}
+				code <<= 1
+			}
+		}
+		h.lut[p] = v
+		h.acLut[p] = 0
+		l := uint32(v & 0xff)
+		s := uint32(v>>8) & 0x0f
+		r := uint32(v>>8) >> 4
+		switch {
+		case l == 0:
+		case s == 0 && (r == 0 || r == 0x0f):
+			// EOB or ZRL: the coefficient field stays 0, which no magnitude decodes to.
+			h.acLut[p] = int32(r<<8 | l<<4 | l)
+		case s != 0 && l+s <= jLutSize:
+			mag := (p >> (jLutSize - l - s)) & (1<<s - 1)
+			h.acLut[p] = extend(mag, uint8(s))<<16 | int32(r<<8|l<<4|(l+s))
+		}
+	}
 	return nil
 }
 
@@ -283,40 +331,49 @@ func (d *jpegDecoder) decodeHuffman(h *jhuffman) (uint8, error) {
 	if h.nCodes == 0 {
 		return 0, jpegFormatError("uninitialized Huffman table")
 	}
-
-	if d.bits.n < 8 {
-		if err := d.ensureNBits(8); err != nil {
-			if !errors.Is(err, errMissingFF00) && !errors.Is(err, errShortHuffmanData) {
-				return 0, err
-			}
-			// There are no more bytes of data in this segment, but we may still
-			// be able to read the next symbol out of the previously read bits.
-			// First, undo the readByte that the ensureNBits call made.
-			if d.nUnreadable != 0 {
-				d.unreadByteStuffedByte()
-			}
-			goto slowPath
+	if d.bits.n < jLutSize {
+		d.fill()
+		if d.bits.n < jLutSize {
+			return d.decodeHuffmanShort(h)
 		}
 	}
-	if v := h.lut[(d.bits.a>>uint32(d.bits.n-jLutSize))&0xff]; v != 0 {
-		n := (v & 0xff) - 1
-		d.bits.n -= int32(n)
-		d.bits.m >>= n
-		return uint8(v >> 8), nil
+	v := h.lut[d.bits.a>>(64-jLutSize)]
+	if v == 0 {
+		return d.slowHuffman(h)
 	}
+	d.bits.consume(int(v & 0xff))
+	return uint8(v >> 8), nil
+}
 
-slowPath:
+// decodeHuffmanShort decodes with fewer than jLutSize bits left before a marker or the end
+// of the data. The decoder this replaces used its 8-bit table when 8 bits were there, and
+// the bit-by-bit search otherwise; the table, read with the missing bits as zeros, agrees with
+// it as long as the code it finds is within the available bits.
+func (d *jpegDecoder) decodeHuffmanShort(h *jhuffman) (uint8, error) {
+	if d.bits.n < 8 {
+		return d.slowHuffman(h)
+	}
+	v := h.lut[d.bits.a>>(64-jLutSize)&^(1<<(jLutSize-d.bits.n)-1)]
+	if v == 0 {
+		return d.slowHuffman(h)
+	}
+	if int(v&0xff) > d.bits.n {
+		return 0, d.bits.stop
+	}
+	d.bits.consume(int(v & 0xff))
+	return uint8(v >> 8), nil
+}
+
+// slowHuffman decodes a code bit by bit, canonically (section F.2.2.3).
+func (d *jpegDecoder) slowHuffman(h *jhuffman) (uint8, error) {
 	for i, code := 0, int32(0); i < jMaxCodeLength; i++ {
 		if d.bits.n == 0 {
-			if err := d.ensureNBits(1); err != nil {
+			if err := d.need(1); err != nil {
 				return 0, err
 			}
 		}
-		if d.bits.a&d.bits.m != 0 {
-			code |= 1
-		}
-		d.bits.n--
-		d.bits.m >>= 1
+		code |= int32(d.bits.a >> 63)
+		d.bits.consume(1)
 		if code <= h.maxCodes[i] {
 			return h.vals[h.valsIndices[i]+code-h.minCodes[i]], nil
 		}
@@ -327,26 +384,21 @@ slowPath:
 
 func (d *jpegDecoder) decodeBit() (bool, error) {
 	if d.bits.n == 0 {
-		if err := d.ensureNBits(1); err != nil {
+		if err := d.need(1); err != nil {
 			return false, err
 		}
 	}
-	ret := d.bits.a&d.bits.m != 0
-	d.bits.n--
-	d.bits.m >>= 1
+	ret := d.bits.a>>63 != 0
+	d.bits.consume(1)
 	return ret, nil
 }
 
 func (d *jpegDecoder) decodeBits(n int32) (uint32, error) {
-	if d.bits.n < n {
-		if err := d.ensureNBits(n); err != nil {
-			return 0, err
-		}
+	if err := d.need(int(n)); err != nil {
+		return 0, err
 	}
-	ret := d.bits.a >> uint32(d.bits.n-n)
-	ret &= (1 << uint32(n)) - 1
-	d.bits.n -= n
-	d.bits.m >>= uint32(n)
+	ret := uint32(d.bits.a >> (64 - uint(n)))
+	d.bits.consume(int(n))
 	return ret, nil
 }
 

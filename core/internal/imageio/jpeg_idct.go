@@ -52,8 +52,18 @@ func idctIslow(in *jcoefs, q *jblock, dst []byte, stride int) {
 		tmp1 := (d0 - d4) << idctConstBits
 		tmp10, tmp13 := tmp0+tmp3, tmp0-tmp3
 		tmp11, tmp12 := tmp1+tmp2, tmp1-tmp2
-		// Odd part.
-		o0, o1, o2, o3 := idctOdd(d7, d5, d3, d1)
+		// Odd part: o0..o3 are libjpeg's final tmp0..tmp3. It is written out in both passes
+		// because a shared function is too large for Go's inliner, and the call costs.
+		z1, z2, z3, z4 := d7+d1, d5+d3, d7+d3, d5+d1
+		z5 := (z3 + z4) * fix1_175875602  // sqrt(2) * c3
+		z1 *= -fix0_899976223             // sqrt(2) * ( c7-c3)
+		z2 *= -fix2_562915447             // sqrt(2) * (-c1-c3)
+		z3 = z3*-fix1_961570560 + z5      // sqrt(2) * (-c3-c5)
+		z4 = z4*-fix0_390180644 + z5      // sqrt(2) * ( c5-c3)
+		o0 := d7*fix0_298631336 + z1 + z3 // sqrt(2) * (-c1+c3+c5-c7)
+		o1 := d5*fix2_053119869 + z2 + z4 // sqrt(2) * ( c1+c3-c5+c7)
+		o2 := d3*fix3_072711026 + z2 + z3 // sqrt(2) * ( c1+c3+c5-c7)
+		o3 := d1*fix1_501321110 + z1 + z4 // sqrt(2) * ( c1+c3-c5-c7)
 		const sh = idctConstBits - idctPass1Bits
 		ws[c] = descale(tmp10+o3, sh)
 		ws[56+c] = descale(tmp10-o3, sh)
@@ -69,7 +79,8 @@ func idctIslow(in *jcoefs, q *jblock, dst []byte, stride int) {
 	const sh = idctConstBits + idctPass1Bits + 3
 	for r := range 8 {
 		w := ws[8*r : 8*r+8]
-		out := dst[r*stride : r*stride+8]
+		out := dst[r*stride:]
+		out = out[:8:8]
 		if w[1] == 0 && w[2] == 0 && w[3] == 0 && w[4] == 0 && w[5] == 0 && w[6] == 0 && w[7] == 0 {
 			v := sample(descale(w[0], idctPass1Bits+3))
 			for x := range out {
@@ -86,8 +97,17 @@ func idctIslow(in *jcoefs, q *jblock, dst []byte, stride int) {
 		tmp2 := z1 + z3*-fix1_847759065
 		tmp10, tmp13 := tmp0+tmp3, tmp0-tmp3
 		tmp11, tmp12 := tmp1+tmp2, tmp1-tmp2
-		// Odd part.
-		o0, o1, o2, o3 := idctOdd(w[7], w[5], w[3], w[1])
+		// Odd part, as in pass 1.
+		z1, z2, z3, z4 := w[7]+w[1], w[5]+w[3], w[7]+w[3], w[5]+w[1]
+		z5 := (z3 + z4) * fix1_175875602
+		z1 *= -fix0_899976223
+		z2 *= -fix2_562915447
+		z3 = z3*-fix1_961570560 + z5
+		z4 = z4*-fix0_390180644 + z5
+		o0 := w[7]*fix0_298631336 + z1 + z3
+		o1 := w[5]*fix2_053119869 + z2 + z4
+		o2 := w[3]*fix3_072711026 + z2 + z3
+		o3 := w[1]*fix1_501321110 + z1 + z4
 		out[0] = sample(descale(tmp10+o3, sh))
 		out[7] = sample(descale(tmp10-o3, sh))
 		out[1] = sample(descale(tmp11+o2, sh))
@@ -99,42 +119,10 @@ func idctIslow(in *jcoefs, q *jblock, dst []byte, stride int) {
 	}
 }
 
-// idctOdd is the odd part of both passes: inputs are the coefficients at positions 7, 5, 3
-// and 1; outputs are libjpeg's final tmp0..tmp3.
-func idctOdd(tmp0, tmp1, tmp2, tmp3 int32) (int32, int32, int32, int32) {
-	z1 := tmp0 + tmp3
-	z2 := tmp1 + tmp2
-	z3 := tmp0 + tmp2
-	z4 := tmp1 + tmp3
-	z5 := (z3 + z4) * fix1_175875602 // sqrt(2) * c3
-
-	tmp0 *= fix0_298631336 // sqrt(2) * (-c1+c3+c5-c7)
-	tmp1 *= fix2_053119869 // sqrt(2) * ( c1+c3-c5+c7)
-	tmp2 *= fix3_072711026 // sqrt(2) * ( c1+c3+c5-c7)
-	tmp3 *= fix1_501321110 // sqrt(2) * ( c1+c3-c5-c7)
-	z1 *= -fix0_899976223  // sqrt(2) * ( c7-c3)
-	z2 *= -fix2_562915447  // sqrt(2) * (-c1-c3)
-	z3 = z3*-fix1_961570560 + z5
-	z4 = z4*-fix0_390180644 + z5
-
-	tmp0 += z1 + z3
-	tmp1 += z2 + z4
-	tmp2 += z2 + z3
-	tmp3 += z1 + z4
-	return tmp0, tmp1, tmp2, tmp3
-}
-
 // descale is libjpeg's DESCALE: a rounding arithmetic right shift.
 func descale(x int32, n uint) int32 { return (x + 1<<(n-1)) >> n }
 
 // sample level-shifts an IDCT output by +128 and saturates it to a byte.
 func sample(v int32) byte {
-	v += 128
-	if v < 0 {
-		return 0
-	}
-	if v > 255 {
-		return 255
-	}
-	return byte(v)
+	return byte(min(max(v+128, 0), 255))
 }
