@@ -585,21 +585,38 @@ ATTN_WINDOW(80)
 // computes each row's max and sum of exp (online), the second P = exp(S * scale - max) rounded
 // to bf16 (as attn_flash) and O += P V; O / sum is rounded once. Q K^T thus runs twice, which at
 // these lengths costs less than rescaling O in shared memory for every tile.
-// Dynamic shared memory (fa_shared): Q | K | V | S (f32) | P, O (f32) over K and V at the end.
+// Tiles are copied with cp.async, every copy of a tile in flight at once (a loop of plain loads
+// and stores ran them as dependent round trips: 100+ us for 200 tokens). Rows of the tiles are
+// padded by 16 bytes so that the WMMA loads of 16-row tiles hit distinct banks. The softmax
+// gives each row two lanes (32 keys each), their reads rotated by the lane.
+// Dynamic shared memory (fa_shared): Q | K | V | S (f32) | P; O (f32) over K and V at the end.
 #define FA_BQ 64
 #define FA_BK 64
+#define FA_SLD (FA_BK + 4) // S row stride (floats)
+#define FA_PLD (FA_BK + 8) // P row stride (bf16)
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 16 : 0; // 0: the 16 bytes are zero-filled, nothing is read
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+
 template <int HD>
 __device__ void attn_fa(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
                         const int *qseg, const int *kseg, int heads, int kvh, int causal, float scale) {
     using namespace nvcuda;
     static_assert(HD % 16 == 0, "WMMA tiles");
+    constexpr int LD = HD + 8;  // Q, K, V row stride (bf16)
+    constexpr int OLD = HD + 4; // O row stride (floats): fits over K and V
+    constexpr int C = HD / 8;   // 16-byte chunks a row
     extern __shared__ __align__(128) unsigned char fsm[];
     bf16 *Qs = (bf16 *)fsm;
-    bf16 *Ks = Qs + FA_BQ * HD;
-    bf16 *Vs = Ks + FA_BK * HD;
-    float *S = (float *)(Vs + FA_BK * HD);
-    bf16 *P = (bf16 *)(S + FA_BQ * FA_BK);
-    float *O = (float *)Ks; // [FA_BQ][HD] over K and V (2 * FA_BK * HD bf16) once both are spent
+    bf16 *Ks = Qs + FA_BQ * LD;
+    bf16 *Vs = Ks + FA_BK * LD;
+    float *S = (float *)(Vs + FA_BK * LD);
+    bf16 *P = (bf16 *)(S + FA_BQ * FA_SLD);
+    float *O = (float *)Ks;
     __shared__ float rowm[FA_BQ], rowl[FA_BQ];
     int s = blockIdx.z, h = blockIdx.y;
     int q0 = qseg[s], nq = qseg[s + 1] - q0;
@@ -609,88 +626,106 @@ __device__ void attn_fa(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, 
     int g = h / (heads / kvh);
     int off = nk - nq;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    constexpr int C = HD / 8; // 16-byte chunks a row
+    const bf16 *qb = q + (size_t)q0 * ldq + (size_t)h * HD;
     for (int e = tid; e < FA_BQ * C; e += blockDim.x) {
         int i = e / C, c = e % C;
-        uint4 z = make_uint4(0, 0, 0, 0);
-        if (tile + i < nq) z = *(const uint4 *)(q + (size_t)(q0 + tile + i) * ldq + (size_t)h * HD + c * 8);
-        *(uint4 *)(Qs + i * HD + c * 8) = z;
+        bool in = tile + i < nq;
+        cp_async16(Qs + i * LD + c * 8, in ? qb + (size_t)(tile + i) * ldq + c * 8 : qb, in);
     }
     if (tid < FA_BQ) rowm[tid] = -INFINITY, rowl[tid] = 0.f;
+    cp_async_wait_all();
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> qa[HD / 16];
+#pragma unroll
+    for (int dt = 0; dt < HD / 16; dt++) wmma::load_matrix_sync(qa[dt], Qs + warp * 16 * LD + dt * 16, LD);
     int kend = causal ? min(nk, tile + FA_BQ + off) : nk;
     const bf16 *kb = k + (size_t)k0 * ldk + (size_t)g * HD;
     const bf16 *vb = v + (size_t)k0 * ldv + (size_t)g * HD;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[HD / 16];
+#pragma unroll
     for (int ct = 0; ct < HD / 16; ct++) wmma::fill_fragment(o[ct], 0.f);
+    // the lane's row of the warp's 16, its half of the tile's keys, and its read rotation
+    int r = warp * 16 + (lane >> 1), half = (lane & 1) * 32;
+    int lim = causal ? tile + r + off : nk - 1; // last key the row sees
     for (int pass = 0; pass < 2; pass++) {
         for (int kt = 0; kt < kend; kt += FA_BK) {
             __syncthreads(); // the previous tile's K and V are read by no warp any more
             for (int e = tid; e < FA_BK * C; e += blockDim.x) {
                 int j = e / C, c = e % C;
-                uint4 zk = make_uint4(0, 0, 0, 0), zv = zk;
-                if (kt + j < nk) {
-                    zk = *(const uint4 *)(kb + (size_t)(kt + j) * ldk + c * 8);
-                    if (pass) zv = *(const uint4 *)(vb + (size_t)(kt + j) * ldv + c * 8);
-                }
-                *(uint4 *)(Ks + j * HD + c * 8) = zk;
-                if (pass) *(uint4 *)(Vs + j * HD + c * 8) = zv;
+                bool in = kt + j < nk;
+                cp_async16(Ks + j * LD + c * 8, in ? kb + (size_t)(kt + j) * ldk + c * 8 : kb, in);
+                if (pass) cp_async16(Vs + j * LD + c * 8, in ? vb + (size_t)(kt + j) * ldv + c * 8 : vb, in);
             }
+            cp_async_wait_all();
             __syncthreads();
             // S = Q K^T for the warp's 16 rows
+#pragma unroll
             for (int ct = 0; ct < FA_BK / 16; ct++) {
                 wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
                 wmma::fill_fragment(acc, 0.f);
+#pragma unroll
                 for (int dt = 0; dt < HD / 16; dt++) {
-                    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
                     wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
-                    wmma::load_matrix_sync(a, Qs + warp * 16 * HD + dt * 16, HD);
-                    wmma::load_matrix_sync(b, Ks + ct * 16 * HD + dt * 16, HD);
-                    wmma::mma_sync(acc, a, b, acc);
+                    wmma::load_matrix_sync(b, Ks + ct * 16 * LD + dt * 16, LD);
+                    wmma::mma_sync(acc, qa[dt], b, acc);
                 }
-                wmma::store_matrix_sync(S + warp * 16 * FA_BK + ct * 16, acc, FA_BK, wmma::mem_row_major);
+                wmma::store_matrix_sync(S + warp * 16 * FA_SLD + ct * 16, acc, FA_SLD, wmma::mem_row_major);
             }
             __syncwarp();
-            // the warp's rows: lane covers keys lane and lane + 32 of the tile
-            for (int r = warp * 16; r < warp * 16 + 16; r++) {
-                int lim = causal ? tile + r + off : nk - 1; // last key the row sees
-                int ja = kt + lane, jb = kt + lane + 32;
-                bool ina = ja < nk && ja <= lim, inb = jb < nk && jb <= lim;
-                float a = ina ? S[r * FA_BK + lane] * scale : -INFINITY;
-                float b = inb ? S[r * FA_BK + lane + 32] * scale : -INFINITY;
-                if (pass == 0) {
-                    float tmax = warp_max(fmaxf(a, b));
-                    if (tmax == -INFINITY) continue; // the row sees none of these keys
-                    float m = rowm[r], mnew = fmaxf(m, tmax);
-                    float sum = warp_sum((ina ? expf(a - mnew) : 0.f) + (inb ? expf(b - mnew) : 0.f));
-                    if (lane == 0) rowl[r] = rowl[r] * expf(m - mnew) + sum, rowm[r] = mnew;
-                } else {
-                    float m = rowm[r];
-                    P[r * FA_BK + lane] = __float2bfloat16_rn(ina ? expf(a - m) : 0.f);
-                    P[r * FA_BK + lane + 32] = __float2bfloat16_rn(inb ? expf(b - m) : 0.f);
+            const float *srow = S + r * FA_SLD + half;
+            int j0 = kt + half; // key of srow[0]
+            if (pass == 0) {
+                float mx = -INFINITY;
+#pragma unroll 8
+                for (int i = 0; i < 32; i++) {
+                    int c = (i + lane) & 31, j = j0 + c;
+                    if (j < nk && j <= lim) mx = fmaxf(mx, srow[c] * scale);
                 }
-                __syncwarp();
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                float m = rowm[r], mnew = fmaxf(m, mx);
+                float sum = 0.f;
+                if (mnew != -INFINITY) {
+#pragma unroll 8
+                    for (int i = 0; i < 32; i++) {
+                        int c = (i + lane) & 31, j = j0 + c;
+                        if (j < nk && j <= lim) sum += expf(srow[c] * scale - mnew);
+                    }
+                }
+                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                __syncwarp(); // both lanes of the row have read rowm
+                if (half == 0 && mnew != -INFINITY) rowl[r] = rowl[r] * expf(m - mnew) + sum, rowm[r] = mnew;
+                continue;
             }
-            if (pass == 0) continue;
+            float m = rowm[r];
+            bf16 *prow = P + r * FA_PLD + half;
+#pragma unroll 8
+            for (int i = 0; i < 32; i++) {
+                int c = (i + lane) & 31, j = j0 + c;
+                prow[c] = __float2bfloat16_rn(j < nk && j <= lim ? expf(srow[c] * scale - m) : 0.f);
+            }
             __syncwarp();
+#pragma unroll
             for (int jt = 0; jt < FA_BK / 16; jt++) {
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-                wmma::load_matrix_sync(a, P + warp * 16 * FA_BK + jt * 16, FA_BK);
+                wmma::load_matrix_sync(a, P + warp * 16 * FA_PLD + jt * 16, FA_PLD);
+#pragma unroll
                 for (int ct = 0; ct < HD / 16; ct++) {
                     wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
-                    wmma::load_matrix_sync(b, Vs + jt * 16 * HD + ct * 16, HD);
+                    wmma::load_matrix_sync(b, Vs + jt * 16 * LD + ct * 16, LD);
                     wmma::mma_sync(o[ct], a, b, o[ct]);
                 }
             }
         }
     }
     __syncthreads(); // K and V are read by no warp any more
-    for (int ct = 0; ct < HD / 16; ct++) wmma::store_matrix_sync(O + warp * 16 * HD + ct * 16, o[ct], HD, wmma::mem_row_major);
+#pragma unroll
+    for (int ct = 0; ct < HD / 16; ct++) wmma::store_matrix_sync(O + warp * 16 * OLD + ct * 16, o[ct], OLD, wmma::mem_row_major);
     __syncthreads();
     for (int e = tid; e < FA_BQ * HD; e += blockDim.x) {
         int i = e / HD, d = e % HD;
         if (tile + i >= nq) break;
         float l = rowl[i];
-        out[(size_t)(q0 + tile + i) * ldo + (size_t)h * HD + d] = __float2bfloat16_rn(l > 0.f ? O[i * HD + d] / l : 0.f);
+        out[(size_t)(q0 + tile + i) * ldo + (size_t)h * HD + d] = __float2bfloat16_rn(l > 0.f ? O[i * OLD + d] / l : 0.f);
     }
 }
 #define ATTN_FA(HD)                                                                                               \

@@ -35,8 +35,8 @@ var windowHeadDims = []int{16, 32, 64, 80}
 var faHeadDims = []int{16, 32, 64, 80, 128}
 
 // faShared is iris_attn_fa's dynamic shared memory for head size hd: Q, K and V tiles (bf16),
-// the scores (f32) and the probabilities (bf16).
-func faShared(hd int) int { return 3*faBQ*hd*2 + faBQ*faBQ*4 + faBQ*faBQ*2 }
+// the scores (f32) and the probabilities (bf16), rows padded as in iris.cu.
+func faShared(hd int) int { return 3*faBQ*(hd+8)*2 + faBQ*(faBQ+4)*4 + faBQ*(faBQ+8)*2 }
 
 func loadKernels(t dtype) (*kernelSet, error) {
 	mod, err := gpu.LoadModule(kernels.Image)

@@ -77,16 +77,6 @@ func (f *kfix) do(fn func() error) {
 	}
 }
 
-// bf16 rounding on the host (round to nearest even), as __float2bfloat16_rn.
-func toBF16(v float32) uint16 {
-	b := math.Float32bits(v)
-	if v != v {
-		return 0x7fc0
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
-
 func fromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 func roundBF16(v float32) float32 { return fromBF16(toBF16(v)) }

@@ -358,11 +358,7 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 	n64 := int64(N)
 	q := &enq{m: m}
 
-	pixF := q.scratch("v.pixf", n64*int64(cols)*4)
-	pix := pixF
-	if m.dt == bf16 {
-		pix = q.scratch("v.pix", n64*int64(cols)*e)
-	}
+	pix := q.scratch("v.pix", n64*int64(cols)*e)
 	xe := q.scratch("v.xe", n64*int64(VH)*e)
 	x := q.scratch("v.x", n64*int64(VH)*e)
 	xn := q.scratch("v.xn", n64*int64(VH)*e)
@@ -391,11 +387,15 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 	}
 
 	q.mark("vision")
-	// hidden_states = self.patch_embed(hidden_states): the pixels cast to the weight dtype, then
-	// the Conv3d (kernel = stride) as one product.
-	q.stage(pixF, unsafe.Pointer(&pixels[0]), int64(len(pixels))*4)
+	// hidden_states = self.patch_embed(hidden_states): the pixels cast to the weight dtype
+	// (rounded on the host while they are staged), then the Conv3d (kernel = stride) as one
+	// product.
 	if m.dt == bf16 {
-		q.elems(k.f32ToBF16, int64(len(pixels)), gpu.P(pix), gpu.P(pixF), gpu.L(int64(len(pixels))))
+		if q.err == nil {
+			q.err = m.stageBF16(pix, pixels)
+		}
+	} else {
+		q.stage(pix, unsafe.Pointer(&pixels[0]), int64(len(pixels))*4)
 	}
 	q.linear(xe, VH, pix, cols, w.patch, 0, N, VH, cols)
 	// permute_input_for_window_attn: merge units into window order
