@@ -134,31 +134,6 @@ func BenchmarkDecodeKernels(b *testing.B) {
 				}},
 				tcase{fmt.Sprintf("prefill attention %d, cuBLAS", n), 0, layers, func(int) error {
 					return attnGemm(dt, k, f.blas, f.s, a, sb, pb, heads/kvh)
-				}},
-				tcase{fmt.Sprintf("prefill attention %d, tensor-core flash", n), 0, layers, func(int) error {
-					return k.fa[hd].Launch(gpu.Dim3{X: (n + faBQ - 1) / faBQ, Y: heads, Z: 1}, gpu.Dim3{X: 128}, faShared(hd), f.s,
-						gpu.P(ob), gpu.P(qb), gpu.P(kb), gpu.P(vb), gpu.I(qd), gpu.I(kvd), gpu.I(kvd), gpu.I(qd),
-						gpu.P(seg), gpu.P(seg), gpu.I(heads), gpu.I(kvh), gpu.I(1), gpu.F(0.088))
-				}})
-		}
-		// the vision tower's full attention (660 patches, 16 heads of 80, one frame)
-		{
-			const n, vh, vhd = 660, 16, 80
-			qkv, ob := alloc(int64(n*3*vh*vhd)), alloc(int64(n*vh*vhd))
-			seg := f.putI32([]int32{0, n})
-			sb, pb := alloc(int64(vh*n*n*2)), alloc(int64(vh*n*n))
-			ld := 3 * vh * vhd
-			qp, kp, vp := qkv, qkv.Add(int64(vh*vhd)*dt.size()), qkv.Add(int64(2*vh*vhd)*dt.size())
-			a := attnArgs{out: ob, q: qp, k: kp, v: vp, ldo: vh * vhd, ldq: ld, ldk: ld, ldv: ld,
-				nq: n, nk: n, heads: vh, kvh: vh, hd: vhd, scale: 0.11}
-			small = append(small,
-				tcase{"vision full attention 660, cuBLAS", 0, 4, func(int) error {
-					return attnGemm(dt, k, f.blas, f.s, a, sb, pb, vh)
-				}},
-				tcase{"vision full attention 660, tensor-core flash", 0, 4, func(int) error {
-					return k.fa[vhd].Launch(gpu.Dim3{X: (n + faBQ - 1) / faBQ, Y: vh, Z: 1}, gpu.Dim3{X: 128}, faShared(vhd), f.s,
-						gpu.P(ob), gpu.P(qp), gpu.P(kp), gpu.P(vp), gpu.I(ld), gpu.I(ld), gpu.I(ld), gpu.I(vh*vhd),
-						gpu.P(seg), gpu.P(seg), gpu.I(vh), gpu.I(vh), gpu.I(0), gpu.F(0.11))
 				}})
 		}
 		cases = append(small, cases...)

@@ -51,10 +51,6 @@ type Options struct {
 	// broadcast into the output by a kernel first) instead of cuBLASLt plans with the bias in
 	// the epilogue and timed algorithms; for comparison.
 	GemmEx bool
-	// AttnCuBLAS runs long bf16 attention segments (prefill, the vision tower's full-attention
-	// blocks) through cuBLAS with the scores materialised, as fp32 does, instead of the
-	// tensor-core flash kernel; for comparison.
-	AttnCuBLAS bool
 	// NoTune takes cuBLASLt's first heuristic algorithm for each shape instead of timing its
 	// candidates on the shape's first use.
 	NoTune bool

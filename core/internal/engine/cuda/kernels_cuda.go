@@ -20,7 +20,6 @@ type kernelSet struct {
 	softmax, attnDecode                *gpu.Function
 	flash                              map[int]*gpu.Function // by head dim
 	window                             map[int]*gpu.Function // by head dim; bf16 only
-	fa                                 map[int]*gpu.Function // by head dim; bf16 only
 	argmax, gemv, gemvGLU              *gpu.Function
 }
 
@@ -31,19 +30,12 @@ var flashHeadDims = []int{8, 16, 32, 64, 80, 128}
 // winMax rows).
 var windowHeadDims = []int{16, 32, 64, 80}
 
-// faHeadDims are those of iris_attn_fa (tensor cores, bf16, long segments).
-var faHeadDims = []int{16, 32, 64, 80, 128}
-
-// faShared is iris_attn_fa's dynamic shared memory for head size hd: Q, K and V tiles (bf16),
-// the scores (f32) and the probabilities (bf16), rows padded as in iris.cu.
-func faShared(hd int) int { return 3*faBQ*(hd+8)*2 + faBQ*(faBQ+4)*4 + faBQ*(faBQ+8)*2 }
-
 func loadKernels(t dtype) (*kernelSet, error) {
 	mod, err := gpu.LoadModule(kernels.Image)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kernels.Source, err)
 	}
-	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}, window: map[int]*gpu.Function{}, fa: map[int]*gpu.Function{}}
+	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}, window: map[int]*gpu.Function{}}
 	sfx := "_f32"
 	if t == bf16 {
 		sfx = "_bf16"
@@ -85,16 +77,6 @@ func loadKernels(t dtype) (*kernelSet, error) {
 			get(&f, fmt.Sprintf("iris_attn_window_bf16_%d", hd))
 			k.window[hd] = f
 		}
-		for _, hd := range faHeadDims {
-			var f *gpu.Function
-			get(&f, fmt.Sprintf("iris_attn_fa_bf16_%d", hd))
-			if f != nil {
-				if err := f.SetMaxDynamicShared(faShared(hd)); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			k.fa[hd] = f
-		}
 	}
 	if len(errs) > 0 {
 		_ = mod.Unload()
@@ -107,7 +89,6 @@ func loadKernels(t dtype) (*kernelSet, error) {
 const (
 	attBQ      = 64  // ATT_BQ: queries per flash block (4 threads each)
 	winMax     = 64  // WIN_MAX: rows of a segment iris_attn_window holds
-	faBQ       = 64  // FA_BQ = FA_BK: queries of an iris_attn_fa block, keys of its tiles
 	decSK      = 64  // DEC_SK: keys per decode split
 	decThreads = 256 // DEC_THREADS
 	gemvWarps  = 4   // GEMV_WARPS: warps per gemv block (a row each)

@@ -695,25 +695,6 @@ func (m *Model) buf(name string, n int64) (gpu.DevPtr, error) {
 // stage copies host data to dst through the pinned staging area, asynchronously on the model's
 // stream; the area is recycled after each call's final synchronisation (resetStage).
 func (m *Model) stage(dst gpu.DevPtr, src unsafe.Pointer, n int64) error {
-	return m.stageWith(dst, n, func(area []byte) { parallelCopy(area, unsafe.Slice((*byte)(src), n)) })
-}
-
-// stageBF16 uploads src to dst as bf16, rounded on the host (as __float2bfloat16_rn) while it is
-// written to the pinned area, in parallel: half the bytes of F32 cross the bus.
-func (m *Model) stageBF16(dst gpu.DevPtr, src []float32) error {
-	return m.stageWith(dst, int64(len(src))*2, func(area []byte) {
-		out := unsafe.Slice((*uint16)(unsafe.Pointer(&area[0])), len(src))
-		inBands(len(src), parallelCopyMin/4, func(lo, hi int) {
-			for i, v := range src[lo:hi] {
-				out[lo+i] = toBF16(v)
-			}
-		})
-	})
-}
-
-// stageWith has fill write n bytes to the pinned upload area and enqueues their copy to dst.
-// The area is reused after the next synchronisation (resetStage).
-func (m *Model) stageWith(dst gpu.DevPtr, n int64, fill func(area []byte)) error {
 	if n == 0 {
 		return nil
 	}
@@ -732,7 +713,7 @@ func (m *Model) stageWith(dst gpu.DevPtr, n int64, fill func(area []byte)) error
 		}
 	}
 	area := m.staging.Bytes()[m.stageOff : m.stageOff+n]
-	fill(area)
+	parallelCopy(area, unsafe.Slice((*byte)(src), n))
 	m.stageOff += need
 	return m.stream.CopyHtoD(dst, unsafe.Pointer(&area[0]), n)
 }

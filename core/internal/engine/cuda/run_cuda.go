@@ -241,8 +241,7 @@ func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p 
 	return nil
 }
 
-// attention enqueues one segment: when it is large, through the tensor-core flash kernel (bf16)
-// or cuBLAS (f32, Options.AttnCuBLAS), else through the flash kernel on CUDA cores
+// attention enqueues one segment through cuBLAS when it is large, else through the flash kernel
 // (qseg/kseg: the segment's bounds [q0, q0+nq) and [k0, k0+nk) on the device, as the flash
 // kernel reads them).
 func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
@@ -254,12 +253,6 @@ func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
 	causal := 0
 	if a.causal {
 		causal = 1
-	}
-	if fa := m.k.fa[a.hd]; fa != nil && area >= gemmAttnMin && !m.opts.FlashOnly && !m.opts.AttnCuBLAS {
-		q.launch(fa, gpu.Dim3{X: (a.nq + faBQ - 1) / faBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 128}, faShared(a.hd),
-			gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
-			gpu.P(qseg), gpu.P(kseg), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
-		return
 	}
 	if area >= gemmAttnMin && !m.opts.FlashOnly {
 		per := a.heads / a.kvh
@@ -358,7 +351,11 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 	n64 := int64(N)
 	q := &enq{m: m}
 
-	pix := q.scratch("v.pix", n64*int64(cols)*e)
+	pixF := q.scratch("v.pixf", n64*int64(cols)*4)
+	pix := pixF
+	if m.dt == bf16 {
+		pix = q.scratch("v.pix", n64*int64(cols)*e)
+	}
 	xe := q.scratch("v.xe", n64*int64(VH)*e)
 	x := q.scratch("v.x", n64*int64(VH)*e)
 	xn := q.scratch("v.xn", n64*int64(VH)*e)
@@ -387,15 +384,12 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 	}
 
 	q.mark("vision")
-	// hidden_states = self.patch_embed(hidden_states): the pixels cast to the weight dtype
-	// (rounded on the host while they are staged), then the Conv3d (kernel = stride) as one
-	// product.
+	// hidden_states = self.patch_embed(hidden_states): the pixels cast to the weight dtype, then
+	// the Conv3d (kernel = stride) as one product. (Rounding them to bf16 on the host while they
+	// are staged, to halve the upload, made this stage 0.55 ms slower: docs/gpu.md.)
+	q.stage(pixF, unsafe.Pointer(&pixels[0]), int64(len(pixels))*4)
 	if m.dt == bf16 {
-		if q.err == nil {
-			q.err = m.stageBF16(pix, pixels)
-		}
-	} else {
-		q.stage(pix, unsafe.Pointer(&pixels[0]), int64(len(pixels))*4)
+		q.elems(k.f32ToBF16, int64(len(pixels)), gpu.P(pix), gpu.P(pixF), gpu.L(int64(len(pixels))))
 	}
 	q.linear(xe, VH, pix, cols, w.patch, 0, N, VH, cols)
 	// permute_input_for_window_attn: merge units into window order
