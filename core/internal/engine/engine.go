@@ -77,6 +77,16 @@ func (e *Embeddings) fits(tokens, dim int) bool {
 	return len(e.Data) == e.Tokens*e.Dim
 }
 
+// GreedyModel is a [Model] that can take the greedy choice ([Argmax]) on its device, sparing the
+// copy of the logits to the host and the host's scan over the vocabulary at every step.
+// [Generate] uses it for greedy requests.
+type GreedyModel interface {
+	// PrefillGreedy is Prefill returning the argmax of the last token's logits.
+	PrefillGreedy(ctx context.Context, seq Sequence, p Prompt) (int32, error)
+	// DecodeStepGreedy is DecodeStep returning the argmax of the new logits.
+	DecodeStepGreedy(ctx context.Context, seq Sequence, token int32, pos int32) (int32, error)
+}
+
 // DeviceEncoder is a [Model] that can keep vision-tower outputs on its device for its own
 // Prefill, sparing them a round trip through host memory. [Generate] uses it when a model has it.
 type DeviceEncoder interface {

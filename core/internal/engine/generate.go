@@ -97,8 +97,23 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 	}
 	defer seq.Close()
 
+	// A greedy request on a GreedyModel gets each step's argmax from the device; otherwise the
+	// sampler reads the logits.
+	greedy, _ := m.(GreedyModel)
+	if !req.Sampling.Greedy() {
+		greedy = nil
+	}
+	var (
+		logits []float32
+		tok    int32
+	)
 	start = time.Now()
-	logits, err := m.Prefill(ctx, seq, Prompt{IDs: req.IDs, Positions: pos, Images: embeds})
+	prompt := Prompt{IDs: req.IDs, Positions: pos, Images: embeds}
+	if greedy != nil {
+		tok, err = greedy.PrefillGreedy(ctx, seq, prompt)
+	} else {
+		logits, err = m.Prefill(ctx, seq, prompt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("prefill: %w", err)
 	}
@@ -114,7 +129,9 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 	start = time.Now()
 	defer func() { res.Timings.Decode = time.Since(start) }()
 	for {
-		tok := sampler.Sample(logits)
+		if greedy == nil {
+			tok = sampler.Sample(logits)
+		}
 		if stop[tok] {
 			res.Finish, res.StopToken = FinishStop, tok
 			return res, nil
@@ -134,8 +151,13 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 		}
 		// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
 		// index plus rope_delta on all three axes.
-		at := len(req.IDs) + len(res.Tokens) - 1
-		if logits, err = m.DecodeStep(ctx, seq, tok, int32(at+pos.Delta)); err != nil {
+		at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
+		if greedy != nil {
+			tok, err = greedy.DecodeStepGreedy(ctx, seq, tok, at)
+		} else {
+			logits, err = m.DecodeStep(ctx, seq, tok, at)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("decode step %d: %w", len(res.Tokens), err)
 		}
 	}

@@ -225,6 +225,52 @@ func TestGenerateDeviceEmbeddings(t *testing.T) {
 	}
 }
 
+// greedyFake is fakeModel with a GreedyModel: the same script, as token ids.
+type greedyFake struct{ *fakeModel }
+
+func (m greedyFake) PrefillGreedy(ctx context.Context, seq engine.Sequence, p engine.Prompt) (int32, error) {
+	l, err := m.fakeModel.Prefill(ctx, seq, p)
+	m.calls[len(m.calls)-1] += " greedy"
+	return engine.Argmax(l), err
+}
+
+func (m greedyFake) DecodeStepGreedy(ctx context.Context, seq engine.Sequence, token, pos int32) (int32, error) {
+	l, err := m.fakeModel.DecodeStep(ctx, seq, token, pos)
+	m.calls[len(m.calls)-1] += " greedy"
+	return engine.Argmax(l), err
+}
+
+// TestGenerateGreedyModel checks that greedy requests take a GreedyModel's device argmax (same
+// tokens, positions and stops) and that sampled ones read the logits.
+func TestGenerateGreedyModel(t *testing.T) {
+	for _, tc := range []struct {
+		temp   float64
+		greedy bool
+	}{{0, true}, {0.7, false}} {
+		m := greedyFake{newFake(5, 6, 7, 2)}
+		res, err := engine.Generate(context.Background(), m, engine.Request{
+			IDs: []int32{1, 2, 3}, MaxNewTokens: 8, StopIDs: []int32{2},
+			// top_p 0.01 keeps only the scripted token: a sampled request with a known answer
+			Sampling: engine.Sampling{Temperature: tc.temp, TopP: 0.01},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(res.Tokens, []int32{5, 6, 7}) || res.Finish != engine.FinishStop || !slices.Equal(m.pos, []int32{3, 4, 5}) {
+			t.Errorf("temp %v: tokens %v finish %v positions %v", tc.temp, res.Tokens, res.Finish, m.pos)
+		}
+		want := []string{"seq 11", "prefill 3 delta 0 images 0", "decode", "decode", "decode"}
+		if tc.greedy {
+			for i := 1; i < len(want); i++ {
+				want[i] += " greedy"
+			}
+		}
+		if !slices.Equal(m.calls, want) {
+			t.Errorf("temp %v: calls %q, want %q", tc.temp, m.calls, want)
+		}
+	}
+}
+
 // TestFlattenMixedEmbeddings refuses a prompt whose images are partly on a device.
 func TestFlattenMixedEmbeddings(t *testing.T) {
 	m := &deviceFake{fakeModel: newFake(5)}

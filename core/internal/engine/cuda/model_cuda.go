@@ -25,6 +25,7 @@ var rootPrefixes = []string{""}
 var (
 	_ engine.Model         = (*Model)(nil)
 	_ engine.DeviceEncoder = (*Model)(nil)
+	_ engine.GreedyModel   = (*Model)(nil)
 	_ engine.Sequence      = (*Sequence)(nil)
 )
 
@@ -62,6 +63,7 @@ type weights struct {
 type decodeBufs struct {
 	x                                                 [2]gpu.DevPtr // the residual stream, alternating
 	xn, qkv, att, t, gu, act, logits, logitsF32, part gpu.DevPtr
+	pick                                              gpu.DevPtr // iris_argmax_top2's out and vals (16 bytes)
 	ticket                                            gpu.DevPtr // int32 [heads], zero between steps
 	splits                                            int
 }
@@ -93,7 +95,8 @@ type Model struct {
 	decArena gpu.Buffer
 	stepDev  gpu.Buffer
 	stepHost *gpu.HostBuffer
-	logits   *gpu.HostBuffer // f32 [vocab], where every call leaves its logits
+	logits   *gpu.HostBuffer // f32 [vocab], where a call that asks for them leaves its logits
+	pick     *gpu.HostBuffer // the argmax of every call's logits and the runner-up (int32 each)
 	scratch  map[string]*gpu.Buffer
 	staging  *gpu.HostBuffer // pinned upload area
 	stageOff int64
@@ -265,6 +268,7 @@ func (m *Model) release() error {
 	m.rowsMu.Unlock()
 	_ = m.staging.Free()
 	_ = m.logits.Free()
+	_ = m.pick.Free()
 	_ = m.stepHost.Free()
 	_ = m.stepDev.Free()
 	_ = m.decArena.Free()
@@ -299,6 +303,9 @@ func (m *Model) init(ctx context.Context, ck checkpoint) error {
 		return err
 	}
 	if m.stepHost, err = gpu.AllocHost(int64(unsafe.Sizeof(stepArgs{}))); err != nil {
+		return err
+	}
+	if m.pick, err = gpu.AllocHost(16); err != nil {
 		return err
 	}
 	if m.logits, err = gpu.AllocHost(int64(m.cfg.Text.Vocab) * 4); err != nil {
@@ -647,7 +654,7 @@ func (m *Model) allocDecode() error {
 		{&m.dec.x[0], int64(t.Hidden) * e}, {&m.dec.x[1], int64(t.Hidden) * e}, {&m.dec.xn, int64(t.Hidden) * e}, {&m.dec.qkv, (qd + 2*kvd) * e},
 		{&m.dec.att, qd * e}, {&m.dec.t, int64(t.Hidden) * e}, {&m.dec.ticket, int64(t.Heads) * 4},
 		{&m.dec.gu, 2 * int64(t.Intermediate) * e}, {&m.dec.act, int64(t.Intermediate) * e},
-		{&m.dec.logits, int64(t.Vocab) * e}, {&m.dec.logitsF32, int64(t.Vocab) * 4},
+		{&m.dec.logits, int64(t.Vocab) * e}, {&m.dec.logitsF32, int64(t.Vocab) * 4}, {&m.dec.pick, 16},
 		{&m.dec.part, int64(t.Heads*m.dec.splits*(t.HeadDim+2)) * 4},
 	}
 	var total int64

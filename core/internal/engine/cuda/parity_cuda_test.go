@@ -139,7 +139,7 @@ func checkCase(t *testing.T, m *Model, g fixture.GoldenCase) {
 		t.Fatal(err)
 	}
 	defer dev.Device.Release()
-	seq2, err := m.NewSequence(len(c.InputIDs) + 1)
+	seq2, err := m.NewSequence(len(c.InputIDs) + 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +150,31 @@ func checkCase(t *testing.T, m *Model, g fixture.GoldenCase) {
 	}
 	if d := maxDiff(logits2, logits); d != 0 {
 		t.Errorf("prefill from device rows: logits differ from host rows' by %.3g", d)
+	}
+	// the device's greedy choice is the host's, at the prefill and at a decode step
+	seq3, err := m.NewSequence(len(c.InputIDs) + 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq3.Close()
+	tok, err := m.PrefillGreedy(ctx, seq3, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := engine.Argmax(logits); tok != want {
+		t.Errorf("PrefillGreedy = %d, Argmax of the logits %d", tok, want)
+	}
+	at := int32(len(c.InputIDs) + pos.Delta)
+	next, err := m.DecodeStepGreedy(ctx, seq3, tok, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepLogits, err := m.DecodeStep(ctx, seq2, tok, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := engine.Argmax(stepLogits); next != want {
+		t.Errorf("DecodeStepGreedy = %d, Argmax of DecodeStep's logits %d", next, want)
 	}
 
 	res, err := engine.Generate(ctx, m, engine.Request{

@@ -499,16 +499,32 @@ func maxSegment(bounds []int32) int {
 
 // Prefill implements engine.Model.
 func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
-	if err := ctx.Err(); err != nil {
+	s, _, err := m.runPrefill(ctx, seq, p, true)
+	if err != nil {
 		return nil, err
+	}
+	return s.logits, nil
+}
+
+// PrefillGreedy implements engine.GreedyModel.
+func (m *Model) PrefillGreedy(ctx context.Context, seq engine.Sequence, p engine.Prompt) (int32, error) {
+	_, tok, err := m.runPrefill(ctx, seq, p, false)
+	return tok, err
+}
+
+// runPrefill runs a prefill and returns the argmax of the last token's logits; with logits, the
+// logits themselves are left in s.logits.
+func (m *Model) runPrefill(ctx context.Context, seq engine.Sequence, p engine.Prompt, logits bool) (*Sequence, int32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
 	}
 	s, err := m.sequence(seq)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	in, err := p.Flatten(m.cfg)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	n := len(p.IDs)
 	pos, slots, embeds := in.Pos, in.Slots, in.Embeds
@@ -516,7 +532,7 @@ func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Promp
 	for _, e := range in.Device {
 		r, ok := e.Device.(*rowsBuf)
 		if !ok || r.m != m {
-			return nil, fmt.Errorf("image embeddings on another model's device: %w", engine.ErrInvalidInput)
+			return nil, 0, fmt.Errorf("image embeddings on another model's device: %w", engine.ErrInvalidInput)
 		}
 		rows = append(rows, r)
 	}
@@ -524,21 +540,24 @@ func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Promp
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed || s.kv == nil {
-		return nil, engine.ErrClosed
+		return nil, 0, engine.ErrClosed
 	}
 	if s.len+n > s.cap {
-		return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.len + n, Limit: s.cap}
+		return nil, 0, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.len + n, Limit: s.cap}
 	}
-	if err := m.dev.Do(func() error { return m.prefill(s, p.IDs, pos, embeds, slots, rows) }); err != nil {
-		return nil, fmt.Errorf("prefill: %w", err)
+	if err := m.dev.Do(func() error { return m.prefill(s, p.IDs, pos, embeds, slots, rows, logits) }); err != nil {
+		return nil, 0, fmt.Errorf("prefill: %w", err)
 	}
-	copy(s.logits, m.logits.Float32s())
-	return s.logits, nil
+	if logits {
+		copy(s.logits, m.logits.Float32s())
+	}
+	return s, m.picked(), nil
 }
 
 // prefill runs the decoder over n prompt tokens on the device thread. The image rows come from
-// embeds (host) or, when rows is not empty, from the images' device rows, in order.
-func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots []int32, rows []*rowsBuf) error {
+// embeds (host) or, when rows is not empty, from the images' device rows, in order. The logits
+// are copied to the host when asked for; their argmax always is.
+func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots []int32, rows []*rowsBuf, logits bool) error {
 	defer m.resetStage()
 	t := &m.cfg.Text
 	w := &m.w
@@ -634,6 +653,9 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 	// hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states[:, -1:, :])
 	last := (n64 - 1) * int64(H) * e
 	m.lmHead(q, x.Add(last), tt.Add(last), xn.Add(last))
+	if logits {
+		m.copyLogits(q)
+	}
 	q.mark("prefill.head")
 	if q.err != nil {
 		return q.err
@@ -646,43 +668,80 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 	return nil
 }
 
-// lmHead enqueues logits = lm_head(norm(x + delta)) for one row (the residual goes to xOut) and
-// their copy to the pinned logits buffer. The bf16 model's logits are bf16 (ties and all),
-// widened for the sampler.
+// lmHead enqueues logits = lm_head(norm(x + delta)) for one row (the residual goes to xOut), their
+// argmax and runner-up, and the copy of those to the pinned pick buffer. The bf16 model's logits
+// are bf16 (ties and all), widened to F32; copyLogits brings them to the host.
 func (m *Model) lmHead(q *enq, x, delta, xOut gpu.DevPtr) {
 	t := &m.cfg.Text
 	V := t.Vocab
 	q.gemvNorm(0, m.dec.logitsF32, x, delta, m.w.finalNorm, xOut, m.w.lmHead, 0, V, t.Hidden, float32(t.RMSNormEps))
+	q.launch(m.k.argmax, gpu.Dim3{X: 1}, gpu.Dim3{X: 1024}, 0, gpu.P(m.dec.pick), gpu.P(m.dec.pick.Add(8)), gpu.P(m.dec.logitsF32), gpu.I(V))
 	if q.err == nil {
-		q.err = m.stream.CopyDtoH(m.logits.Ptr(), m.dec.logitsF32, int64(V)*4)
+		q.err = m.stream.CopyDtoH(m.pick.Ptr(), m.dec.pick, 16)
 	}
+}
+
+// copyLogits enqueues the copy of the last lm_head's logits to the pinned logits buffer.
+func (m *Model) copyLogits(q *enq) {
+	if q.err == nil {
+		q.err = m.stream.CopyDtoH(m.logits.Ptr(), m.dec.logitsF32, int64(m.cfg.Text.Vocab)*4)
+	}
+}
+
+// picked is the argmax the last lm_head left in the pick buffer (after a synchronisation), as
+// engine.Argmax: the kernel skips NaNs, and with nothing else leaves an index past the
+// vocabulary, which becomes 0.
+func (m *Model) picked() int32 {
+	tok := m.pick.Int32s()[0]
+	if tok < 0 || int(tok) >= m.cfg.Text.Vocab {
+		return 0
+	}
+	return tok
 }
 
 // DecodeStep implements engine.Model.
 func (m *Model) DecodeStep(ctx context.Context, seq engine.Sequence, token int32, pos int32) ([]float32, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s, err := m.sequence(seq)
+	s, _, err := m.runDecode(ctx, seq, token, pos, true)
 	if err != nil {
 		return nil, err
 	}
+	return s.logits, nil
+}
+
+// DecodeStepGreedy implements engine.GreedyModel.
+func (m *Model) DecodeStepGreedy(ctx context.Context, seq engine.Sequence, token int32, pos int32) (int32, error) {
+	_, tok, err := m.runDecode(ctx, seq, token, pos, false)
+	return tok, err
+}
+
+// runDecode runs a decode step and returns the argmax of its logits; with logits, the logits
+// themselves are left in s.logits.
+func (m *Model) runDecode(ctx context.Context, seq engine.Sequence, token int32, pos int32, logits bool) (*Sequence, int32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	s, err := m.sequence(seq)
+	if err != nil {
+		return nil, 0, err
+	}
 	if token < 0 || int(token) >= m.cfg.Text.Vocab {
-		return nil, fmt.Errorf("token id %d outside the vocabulary: %w", token, engine.ErrInvalidInput)
+		return nil, 0, fmt.Errorf("token id %d outside the vocabulary: %w", token, engine.ErrInvalidInput)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed || s.kv == nil {
-		return nil, engine.ErrClosed
+		return nil, 0, engine.ErrClosed
 	}
 	if s.len >= s.cap {
-		return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.len + 1, Limit: s.cap}
+		return nil, 0, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.len + 1, Limit: s.cap}
 	}
-	if err := m.dev.Do(func() error { return m.decode(s, token, pos) }); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
+	if err := m.dev.Do(func() error { return m.decode(s, token, pos, logits) }); err != nil {
+		return nil, 0, fmt.Errorf("decode: %w", err)
 	}
-	copy(s.logits, m.logits.Float32s())
-	return s.logits, nil
+	if logits {
+		copy(s.logits, m.logits.Float32s())
+	}
+	return s, m.picked(), nil
 }
 
 // GraphError reports why decode steps run without a CUDA graph, if they do.
@@ -693,8 +752,8 @@ func (m *Model) GraphError() error {
 }
 
 // decode appends one token on the device thread: through the captured graph when the cache fits
-// it, with plain launches otherwise.
-func (m *Model) decode(s *Sequence, token, pos int32) error {
+// it, with plain launches otherwise; the logits are copied to the host when asked for.
+func (m *Model) decode(s *Sequence, token, pos int32, logits bool) error {
 	m.setStep(s, token, pos)
 	L := s.len + 1
 	if !m.opts.NoGraph && m.graphErr == nil && L <= m.dec.splits*decSK {
@@ -709,6 +768,12 @@ func (m *Model) decode(s *Sequence, token, pos int32) error {
 			}
 			if err := m.graph.Launch(m.stream); err != nil {
 				return err
+			}
+			if logits {
+				q := &enq{m: m}
+				if m.copyLogits(q); q.err != nil {
+					return q.err
+				}
 			}
 			if err := m.mark("decode.graph"); err != nil {
 				return err
@@ -733,6 +798,9 @@ func (m *Model) decode(s *Sequence, token, pos int32) error {
 	q := &enq{m: m}
 	q.mark("decode")
 	m.decodeWork(q, part, splits, true)
+	if logits {
+		m.copyLogits(q)
+	}
 	if q.err != nil {
 		return q.err
 	}
