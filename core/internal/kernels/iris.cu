@@ -101,10 +101,12 @@ __device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.laun
 // conversions (weights at load, pixels, logits)
 
 extern "C" __global__ void iris_bf16_to_f32(float *out, const bf16 *in, long n) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     GRID_STRIDE(i, n) out[i] = __bfloat162float(in[i]);
 }
 
 extern "C" __global__ void iris_f32_to_bf16(bf16 *out, const float *in, long n) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
@@ -114,6 +116,7 @@ extern "C" __global__ void iris_f32_to_bf16(bf16 *out, const float *in, long n) 
 // inputs_embeds = self.get_input_embeddings()(input_ids): out[i] = table[ids[i]], one block a row.
 // ids may be Step.token (decode).
 template <typename T> __device__ void embed(T *out, const T *table, const int *ids, int H) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     const T *src = table + (size_t)ids[blockIdx.x] * H;
     T *dst = out + (size_t)blockIdx.x * H;
     for (int j = threadIdx.x; j < H; j += blockDim.x) dst[j] = src[j];
@@ -124,6 +127,7 @@ extern "C" __global__ void iris_embed_bf16(bf16 *out, const bf16 *table, const i
 // inputs_embeds.masked_scatter(image_mask, image_embeds): row r of src (float, from the host) goes
 // to row slots[r] of out, one block a row.
 template <typename T> __device__ void scatter_f32(T *out, const float *src, const int *slots, int H) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     const float *s = src + (size_t)blockIdx.x * H;
     T *d = out + (size_t)slots[blockIdx.x] * H;
     for (int j = threadIdx.x; j < H; j += blockDim.x) d[j] = st<T>(s[j]);
@@ -134,11 +138,13 @@ extern "C" __global__ void iris_scatter_f32_bf16(bf16 *out, const float *src, co
 // Row permutations of the vision tower (permute_input_for_window_attn and merged[reverse]):
 // gather: out[i] = in[index[i]]; scatter: out[index[i]] = in[i]; rows of W values, a block a row.
 template <typename T> __device__ void gather(T *out, const T *in, const int *index, int W) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     const T *s = in + (size_t)index[blockIdx.x] * W;
     T *d = out + (size_t)blockIdx.x * W;
     for (int j = threadIdx.x; j < W; j += blockDim.x) d[j] = s[j];
 }
 template <typename T> __device__ void scatter(T *out, const T *in, const int *index, int W) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     const T *s = in + (size_t)blockIdx.x * W;
     T *d = out + (size_t)index[blockIdx.x] * W;
     for (int j = threadIdx.x; j < W; j += blockDim.x) d[j] = s[j];
@@ -160,6 +166,7 @@ extern "C" __global__ void iris_scatter_bf16(bf16 *out, const bf16 *in, const in
 // residual + hidden_states, rounded to T), and x is written back. One block a row.
 template <typename T>
 __device__ void rmsnorm(T *out, T *x, const T *delta, const T *w, int n, float eps) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     T *row = x + (size_t)blockIdx.x * n;
     const T *drow = delta ? delta + (size_t)blockIdx.x * n : nullptr;
     T *orow = out + (size_t)blockIdx.x * n;
@@ -243,6 +250,7 @@ extern "C" __global__ void iris_rmsnorm_bf16(bf16 *out, bf16 *x, const bf16 *del
 // Fills rows x n of out (row stride ld) with the bias b. A following GEMM with beta = 1 then
 // rounds acc + b once, as addmm does for nn.Linear with a bias.
 template <typename T> __device__ void bias_rows(T *out, const T *b, int rows, int n, int ldo) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     ROWS(r, j, rows, n) out[(size_t)r * ldo + j] = b[j];
 }
 extern "C" __global__ void iris_bias_f32(float *out, const float *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
@@ -253,6 +261,7 @@ extern "C" __global__ void iris_bias_bf16(bf16 *out, const bf16 *b, int rows, in
 // columns past I set to zero (they meet the zero padding of a weight whose row is padded to a
 // 16-byte multiple for the tensor cores). silu and the product each round to T.
 template <typename T> __device__ void silu_mul(T *out, const T *gu, int rows, int I, int ldo) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     constexpr int V = 16 / sizeof(T);
     if (I % V == 0 && ldo == I) { // 16-byte chunks (the text MLP); the grid covers I/V columns
         ROWS(r, c, rows, I / V) {
@@ -286,6 +295,7 @@ extern "C" __global__ void iris_silu_mul_bf16(bf16 *out, const bf16 *gu, int row
 // Copies rows x n of in (packed) to out at row stride ldo, zeroing the columns past n: a weight
 // padded at load (silu_mul above).
 template <typename T> __device__ void pad_rows(T *out, const T *in, int rows, int n, int ldo) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     ROWS(r, j, rows, ldo) out[(size_t)r * ldo + j] = j < n ? in[(size_t)r * n + j] : st<T>(0.f);
 }
 extern "C" __global__ void iris_pad_rows_f32(float *out, const float *in, int rows, int n, int ldo) { pad_rows(out, in, rows, n, ldo); }
@@ -293,6 +303,7 @@ extern "C" __global__ void iris_pad_rows_bf16(bf16 *out, const bf16 *in, int row
 
 // nn.GELU() (approximate="none") in Qwen2_5_VLPatchMerger.mlp: x * 0.5 * (1 + erf(x / sqrt(2)))
 template <typename T> __device__ void gelu(T *x, long n) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     GRID_STRIDE(i, n) {
         float v = ld(x[i]);
         x[i] = st<T>(v * 0.5f * (1.0f + erff(v * 0.70710678118654752f)));
@@ -315,6 +326,7 @@ extern "C" __global__ void iris_gelu_bf16(bf16 *x, long n) { gelu(x, n); }
 template <typename T>
 __device__ void rope_text(T *q_out, const T *qkv, const Step *step, const int *pos, const float *inv_freq, int n,
                           int heads, int kvh, int hd, int s0, int s1, int layer) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     int i = blockIdx.x;
     int half = hd / 2, qd = heads * hd, kvd = kvh * hd;
     int past = step->past;
@@ -360,6 +372,7 @@ extern "C" __global__ void iris_rope_text_bf16(bf16 *q_out, const bf16 *qkv, con
 // (rotate_half(q) * sin). cs holds cos [N, hd/2] then sin [N, hd/2] (the duplicated halves are
 // implied).
 template <typename T> __device__ void rope_vision(T *qkv, const float *cs, int N, int heads, int hd) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     int i = blockIdx.x, half = hd / 2, VH = heads * hd;
     const float *cosr = cs + (size_t)i * half, *sinr = cs + (size_t)N * half + (size_t)i * half;
     T *row = qkv + (size_t)i * 3 * VH;
@@ -392,6 +405,7 @@ extern "C" __global__ void iris_rope_vision_bf16(bf16 *qkv, const float *cs, int
 template <typename T, int HD>
 __device__ void attn_flash(T *out, const T *q, const T *k, const T *v, int ldq, int ldk, int ldv, int ldo,
                            const int *qseg, const int *kseg, int heads, int kvh, int causal, float scale) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     constexpr int D = HD / 4;
     __shared__ float Ks[ATT_BK][HD];
     __shared__ float Vs[ATT_BK][HD];
@@ -491,6 +505,7 @@ ATTN_FLASH(128)
 template <int HD>
 __device__ void attn_window(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
                             const int *seg, float scale) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     using namespace nvcuda;
     static_assert(HD % 16 == 0 && HD * 64 * 4 <= HD * 64 * 2 + WIN_MAX * WIN_MAX * 4, "O must fit over K and S");
     // one buffer, carved: O spans K and S, so they must be adjacent; P needs WIN_MAX^2 values
@@ -582,6 +597,7 @@ ATTN_WINDOW(80)
 // scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq).
 // P [rows, nk] gets the probabilities in T. One block a row.
 template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     long r = blockIdx.x;
     const float *srow = S + r * nk;
     T *prow = P + r * nk;
@@ -1018,6 +1034,7 @@ GEMV(bf16, bf16)
 // Greedy choice over logits [n] F32 in one block of 1024 threads: out[0] = argmax (the first on
 // ties, as torch.argmax), out[1] = the runner-up's index; vals[0], vals[1] their logits.
 extern "C" __global__ void __launch_bounds__(1024) iris_argmax_top2(int *out, float *vals, const float *logits, int n) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     __shared__ float bv[1024], sv[1024];
     __shared__ int bi[1024], si[1024];
     float b = -INFINITY, s2 = -INFINITY;

@@ -33,7 +33,7 @@ static cublasStatus_t iris_set_workspace(cublasHandle_t h, unsigned long long ws
 // An iris_lt_plan is one cuBLASLt product shape, y[M, N] = x[M, K] W[N, K]^T (+ bias[N]) with
 // row-major y, x and W: column-major D (N x M) = op_T(W as K x N) * (x^T as K x M), the bias on
 // D's rows. It holds the heuristic's candidate algorithms; the caller picks one by timing them.
-#define IRIS_LT_ALGOS 8
+#define IRIS_LT_ALGOS 32
 typedef struct {
 	cublasLtMatmulDesc_t op;
 	cublasLtMatrixLayout_t a, b, c;

@@ -44,8 +44,9 @@ type Options struct {
 	// RMSNorm and SwiGLU kernels) instead of the engine's gemv kernel with those fused in; for
 	// comparison (docs/gpu.md).
 	DecodeCuBLAS bool
-	// NoPDL launches a decode step's kernels plainly instead of as programmatic dependent
-	// launches (each kernel prefetching its weights while the one before it ends); for comparison.
+	// NoPDL launches the engine's kernels plainly instead of as programmatic dependent launches
+	// (each kernel starting while the one before it ends, a decode step's kernels prefetching
+	// their weights meanwhile); for comparison.
 	NoPDL bool
 	// GemmEx runs the linear layers through cublasGemmEx (cuBLAS's own algorithm pick, the bias
 	// broadcast into the output by a kernel first) instead of cuBLASLt plans with the bias in

@@ -17,35 +17,43 @@ import (
 type enq struct {
 	m   *Model
 	err error
-	// dep launches the kernels that support it (pdl_wait in iris.cu) as programmatic dependent
-	// launches: a decode step's kernels then prefetch their weights while the one before ends.
+	// dep launches the engine's kernels (each begins with pdl_wait in iris.cu) as programmatic
+	// dependent launches: each then starts while the kernel before it ends (a decode step's
+	// kernels prefetch their weights meanwhile), and waits for it before touching memory.
 	dep bool
+	// afterKernel is set while the last operation enqueued is a kernel: only then does a launch
+	// go dependent (griddepcontrol.wait orders a kernel after a kernel, not after a copy).
+	afterKernel bool
 }
 
 func (q *enq) launch(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
 	if q.err == nil {
 		q.err = f.Launch(grid, block, shmem, q.m.stream, args...)
+		q.afterKernel = true
 	}
 }
 
-// launchDep is launch, as a programmatic dependent launch when q.dep is set; f must wait
-// (pdl_wait) before it touches the previous kernel's data.
+// launchDep is launch, as a programmatic dependent launch when q.dep is set and a kernel comes
+// just before; f must wait (pdl_wait) before it touches the previous kernel's data.
 func (q *enq) launchDep(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
-	if q.err == nil && q.dep {
+	if q.err == nil && q.dep && q.afterKernel {
 		q.err = f.LaunchDependent(grid, block, shmem, q.m.stream, args...)
 		return
 	}
 	q.launch(f, grid, block, shmem, args...)
 }
 
+// copied records that a copy (not a kernel) was enqueued last.
+func (q *enq) copied() { q.afterKernel = false }
+
 // rows launches f with one 256-thread block per row.
 func (q *enq) rows(f *gpu.Function, rows int, args ...gpu.Arg) {
-	q.launch(f, gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, args...)
+	q.launchDep(f, gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, args...)
 }
 
 // elems launches f over n elements with a strided 1-D grid.
 func (q *enq) elems(f *gpu.Function, n int64, args ...gpu.Arg) {
-	q.launch(f, grid1(n), gpu.Dim3{X: 256}, 0, args...)
+	q.launchDep(f, grid1(n), gpu.Dim3{X: 256}, 0, args...)
 }
 
 // grid2 is the 2-D grid of the ROWS kernels (iris.cu): rows on y, n columns on x and 256-thread
@@ -56,7 +64,7 @@ func grid2(rows, n int) gpu.Dim3 {
 
 // matrix launches a ROWS kernel over rows x n.
 func (q *enq) matrix(f *gpu.Function, rows, n int, args ...gpu.Arg) {
-	q.launch(f, grid2(rows, n), gpu.Dim3{X: 256}, 0, args...)
+	q.launchDep(f, grid2(rows, n), gpu.Dim3{X: 256}, 0, args...)
 }
 
 // siluCols is the columns silu_mul's threads cover for an unpadded output of I values: 16-byte
@@ -75,6 +83,7 @@ func (q *enq) linear(y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w, b gpu.DevP
 	if q.err != nil {
 		return
 	}
+	defer func() { q.afterKernel = true }() // cuBLAS ends with its kernel
 	if !q.m.opts.GemmEx {
 		q.err = q.m.blas.ltLinear(q.m.dt, y, ldy, x, ldx, w, b, M, N, K)
 		return
@@ -119,6 +128,7 @@ func (q *enq) gemvNorm(y, yf, x, delta, norm, xOut, w, b gpu.DevPtr, N, K int, e
 		q.rows(q.m.k.rmsnorm, 1, gpu.P(q.m.dec.xn), gpu.P(x), gpu.P(delta), gpu.P(norm), gpu.I(K), gpu.F(eps))
 		if q.err == nil {
 			q.err = q.m.stream.CopyDtoD(xOut, x, int64(K)*q.m.dt.size())
+			q.copied()
 		}
 		if y == 0 {
 			y = q.m.dec.logits
@@ -128,6 +138,7 @@ func (q *enq) gemvNorm(y, yf, x, delta, norm, xOut, w, b gpu.DevPtr, N, K int, e
 			q.elems(q.m.k.bf16ToF32, int64(N), gpu.P(yf), gpu.P(y), gpu.L(int64(N)))
 		} else if yf != 0 && q.err == nil {
 			q.err = q.m.stream.CopyDtoD(yf, y, int64(N)*4)
+			q.copied()
 		}
 		return
 	}
@@ -150,12 +161,15 @@ func (q *enq) gemvGLU(act, x, delta, norm, xOut, w gpu.DevPtr, I, K int, eps flo
 func (q *enq) stage(dst gpu.DevPtr, src unsafe.Pointer, n int64) {
 	if q.err == nil {
 		q.err = q.m.stage(dst, src, n)
+		q.copied()
 	}
 }
 
+// mark records a profiling event (which also ends a run of dependent launches).
 func (q *enq) mark(name string) {
 	if q.err == nil {
 		q.err = q.m.mark(name)
+		q.copied()
 	}
 }
 
@@ -264,10 +278,11 @@ func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
 		p := q.scratch("a.p", int64(chunk)*area*m.dt.size())
 		if q.err == nil {
 			q.err = attnGemm(m.dt, m.k, m.blas, m.stream, a, s, p, chunk)
+			q.afterKernel = true
 		}
 		return
 	}
-	q.launch(m.k.flash[a.hd], gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
+	q.launchDep(m.k.flash[a.hd], gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
 		gpu.P(qseg), gpu.P(kseg), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
 }
@@ -349,7 +364,7 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 	MH := unit * VH
 	cols := v.PatchDim()
 	n64 := int64(N)
-	q := &enq{m: m}
+	q := &enq{m: m, dep: !m.opts.NoPDL}
 
 	pixF := q.scratch("v.pixf", n64*int64(cols)*4)
 	pix := pixF
@@ -424,7 +439,7 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 		q.mark("vision.b.norm")
 		q.linear(qkv, 3*VH, xn, VH, B.qkv, B.qkvBias, N, 3*VH, VH)
 		q.mark("vision.b.qkv")
-		q.launch(k.ropeVision, gpu.Dim3{X: N}, gpu.Dim3{X: 128}, 0, gpu.P(qkv), gpu.P(rope), gpu.I(N), gpu.I(heads), gpu.I(vhd))
+		q.launchDep(k.ropeVision, gpu.Dim3{X: N}, gpu.Dim3{X: 128}, 0, gpu.P(qkv), gpu.P(rope), gpu.I(N), gpu.I(heads), gpu.I(vhd))
 		q.mark("vision.b.rope")
 		// full blocks attend within each frame (cu_seqlens), the others within each window
 		if v.WindowSize <= 0 || full[l] {
@@ -435,11 +450,11 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 					segF.Add(int64(f)*4), segF.Add(int64(f)*4))
 			}
 		} else if win != nil {
-			q.launch(win, gpu.Dim3{X: len(p.windows) - 1, Y: heads}, gpu.Dim3{X: 128}, 0,
+			q.launchDep(win, gpu.Dim3{X: len(p.windows) - 1, Y: heads}, gpu.Dim3{X: 128}, 0,
 				gpu.P(att), gpu.P(qkv), gpu.P(qkv.Add(int64(VH)*e)), gpu.P(qkv.Add(2*int64(VH)*e)),
 				gpu.I(3*VH), gpu.I(3*VH), gpu.I(3*VH), gpu.I(VH), gpu.P(segW), gpu.F(scale))
 		} else {
-			q.launch(flash, gpu.Dim3{X: (maxWin + attBQ - 1) / attBQ, Y: heads, Z: len(p.windows) - 1}, gpu.Dim3{X: 4 * attBQ}, 0,
+			q.launchDep(flash, gpu.Dim3{X: (maxWin + attBQ - 1) / attBQ, Y: heads, Z: len(p.windows) - 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 				gpu.P(att), gpu.P(qkv), gpu.P(qkv.Add(int64(VH)*e)), gpu.P(qkv.Add(2*int64(VH)*e)),
 				gpu.I(3*VH), gpu.I(3*VH), gpu.I(3*VH), gpu.I(VH), gpu.P(segW), gpu.P(segW), gpu.I(heads), gpu.I(heads), gpu.I(0), gpu.F(scale))
 		}
@@ -567,7 +582,7 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 	n64 := int64(n)
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
-	q := &enq{m: m}
+	q := &enq{m: m, dep: !m.opts.NoPDL}
 
 	x := q.scratch("p.x", n64*int64(H)*e)
 	xn := q.scratch("p.xn", n64*int64(H)*e)
@@ -595,6 +610,7 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 	m.setStep(s, 0, 0)
 	if q.err == nil {
 		q.err = m.stream.CopyHtoD(m.stepDev.Ptr, m.stepHost.Ptr(), int64(unsafe.Sizeof(stepArgs{})))
+		q.copied()
 	}
 	q.stage(idsD, i32bytes(ids), n64*4)
 	q.stage(posD, i32bytes(pos), 3*n64*4)
@@ -632,7 +648,7 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 		q.mark("prefill.l.norm")
 		q.linear(qkv, qd+2*kvd, xn, H, L.qkv, L.qkvBias, n, qd+2*kvd, H)
 		q.mark("prefill.l.qkv")
-		q.launch(k.ropeText, gpu.Dim3{X: n}, gpu.Dim3{X: 128}, hd*4, gpu.P(qb), gpu.P(qkv), gpu.P(m.stepDev.Ptr), gpu.P(posD),
+		q.launchDep(k.ropeText, gpu.Dim3{X: n}, gpu.Dim3{X: 128}, hd*4, gpu.P(qb), gpu.P(qkv), gpu.P(m.stepDev.Ptr), gpu.P(posD),
 			gpu.P(w.invFreq), gpu.I(n), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), gpu.I(t.MRopeSection[0]), gpu.I(t.MRopeSection[1]), gpu.I(l))
 		off := int64(l) * layerElems * e
 		q.attention(attnArgs{out: att, q: qb, k: kc.Add(off), v: vc.Add(off), ldo: qd, ldq: qd, ldk: kvd, ldv: kvd,
@@ -675,9 +691,10 @@ func (m *Model) lmHead(q *enq, x, delta, xOut gpu.DevPtr) {
 	t := &m.cfg.Text
 	V := t.Vocab
 	q.gemvNorm(0, m.dec.logitsF32, x, delta, m.w.finalNorm, xOut, m.w.lmHead, 0, V, t.Hidden, float32(t.RMSNormEps))
-	q.launch(m.k.argmax, gpu.Dim3{X: 1}, gpu.Dim3{X: 1024}, 0, gpu.P(m.dec.pick), gpu.P(m.dec.pick.Add(8)), gpu.P(m.dec.logitsF32), gpu.I(V))
+	q.launchDep(m.k.argmax, gpu.Dim3{X: 1}, gpu.Dim3{X: 1024}, 0, gpu.P(m.dec.pick), gpu.P(m.dec.pick.Add(8)), gpu.P(m.dec.logitsF32), gpu.I(V))
 	if q.err == nil {
 		q.err = m.stream.CopyDtoH(m.pick.Ptr(), m.dec.pick, 16)
+		q.copied()
 	}
 }
 
@@ -685,6 +702,7 @@ func (m *Model) lmHead(q *enq, x, delta, xOut gpu.DevPtr) {
 func (m *Model) copyLogits(q *enq) {
 	if q.err == nil {
 		q.err = m.stream.CopyDtoH(m.logits.Ptr(), m.dec.logitsF32, int64(m.cfg.Text.Vocab)*4)
+		q.copied()
 	}
 }
 
@@ -853,6 +871,7 @@ func (m *Model) decodeWork(q *enq, part gpu.DevPtr, splits int, marks bool) {
 	}
 	if q.err == nil {
 		q.err = m.stream.CopyHtoD(m.stepDev.Ptr, m.stepHost.Ptr(), int64(unsafe.Sizeof(stepArgs{})))
+		q.copied()
 	}
 	q.dep = !m.opts.NoPDL
 	defer func() { q.dep = false }()
