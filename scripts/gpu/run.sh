@@ -80,14 +80,13 @@ unit_tests() {
   (cd core/internal/engine/cuda && timeout "$1" "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
 }
 # engine_benches <seconds>: gpucheck bench on the photo (throughput for <seconds> each), on
-# 640x480, then on the photo with the earlier products (cublasGemmEx after a bias kernel) and
-# with cuBLASLt's first algorithm for each shape.
+# 640x480, then on the photo with the earlier products (cublasGemmEx after a bias kernel).
 engine_benches() {
   step "engine timing (bf16): the issue's 426x320 photo, 640x480, then the photo with the earlier products"
   timeout $((30 + 30 * $1)) "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 30 -seconds "$1" -out "$OUT/bench.json"; verdict bench $?
   timeout 100 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case vga_640x480 -runs 20 -seconds 2 -concurrency 1 -out "$OUT/bench-vga.json"; verdict bench-vga $?
   local v
-  for v in -gemm-ex -no-tune; do
+  for v in -gemm-ex; do
     echo "--- variant $v"
     timeout 60 "$bin/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 10 -seconds 1 -concurrency 1 "$v" | grep -E 'c=1 |stage (vision|prefill)'; verdict "bench$v" ${PIPESTATUS[0]}
   done

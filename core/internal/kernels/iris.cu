@@ -1031,26 +1031,30 @@ GEMV(bf16, bf16)
 // ---------------------------------------------------------------------------------------------
 // sampling helpers
 
-// Greedy choice over logits [n] F32 in one block of 1024 threads: out[0] = argmax (the first on
-// ties, as torch.argmax), out[1] = the runner-up's index; vals[0], vals[1] their logits.
-extern "C" __global__ void __launch_bounds__(1024) iris_argmax_top2(int *out, float *vals, const float *logits, int n) {
-    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    __shared__ float bv[1024], sv[1024];
-    __shared__ int bi[1024], si[1024];
+// Greedy choice over logits [n] F32, in two launches: iris_argmax_part gives each block a
+// contiguous chunk and writes the chunk's best and runner-up (value and index) to pv/pi
+// [2 * blocks]; iris_argmax_top2 reduces those (ids = pi) or, with ids NULL, a whole logits array
+// in one block: out[0] = argmax, out[1] = the runner-up's index; vals[0], vals[1] their logits.
+// Ties go to the lower index (the first, as torch.argmax); NaNs are never picked, and with
+// nothing else the index stays 0x7fffffff (the host takes 0). One block of 1024 threads over a
+// 152k vocabulary took 43 us; 128 blocks and a final block take a few.
+#define ARGMAX_MAX_THREADS 1024
+__device__ void top2_block(const float *logits, const int *ids, int lo, int hi, float *bv, int *bi, float *sv, int *si) {
     float b = -INFINITY, s2 = -INFINITY;
     int ib = 0x7fffffff, is = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         float v = logits[i];
-        if (v > b) {
+        int id = ids ? ids[i] : i;
+        if (v > b || (v == b && id < ib)) {
             s2 = b, is = ib;
-            b = v, ib = i;
-        } else if (v > s2) {
-            s2 = v, is = i;
+            b = v, ib = id;
+        } else if (v > s2 || (v == s2 && id < is)) {
+            s2 = v, is = id;
         }
     }
     bv[threadIdx.x] = b, bi[threadIdx.x] = ib, sv[threadIdx.x] = s2, si[threadIdx.x] = is;
     __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) { // blockDim.x is a power of two
         if (threadIdx.x < w) {
             int o = threadIdx.x + w;
             // merge the top-2 of (this, other): ties go to the lower index
@@ -1068,6 +1072,24 @@ extern "C" __global__ void __launch_bounds__(1024) iris_argmax_top2(int *out, fl
         }
         __syncthreads();
     }
+}
+extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_part(float *pv, int *pi, const float *logits, int n) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    __shared__ float bv[ARGMAX_MAX_THREADS], sv[ARGMAX_MAX_THREADS];
+    __shared__ int bi[ARGMAX_MAX_THREADS], si[ARGMAX_MAX_THREADS];
+    int chunk = (n + gridDim.x - 1) / gridDim.x;
+    int lo = min(n, blockIdx.x * chunk);
+    top2_block(logits, NULL, lo, min(n, lo + chunk), bv, bi, sv, si);
+    if (threadIdx.x == 0) {
+        pv[2 * blockIdx.x] = bv[0], pi[2 * blockIdx.x] = bi[0];
+        pv[2 * blockIdx.x + 1] = sv[0], pi[2 * blockIdx.x + 1] = si[0];
+    }
+}
+extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_top2(int *out, float *vals, const float *logits, const int *ids, int n) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    __shared__ float bv[ARGMAX_MAX_THREADS], sv[ARGMAX_MAX_THREADS];
+    __shared__ int bi[ARGMAX_MAX_THREADS], si[ARGMAX_MAX_THREADS];
+    top2_block(logits, ids, 0, n, bv, bi, sv, si);
     if (threadIdx.x == 0) {
         out[0] = bi[0], out[1] = si[0];
         vals[0] = bv[0], vals[1] = sv[0];

@@ -32,13 +32,11 @@ static cublasStatus_t iris_set_workspace(cublasHandle_t h, unsigned long long ws
 
 // An iris_lt_plan is one cuBLASLt product shape, y[M, N] = x[M, K] W[N, K]^T (+ bias[N]) with
 // row-major y, x and W: column-major D (N x M) = op_T(W as K x N) * (x^T as K x M), the bias on
-// D's rows. It holds the heuristic's candidate algorithms; the caller picks one by timing them.
-#define IRIS_LT_ALGOS 32
+// D's rows, and the heuristic's algorithm for it.
 typedef struct {
 	cublasLtMatmulDesc_t op;
 	cublasLtMatrixLayout_t a, b, c;
-	cublasLtMatmulHeuristicResult_t res[IRIS_LT_ALGOS];
-	int n;
+	cublasLtMatmulHeuristicResult_t res;
 } iris_lt_plan;
 
 static void iris_lt_plan_free(iris_lt_plan *p) {
@@ -50,8 +48,8 @@ static void iris_lt_plan_free(iris_lt_plan *p) {
 	free(p);
 }
 
-// iris_lt_plan_new asks the heuristic for up to IRIS_LT_ALGOS algorithms. The alignments (bytes)
-// are those of the operands' addresses: the heuristic leaves out algorithms that need more.
+// iris_lt_plan_new asks the heuristic for an algorithm. The alignments (bytes) are those of the
+// operands' addresses: the heuristic leaves out algorithms that need more.
 // The bias is added in F32 before D is rounded, once (as addmm does).
 static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int M, int N, int K, int ldx, int ldy,
                                        unsigned long long bias, unsigned alignW, unsigned alignX, unsigned alignY,
@@ -82,10 +80,11 @@ static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int 
 	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]));
 	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
 	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]));
-	TRY(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->c, p->c, pref, IRIS_LT_ALGOS, p->res, &p->n));
+	int n = 0;
+	TRY(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &p->res, &n));
 #undef TRY
 	cublasLtMatmulPreferenceDestroy(pref);
-	if (p->n <= 0) {
+	if (n <= 0) {
 		iris_lt_plan_free(p);
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	}
@@ -97,12 +96,11 @@ fail:
 	return st;
 }
 
-// iris_lt_run runs the plan with candidate algorithm i; bias (0: the plan has none) replaces
-// the pointer the plan was made with (same alignment).
-static cublasStatus_t iris_lt_run(cublasLtHandle_t lt, iris_lt_plan *p, int i, unsigned long long w,
-                                  unsigned long long x, unsigned long long y, unsigned long long bias,
-                                  unsigned long long ws, size_t wsSize, cudaStream_t s) {
-	if (i < 0 || i >= p->n) return CUBLAS_STATUS_INVALID_VALUE;
+// iris_lt_run runs the plan; bias (0: the plan has none) replaces the pointer the plan was made
+// with (same alignment).
+static cublasStatus_t iris_lt_run(cublasLtHandle_t lt, iris_lt_plan *p, unsigned long long w, unsigned long long x,
+                                  unsigned long long y, unsigned long long bias, unsigned long long ws, size_t wsSize,
+                                  cudaStream_t s) {
 	if (bias) {
 		const void *bp = (const void *)bias;
 		cublasStatus_t st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
@@ -110,15 +108,13 @@ static cublasStatus_t iris_lt_run(cublasLtHandle_t lt, iris_lt_plan *p, int i, u
 	}
 	const float alpha = 1, beta = 0;
 	return cublasLtMatmul(lt, p->op, &alpha, (const void *)w, p->a, (const void *)x, p->b, &beta, (void *)y, p->c,
-	                      (void *)y, p->c, &p->res[i].algo, (void *)ws, wsSize, s);
+	                      (void *)y, p->c, &p->res.algo, (void *)ws, wsSize, s);
 }
 */
 import "C"
 
 import (
 	"fmt"
-	"math"
-	"time"
 
 	"github.com/iris-vlm/iris/core/internal/gpu"
 )
@@ -152,32 +148,24 @@ func (d dtype) size() int64 {
 
 // blas is a cuBLAS handle and a cuBLASLt handle bound to the model's stream, with a fixed
 // workspace so that products can be captured in a CUDA graph. The model's linear layers go
-// through cuBLASLt plans, one per shape, each with the algorithm that ran fastest on its first
-// use (see ltLinear); the attention's batched products through cuBLAS.
+// through cuBLASLt plans, one per shape (ltLinear); the attention's batched products through
+// cuBLAS.
 type blas struct {
 	h  C.cublasHandle_t
 	lt C.cublasLtHandle_t
 	s  *gpu.Stream
 	ws gpu.Buffer
 	// plans are the cuBLASLt shapes seen so far; at most maxPlans (then they start again).
-	plans map[ltKey]*ltPlan
-	// noTune takes the heuristic's first algorithm instead of timing the candidates.
-	noTune bool
-	// capturing is set while a CUDA graph is captured: a new shape then takes the heuristic's
-	// first algorithm (timing needs a synchronisation) and is timed on a later, plain call.
-	capturing  bool
-	start, end *gpu.Event
+	plans map[ltKey]*C.iris_lt_plan
 }
 
 const (
 	blasWorkspace = 32 << 20
 	maxPlans      = 1024
-	// tuneRuns are the timed runs of each candidate algorithm (after one warm-up run).
-	tuneRuns = 3
 )
 
-func newBlas(s *gpu.Stream, noTune bool) (*blas, error) {
-	b := &blas{s: s, plans: map[ltKey]*ltPlan{}, noTune: noTune}
+func newBlas(s *gpu.Stream) (*blas, error) {
+	b := &blas{s: s, plans: map[ltKey]*C.iris_lt_plan{}}
 	if st := C.cublasCreate(&b.h); st != C.CUBLAS_STATUS_SUCCESS {
 		return nil, fmt.Errorf("cublasCreate: %s", blasStatus(st))
 	}
@@ -187,13 +175,6 @@ func newBlas(s *gpu.Stream, noTune bool) (*blas, error) {
 	}
 	var err error
 	if b.ws, err = gpu.Alloc(blasWorkspace); err != nil {
-		b.destroy()
-		return nil, err
-	}
-	if b.start, err = gpu.NewEvent(); err == nil {
-		b.end, err = gpu.NewEvent()
-	}
-	if err != nil {
 		b.destroy()
 		return nil, err
 	}
@@ -218,18 +199,12 @@ func (b *blas) destroy() {
 		C.cublasDestroy(b.h)
 		b.h = nil
 	}
-	for _, e := range []*gpu.Event{b.start, b.end} {
-		if e != nil {
-			_ = e.Destroy()
-		}
-	}
-	b.start, b.end = nil, nil
 	_ = b.ws.Free()
 }
 
 func (b *blas) dropPlans() {
 	for k, p := range b.plans {
-		C.iris_lt_plan_free(p.p)
+		C.iris_lt_plan_free(p)
 		delete(b.plans, k)
 	}
 }
@@ -273,12 +248,6 @@ type ltKey struct {
 	align             [4]uint16 // w, x, y, bias
 }
 
-// ltPlan is a C plan and the candidate it runs (-1: not timed yet).
-type ltPlan struct {
-	p    *C.iris_lt_plan
-	algo int
-}
-
 // alignOf is the largest power of two up to 256 that divides p.
 func alignOf(p gpu.DevPtr) uint16 {
 	a := uint16(256)
@@ -289,10 +258,8 @@ func alignOf(p gpu.DevPtr) uint16 {
 }
 
 // ltLinear is y[M, N] = x[M, K] W[N, K]^T + bias[N] (bias 0: none), every matrix row-major in
-// storage type t with the given row strides. A shape's first plain call times the heuristic's
-// candidates (a few runs each, outputs overwritten each time) and keeps the fastest: cuBLAS's
-// own pick (GemmEx) is its first candidate, which was 1.2-2x slower than the best one at the
-// vision tower's and the prefill's shapes (docs/gpu.md).
+// storage type t with the given row strides. cuBLASLt's heuristic picks the algorithm once per
+// shape. (Timing its first 8 or 32 candidates instead gained nothing measurable: docs/gpu.md.)
 func (b *blas) ltLinear(t dtype, y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w, bias gpu.DevPtr, M, N, K int) error {
 	key := ltKey{t: t, m: M, n: N, k: K, ldx: ldx, ldy: ldy, bias: bias != 0,
 		align: [4]uint16{alignOf(w), alignOf(x), alignOf(y), alignOf(bias)}}
@@ -301,75 +268,19 @@ func (b *blas) ltLinear(t dtype, y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w
 		if len(b.plans) >= maxPlans {
 			b.dropPlans()
 		}
-		var cp *C.iris_lt_plan
 		st := C.iris_lt_plan_new(b.lt, t.c(), C.int(M), C.int(N), C.int(K), C.int(ldx), C.int(ldy), C.ulonglong(bias),
-			C.uint(key.align[0]), C.uint(key.align[1]), C.uint(key.align[2]), C.ulonglong(b.ws.Size), &cp)
+			C.uint(key.align[0]), C.uint(key.align[1]), C.uint(key.align[2]), C.ulonglong(b.ws.Size), &p)
 		if st != C.CUBLAS_STATUS_SUCCESS {
 			return fmt.Errorf("cublasLt plan m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
 		}
-		p = &ltPlan{p: cp, algo: -1}
 		b.plans[key] = p
 	}
-	run := func(i int) C.cublasStatus_t {
-		return C.iris_lt_run(b.lt, p.p, C.int(i), C.ulonglong(w), C.ulonglong(x), C.ulonglong(y), C.ulonglong(bias),
-			C.ulonglong(b.ws.Ptr), C.size_t(b.ws.Size), C.cudaStream_t(b.s.Handle()))
-	}
-	if p.algo < 0 {
-		switch {
-		case b.capturing:
-			if st := run(0); st != C.CUBLAS_STATUS_SUCCESS {
-				return fmt.Errorf("cublasLt matmul m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
-			}
-			return nil
-		case b.noTune || p.p.n == 1:
-			p.algo = 0
-		default:
-			best, err := b.tune(p, run)
-			if err != nil {
-				return fmt.Errorf("timing cublasLt algorithms m=%d n=%d k=%d: %w", M, N, K, err)
-			}
-			p.algo = best
-		}
-	}
-	if st := run(p.algo); st != C.CUBLAS_STATUS_SUCCESS {
+	st := C.iris_lt_run(b.lt, p, C.ulonglong(w), C.ulonglong(x), C.ulonglong(y), C.ulonglong(bias),
+		C.ulonglong(b.ws.Ptr), C.size_t(b.ws.Size), C.cudaStream_t(b.s.Handle()))
+	if st != C.CUBLAS_STATUS_SUCCESS {
 		return fmt.Errorf("cublasLt matmul m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
 	}
 	return nil
-}
-
-// tune times each candidate of p (one warm-up, then tuneRuns runs between two events) and
-// returns the fastest; candidates that fail to launch are skipped.
-func (b *blas) tune(p *ltPlan, run func(int) C.cublasStatus_t) (int, error) {
-	best, bestT := -1, time.Duration(math.MaxInt64)
-	for i := range int(p.p.n) {
-		if run(i) != C.CUBLAS_STATUS_SUCCESS {
-			continue
-		}
-		if err := b.start.Record(b.s); err != nil {
-			return 0, err
-		}
-		ok := true
-		for range tuneRuns {
-			ok = ok && run(i) == C.CUBLAS_STATUS_SUCCESS
-		}
-		if err := b.end.Record(b.s); err != nil {
-			return 0, err
-		}
-		if err := b.end.Sync(); err != nil {
-			return 0, err
-		}
-		d, err := b.end.Since(b.start)
-		if err != nil {
-			return 0, err
-		}
-		if ok && d < bestT {
-			best, bestT = i, d
-		}
-	}
-	if best < 0 {
-		return 0, fmt.Errorf("none of %d candidates ran", int(p.p.n))
-	}
-	return best, nil
 }
 
 // linear is y[M, N] = x[M, K] W[N, K]^T (+ y when accumulate: a bias already in y), every matrix

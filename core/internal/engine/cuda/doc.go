@@ -48,11 +48,8 @@ type Options struct {
 	// (each kernel starting while the one before it ends, a decode step's kernels prefetching
 	// their weights meanwhile); for comparison.
 	NoPDL bool
-	// GemmEx runs the linear layers through cublasGemmEx (cuBLAS's own algorithm pick, the bias
-	// broadcast into the output by a kernel first) instead of cuBLASLt plans with the bias in
-	// the epilogue and timed algorithms; for comparison.
+	// GemmEx runs the linear layers through cublasGemmEx (the bias broadcast into the output
+	// by a kernel first) instead of cuBLASLt plans with the bias in the epilogue; for
+	// comparison.
 	GemmEx bool
-	// NoTune takes cuBLASLt's first heuristic algorithm for each shape instead of timing its
-	// candidates on the shape's first use.
-	NoTune bool
 }

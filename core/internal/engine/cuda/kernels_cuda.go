@@ -20,7 +20,7 @@ type kernelSet struct {
 	softmax, attnDecode                *gpu.Function
 	flash                              map[int]*gpu.Function // by head dim
 	window                             map[int]*gpu.Function // by head dim; bf16 only
-	argmax, gemv, gemvGLU              *gpu.Function
+	argmax, argmaxPart, gemv, gemvGLU  *gpu.Function
 }
 
 // flashHeadDims are the head sizes iris_attn_flash is instantiated for.
@@ -64,6 +64,7 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	get(&k.softmax, "iris_softmax"+sfx)
 	get(&k.attnDecode, "iris_attn_decode"+sfx)
 	get(&k.argmax, "iris_argmax_top2")
+	get(&k.argmaxPart, "iris_argmax_part")
 	get(&k.gemv, "iris_gemv"+sfx)
 	get(&k.gemvGLU, "iris_gemv_glu"+sfx)
 	for _, hd := range flashHeadDims {
@@ -96,4 +97,8 @@ const (
 	// that warps stride over rows rather than waiting for a second wave.
 	gemvBlocksPerSM = 4
 	gemvMaxShared   = 48 << 10 // the gemv's input row lives in the default shared memory
+	// argmaxParts are iris_argmax_part's blocks (of argmaxThreads): each leaves its chunk's
+	// top two for iris_argmax_top2.
+	argmaxParts   = 128
+	argmaxThreads = 256
 )

@@ -43,7 +43,7 @@ func newKfix(t testing.TB) *kfix {
 		if f.s, err = gpu.NewStream(); err != nil {
 			return err
 		}
-		f.blas, err = newBlas(f.s, false)
+		f.blas, err = newBlas(f.s)
 		return err
 	})
 	if err != nil {
@@ -629,7 +629,7 @@ func TestKernelDecodeAttention(t *testing.T) {
 }
 
 // TestKernelLinear checks the products of the linear layers (y = x W^T + b) in both types:
-// cuBLASLt with the bias in the epilogue (with and without a bias, twice each so the timed plan
+// cuBLASLt with the bias in the epilogue (with and without a bias, twice each so the cached plan
 // is reused, and with an input only 16-byte aligned) and cublasGemmEx after the bias kernel.
 func TestKernelLinear(t *testing.T) {
 	f := newKfix(t)
@@ -690,29 +690,59 @@ func TestKernelLinear(t *testing.T) {
 	})
 }
 
+// TestKernelArgmax checks the greedy choice in one block and in two stages (the engine's), on a
+// vocabulary with a tie for the best and NaNs, and on one of NaNs and -inf only.
 func TestKernelArgmax(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	const n = 151936
 	v := randn(r, f32, n, 1)
 	v[777], v[99000], v[150000] = 9, 9, 8.5 // a tie: the first index wins
-	var idx []int32
-	var vals []float32
-	f.do(func() error {
-		lp, op, vp := f.put(f32, v), f.putI32([]int32{-1, -1}), f.poisoned(f32, 2)
-		err := f.ks[f32].argmax.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 1024}, 0, f.s, gpu.P(op), gpu.P(vp), gpu.P(lp), gpu.I(n))
-		if err == nil {
-			err = f.s.Sync()
+	v[5], v[140000] = float32(math.NaN()), float32(math.NaN())
+	odd := make([]float32, 3000)
+	for i := range odd {
+		odd[i] = float32(math.NaN())
+	}
+	odd[2000], odd[2500] = float32(math.Inf(-1)), float32(math.Inf(-1))
+	for _, tc := range []struct {
+		name       string
+		logits     []float32
+		idx        [2]int32
+		best, next float32
+	}{
+		{"vocabulary", v, [2]int32{777, 99000}, 9, 9},
+		{"NaN and -inf", odd, [2]int32{2000, 2500}, float32(math.Inf(-1)), float32(math.Inf(-1))},
+	} {
+		for _, stages := range []int{1, 2} {
+			var idx []int32
+			var vals []float32
+			f.do(func() error {
+				m := len(tc.logits)
+				lp, op, vp := f.put(f32, tc.logits), f.putI32([]int32{-1, -1}), f.poisoned(f32, 2)
+				var err error
+				if stages == 1 {
+					err = f.ks[f32].argmax.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 1024}, 0, f.s, gpu.P(op), gpu.P(vp), gpu.P(lp), gpu.P(0), gpu.I(m))
+				} else {
+					pv, pi := f.poisoned(f32, 2*argmaxParts), f.putI32(make([]int32, 2*argmaxParts))
+					err = f.ks[f32].argmaxPart.Launch(gpu.Dim3{X: argmaxParts}, gpu.Dim3{X: argmaxThreads}, 0, f.s, gpu.P(pv), gpu.P(pi), gpu.P(lp), gpu.I(m))
+					if err == nil {
+						err = f.ks[f32].argmax.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: argmaxThreads}, 0, f.s, gpu.P(op), gpu.P(vp), gpu.P(pv), gpu.P(pi), gpu.I(2*argmaxParts))
+					}
+				}
+				if err == nil {
+					err = f.s.Sync()
+				}
+				idx = make([]int32, 2)
+				if err == nil {
+					err = gpu.CopyDtoH(unsafe.Pointer(&idx[0]), op, 8)
+				}
+				vals = f.get(f32, vp, 2)
+				return err
+			})
+			if idx[0] != tc.idx[0] || idx[1] != tc.idx[1] || vals[0] != tc.best || vals[1] != tc.next {
+				t.Errorf("%s, %d stages: argmax/top2 = %v %v, want %v [%v %v]", tc.name, stages, idx, vals, tc.idx, tc.best, tc.next)
+			}
 		}
-		idx = make([]int32, 2)
-		if err == nil {
-			err = gpu.CopyDtoH(unsafe.Pointer(&idx[0]), op, 8)
-		}
-		vals = f.get(f32, vp, 2)
-		return err
-	})
-	if idx[0] != 777 || idx[1] != 99000 || vals[0] != 9 || vals[1] != 9 {
-		t.Errorf("argmax/top2 = %v %v, want [777 99000] [9 9]", idx, vals)
 	}
 }
 

@@ -64,6 +64,7 @@ type decodeBufs struct {
 	x                                                 [2]gpu.DevPtr // the residual stream, alternating
 	xn, qkv, att, t, gu, act, logits, logitsF32, part gpu.DevPtr
 	pick                                              gpu.DevPtr // iris_argmax_top2's out and vals (16 bytes)
+	pickPart                                          gpu.DevPtr // iris_argmax_part's values, then indexes
 	ticket                                            gpu.DevPtr // int32 [heads], zero between steps
 	splits                                            int
 }
@@ -296,7 +297,7 @@ func (m *Model) init(ctx context.Context, ck checkpoint) error {
 	if m.k, err = loadKernels(m.dt); err != nil {
 		return err
 	}
-	if m.blas, err = newBlas(m.stream, m.opts.NoTune); err != nil {
+	if m.blas, err = newBlas(m.stream); err != nil {
 		return err
 	}
 	if m.stepDev, err = gpu.Alloc(int64(unsafe.Sizeof(stepArgs{}))); err != nil {
@@ -654,7 +655,7 @@ func (m *Model) allocDecode() error {
 		{&m.dec.x[0], int64(t.Hidden) * e}, {&m.dec.x[1], int64(t.Hidden) * e}, {&m.dec.xn, int64(t.Hidden) * e}, {&m.dec.qkv, (qd + 2*kvd) * e},
 		{&m.dec.att, qd * e}, {&m.dec.t, int64(t.Hidden) * e}, {&m.dec.ticket, int64(t.Heads) * 4},
 		{&m.dec.gu, 2 * int64(t.Intermediate) * e}, {&m.dec.act, int64(t.Intermediate) * e},
-		{&m.dec.logits, int64(t.Vocab) * e}, {&m.dec.logitsF32, int64(t.Vocab) * 4}, {&m.dec.pick, 16},
+		{&m.dec.logits, int64(t.Vocab) * e}, {&m.dec.logitsF32, int64(t.Vocab) * 4}, {&m.dec.pick, 16}, {&m.dec.pickPart, 2 * argmaxParts * 8},
 		{&m.dec.part, int64(t.Heads*m.dec.splits*(t.HeadDim+2)) * 4},
 	}
 	var total int64

@@ -41,7 +41,7 @@ func TestParityFP32(t *testing.T) {
 		{"tiny-tied", Options{Precision: "fp32"}},
 		{"tiny-untied", Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
 		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true, NoPDL: true}},
-		{"tiny-untied", Options{Precision: "fp32", GemmEx: true, NoTune: true}},
+		{"tiny-untied", Options{Precision: "fp32", GemmEx: true}},
 	} {
 		golden, err := fixture.LoadGolden(tc.model)
 		if err != nil {
@@ -215,9 +215,8 @@ func TestBF16Runs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// NoTune: both models take the same cuBLASLt algorithms (timing may pick different ones).
-	graph := loadFixture(t, "tiny-untied", Options{NoTune: true})
-	plain := loadFixture(t, "tiny-untied", Options{NoGraph: true, NoTune: true})
+	graph := loadFixture(t, "tiny-untied", Options{})
+	plain := loadFixture(t, "tiny-untied", Options{NoGraph: true})
 	ctx := context.Background()
 	agree, total := 0, 0
 	for _, g := range golden.Cases {
@@ -251,8 +250,8 @@ func TestBF16Runs(t *testing.T) {
 func TestGraphMatchesPlain(t *testing.T) {
 	for _, prec := range []string{"fp32", "bf16"} {
 		t.Run(prec, func(t *testing.T) {
-			graph := loadFixture(t, "tiny-untied", Options{Precision: prec, NoTune: true})
-			plain := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true, NoTune: true})
+			graph := loadFixture(t, "tiny-untied", Options{Precision: prec})
+			plain := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true})
 			c, img := loadCase(t, "rect_320x240")
 			ctx := context.Background()
 			var seqs [2]engine.Sequence

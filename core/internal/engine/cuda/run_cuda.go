@@ -691,7 +691,9 @@ func (m *Model) lmHead(q *enq, x, delta, xOut gpu.DevPtr) {
 	t := &m.cfg.Text
 	V := t.Vocab
 	q.gemvNorm(0, m.dec.logitsF32, x, delta, m.w.finalNorm, xOut, m.w.lmHead, 0, V, t.Hidden, float32(t.RMSNormEps))
-	q.launchDep(m.k.argmax, gpu.Dim3{X: 1}, gpu.Dim3{X: 1024}, 0, gpu.P(m.dec.pick), gpu.P(m.dec.pick.Add(8)), gpu.P(m.dec.logitsF32), gpu.I(V))
+	pv, pi := m.dec.pickPart, m.dec.pickPart.Add(2*argmaxParts*4)
+	q.launchDep(m.k.argmaxPart, gpu.Dim3{X: argmaxParts}, gpu.Dim3{X: argmaxThreads}, 0, gpu.P(pv), gpu.P(pi), gpu.P(m.dec.logitsF32), gpu.I(V))
+	q.launchDep(m.k.argmax, gpu.Dim3{X: 1}, gpu.Dim3{X: argmaxThreads}, 0, gpu.P(m.dec.pick), gpu.P(m.dec.pick.Add(8)), gpu.P(pv), gpu.P(pi), gpu.I(2*argmaxParts))
 	if q.err == nil {
 		q.err = m.stream.CopyDtoH(m.pick.Ptr(), m.dec.pick, 16)
 		q.copied()
@@ -838,9 +840,7 @@ func (m *Model) capture() error {
 		return err
 	}
 	q := &enq{m: m}
-	m.blas.capturing = true
 	m.decodeWork(q, m.dec.part, m.dec.splits, false)
-	m.blas.capturing = false
 	g, err := m.stream.EndCapture() // always ends the capture, also after a failed enqueue
 	if q.err != nil {
 		if g != nil {

@@ -409,7 +409,6 @@ func bench(args []string) error {
 	decodeCuBLAS := fs.Bool("decode-cublas", false, "one-row products of decode steps through cuBLAS (not the fused gemv kernel)")
 	noPDL := fs.Bool("no-pdl", false, "decode kernels launched plainly (not as programmatic dependent launches)")
 	gemmEx := fs.Bool("gemm-ex", false, "linear layers through cublasGemmEx with a bias kernel (not timed cuBLASLt plans)")
-	noTune := fs.Bool("no-tune", false, "cuBLASLt's first heuristic algorithm for each shape (not the fastest candidate)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -420,7 +419,7 @@ func bench(args []string) error {
 	ctx := context.Background()
 	t := time.Now()
 	m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL,
-		GemmEx: *gemmEx, NoTune: *noTune})
+		GemmEx: *gemmEx})
 	if err != nil {
 		return err
 	}
