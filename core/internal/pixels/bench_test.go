@@ -69,15 +69,20 @@ func BenchmarkResize(b *testing.B) {
 	}
 }
 
-// BenchmarkNormalizePatchify measures normalise + patchify alone on the 1024x768 target.
+// BenchmarkNormalizePatchify measures normalise + patchify alone on the 1024x768 target and on
+// the 426x320 photo's 420x308 target.
 func BenchmarkNormalizePatchify(b *testing.B) {
 	table, _ := Norm{Rescale: 1.0 / 255, Flavor: Torch, Mean: [3]float64{0.5, 0.5, 0.5}, Std: [3]float64{0.5, 0.5, 0.5}}.Table()
-	src := synth(1036, 756, 1)
-	var pv []float32
-	for b.Loop() {
-		var err error
-		if pv, _, _, err = NormalizePatchify(pv, src, table, Patches{Size: 14, Temporal: 2, Merge: 2}); err != nil {
-			b.Fatal(err)
-		}
+	for _, size := range [][2]int{{1036, 756}, {420, 308}} {
+		src := synth(size[0], size[1], 1)
+		b.Run(fmt.Sprintf("%dx%d", src.W, src.H), func(b *testing.B) {
+			var pv []float32
+			for b.Loop() {
+				var err error
+				if pv, _, _, err = NormalizePatchify(pv, src, table, Patches{Size: 14, Temporal: 2, Merge: 2}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

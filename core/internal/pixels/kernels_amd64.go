@@ -19,3 +19,6 @@ func horiz32AVX2(dst, src *byte, nout int, off *int32, nt *int32, w *int32, ksiz
 
 //go:noescape
 func horiz2AVX2(dst *byte, dstride int, src *byte, sstride int, nout int, off *int32, np *int32, wp *int32, kp int, init int32, prec uint64)
+
+//go:noescape
+func patchRunsAVX2(dst, src *float32, ps, stride, tt int)

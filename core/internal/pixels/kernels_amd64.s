@@ -292,3 +292,57 @@ kloopp:
 kdone:
 	VZEROUPPER
 	RET
+
+// func patchRunsAVX2(dst, src *float32, ps, stride, tt int)
+// One channel of a patch row of pixel_values: for py in [0, ps) and k in [0, tt),
+// dst[k·ps² + py·ps ...+ps) = src[py·stride ...+ps). ps >= 8: each run moves in 8-float pieces,
+// the last one at ps-8, overlapping the one before with the same values.
+TEXT ·patchRunsAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ps+16(FP), CX
+	MOVQ stride+24(FP), R8
+	MOVQ tt+32(FP), R9
+	SHLQ $2, R8
+	MOVQ CX, R10
+	IMULQ CX, R10
+	SHLQ $2, R10
+	MOVQ CX, R11
+	SHLQ $2, R11
+	LEAQ -32(R11), R12
+	MOVQ CX, DX
+
+prow:
+	XORQ BX, BX
+
+pchunk:
+	CMPQ BX, R12
+	JGE  plast
+	VMOVUPS (SI)(BX*1), Y0
+	MOVQ DI, R13
+	MOVQ R9, R14
+
+pstore:
+	VMOVUPS Y0, (R13)(BX*1)
+	ADDQ R10, R13
+	DECQ R14
+	JNZ  pstore
+	ADDQ $32, BX
+	JMP  pchunk
+
+plast:
+	VMOVUPS (SI)(R12*1), Y0
+	MOVQ DI, R13
+	MOVQ R9, R14
+
+pstorelast:
+	VMOVUPS Y0, (R13)(R12*1)
+	ADDQ R10, R13
+	DECQ R14
+	JNZ  pstorelast
+	ADDQ R8, SI
+	ADDQ R11, DI
+	DECQ DX
+	JNZ  prow
+	VZEROUPPER
+	RET

@@ -126,35 +126,45 @@ func NormalizePatchify(dst []float32, src *RGB, t *Table, p Patches) (out []floa
 	dst = growFloats(dst, gh*gw*rowLen)
 	ps, m, tt := p.Size, p.Merge, p.Temporal
 	pp := ps * ps
-	blocksW := gw / m
-	// Fill patch rows in order, so that writes stream through memory: row r is patch (mh, mw)
-	// of merge block (bh, bw), its floats channel by channel, time step by time step.
-	bands(gh*gw, 4*rowLen, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			blk, mh, mw := r/(m*m), (r/m)%m, r%m
-			y0, x0 := (blk/blocksW*m+mh)*ps, (blk%blocksW*m+mw)*ps
-			row := dst[r*rowLen : (r+1)*rowLen]
-			for c := range 3 {
-				lut := &t[c]
-				plane := row[c*tt*pp : (c+1)*tt*pp]
-				for py := range ps {
-					in := src.Pix[3*((y0+py)*src.W+x0)+c:]
-					in = in[:3*ps-2]
-					seg := plane[py*ps : py*ps+ps]
-					if tt == 2 {
-						// The common case writes both time steps at once.
-						seg2 := plane[pp+py*ps : pp+py*ps+ps]
-						for x := range seg {
-							v := lut[in[3*x]]
-							seg[x], seg2[x] = v, v
-						}
+	w := src.W
+	// A row of merge blocks covers rows·gw patch rows of pixel_values, contiguous in dst. Its
+	// pixels are looked up once into channel planes (one table lookup and one store per value),
+	// then every patch row is assembled from runs of ps floats copied out of the planes, once
+	// per time step: far fewer stores than a lookup per output float.
+	rows := m * ps
+	planeLen := rows * w
+	perBlockRow := gw * m * rowLen
+	// The vector copy moves runs in 8-float pieces, the last one overlapping the one before.
+	vec := haveAVX2 && ps >= 8
+	bands(gh/m, 4*perBlockRow, func(lo, hi int) {
+		buf := getFloatScratch(3 * planeLen)
+		defer putFloatScratch(buf)
+		planes := *buf
+		pr, pg, pb := planes[:planeLen], planes[planeLen:2*planeLen], planes[2*planeLen:]
+		for br := lo; br < hi; br++ {
+			in := src.Pix[3*br*planeLen : 3*(br+1)*planeLen]
+			for i := range planeLen {
+				px := in[3*i : 3*i+3 : 3*i+3]
+				pr[i], pg[i], pb[i] = t[0][px[0]], t[1][px[1]], t[2][px[2]]
+			}
+			out := dst[br*perBlockRow : (br+1)*perBlockRow]
+			for i := range gw * m {
+				bw, mh, mw := i/(m*m), (i/m)%m, i%m
+				first := mh*ps*w + (bw*m+mw)*ps // the patch's top-left value in a plane
+				row := out[i*rowLen : (i+1)*rowLen]
+				for c := range 3 {
+					plane := planes[c*planeLen+first:]
+					o := row[c*tt*pp : (c+1)*tt*pp]
+					if vec {
+						_, _ = o[tt*pp-1], plane[(ps-1)*w+ps-1] // the kernel's reach, checked
+						patchRunsAVX2(&o[0], &plane[0], ps, w, tt)
 						continue
 					}
-					for x := range seg {
-						seg[x] = lut[in[3*x]]
-					}
-					for k := 1; k < tt; k++ {
-						copy(plane[k*pp+py*ps:k*pp+py*ps+ps], seg)
+					for py := range ps {
+						seg := plane[py*w : py*w+ps]
+						for k := range tt {
+							copy(o[k*pp+py*ps:k*pp+py*ps+ps], seg)
+						}
 					}
 				}
 			}

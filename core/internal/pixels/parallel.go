@@ -55,3 +55,18 @@ func getScratch(n int) *[]byte {
 }
 
 func putScratch(b *[]byte) { scratch.Put(b) }
+
+// floatScratch pools the channel planes of NormalizePatchify's bands.
+var floatScratch = sync.Pool{New: func() any { return new([]float32) }}
+
+// getFloatScratch returns a pooled buffer of length n; give it back with putFloatScratch.
+func getFloatScratch(n int) *[]float32 {
+	b := floatScratch.Get().(*[]float32)
+	if cap(*b) < n {
+		*b = make([]float32, n)
+	}
+	*b = (*b)[:n]
+	return b
+}
+
+func putFloatScratch(b *[]float32) { floatScratch.Put(b) }

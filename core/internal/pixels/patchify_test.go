@@ -32,7 +32,25 @@ func naivePatchify(img *RGB, t *Table, p Patches) []float32 {
 	return out
 }
 
+// TestNormalizePatchifyLayouts compares NormalizePatchify with the naive layout, with the
+// vector copy and with the scalar one.
 func TestNormalizePatchifyLayouts(t *testing.T) {
+	modes := []bool{false}
+	if haveAVX2 {
+		modes = append(modes, true)
+	}
+	defer func(v bool) { haveAVX2 = v }(haveAVX2)
+	for _, vec := range modes {
+		haveAVX2 = vec
+		name := "scalar"
+		if vec {
+			name = "avx2"
+		}
+		t.Run(name, testNormalizePatchifyLayouts)
+	}
+}
+
+func testNormalizePatchifyLayouts(t *testing.T) {
 	tab, err := Norm{Rescale: 1.0 / 255, Mean: [3]float64{0.1, 0.5, 0.9}, Std: [3]float64{0.2, 0.3, 0.4}, Flavor: Torch}.Table()
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +64,9 @@ func TestNormalizePatchifyLayouts(t *testing.T) {
 		{12, 18, Patches{Size: 3, Temporal: 1, Merge: 2}},
 		{10, 10, Patches{Size: 5, Temporal: 3, Merge: 1}},
 		{336, 112, Patches{Size: 14, Temporal: 2, Merge: 4}},
+		{48, 32, Patches{Size: 8, Temporal: 1, Merge: 2}},
+		{54, 18, Patches{Size: 9, Temporal: 3, Merge: 1}},
+		{420, 308, Patches{Size: 14, Temporal: 2, Merge: 2}},
 	} {
 		img := synth(tc.w, tc.h, uint64(tc.w*tc.h))
 		got, gh, gw, err := NormalizePatchify(make([]float32, 7), img, tab, tc.p)

@@ -3,6 +3,7 @@ package pixels
 import (
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Flavor names whose arithmetic a resize reproduces bit for bit.
@@ -70,15 +71,10 @@ func Resize(dst, src *RGB, flavor Flavor, filter Filter) error {
 	if filter != Bilinear && filter != Bicubic {
 		return fmt.Errorf("resizing with filter %d: %w", filter, ErrUnsupported)
 	}
-	var coeffsFor func(in, out int, f Filter) *coeffs
-	switch flavor {
-	case Torch:
-		coeffsFor = torchCoeffs
-	case PIL:
-		coeffsFor = pilCoeffs
-	default:
+	if flavor != Torch && flavor != PIL {
 		return fmt.Errorf("resizing with flavour %d: %w", flavor, ErrUnsupported)
 	}
+	coeffsFor := func(in, out int, f Filter) *coeffs { return cachedCoeffs(flavor, in, out, f) }
 	dst.Reset(dst.W, dst.H)
 	needH, needV := dst.W != src.W, dst.H != src.H
 	switch {
@@ -105,6 +101,51 @@ func Resize(dst, src *RGB, flavor Flavor, filter Filter) error {
 		putScratch(buf)
 	}
 	return nil
+}
+
+// coeffKey identifies a filter table: they depend on nothing else.
+type coeffKey struct {
+	flavor  Flavor
+	filter  Filter
+	in, out int
+}
+
+// coeffCache keeps the tables of recent resizes. Requests come in a few common sizes, and
+// building the two tables of a resize is serial work of tens of microseconds on the request's
+// critical path, before any band can start.
+var coeffCache struct {
+	sync.Mutex
+	m map[coeffKey]*coeffs
+}
+
+// maxCachedCoeffs bounds coeffCache (a table is up to a few hundred KB for large shrinks);
+// a full cache is emptied and starts over.
+const maxCachedCoeffs = 64
+
+// cachedCoeffs returns the table of resampling in samples to out, from the cache or built.
+// A cached table is shared by concurrent resizes, so its lazily built horizontal layout is
+// built before it is published, and never written afterwards.
+func cachedCoeffs(flavor Flavor, in, out int, filter Filter) *coeffs {
+	key := coeffKey{flavor, filter, in, out}
+	coeffCache.Lock()
+	c, ok := coeffCache.m[key]
+	coeffCache.Unlock()
+	if ok {
+		return c
+	}
+	if flavor == Torch {
+		c = torchCoeffs(in, out, filter)
+	} else {
+		c = pilCoeffs(in, out, filter)
+	}
+	c.layout()
+	coeffCache.Lock()
+	if coeffCache.m == nil || len(coeffCache.m) >= maxCachedCoeffs {
+		coeffCache.m = map[coeffKey]*coeffs{}
+	}
+	coeffCache.m[key] = c
+	coeffCache.Unlock()
+	return c
 }
 
 // clamp8 converts a fixed-point sum to a byte: an arithmetic shift, then saturation.

@@ -2,15 +2,20 @@ package prep_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/iris-vlm/iris/core/internal/imageio"
+	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/prep"
 )
 
 // BenchmarkPrepare runs the whole pipeline on a 640x480 golden JPEG (decoded once) for each
-// family and reports the median of each stage besides the mean of the whole.
+// family, and on the 426x320 photo of the latency workload (scripts/reference/testdata), and
+// reports the median of each stage besides the mean of the whole.
 //
 //	CGO_LDFLAGS=-L$PWD/.build/lib go test -run '^$' -bench Prepare -benchtime 200x ./core/internal/prep
 func BenchmarkPrepare(b *testing.B) {
@@ -23,14 +28,22 @@ func BenchmarkPrepare(b *testing.B) {
 		}
 	}
 	in.Question = m.Question
+	photo := decodePhoto(b)
+	photo.Question = m.Question
 	for _, c := range []struct {
 		family  string
 		release bool // hand pixel_values back, as the runtime does after the engine ran
-	}{{"qwen2_5_vl", false}, {"qwen2_5_vl", true}, {"qwen3_vl", true}} {
+		photo   bool // the 426x320 photo instead of the 640x480 JPEG
+	}{{"qwen2_5_vl", false, false}, {"qwen2_5_vl", true, false}, {"qwen3_vl", true, false}, {"qwen2_5_vl", true, true}} {
 		family := c.family
 		name := family
 		if c.release {
 			name += "/released"
+		}
+		in := in
+		if c.photo {
+			name += "/photo_426x320"
+			in = photo
 		}
 		b.Run(name, func(b *testing.B) {
 			pr, err := prep.New(prep.Config{Plugin: e.plugins[family], Tokenizer: e.tok})
@@ -60,4 +73,27 @@ func BenchmarkPrepare(b *testing.B) {
 			}
 		})
 	}
+}
+
+// decodePhoto decodes scripts/reference/testdata/photo_426x320.jpg, the image of the latency
+// workload (smart_resize takes it to 420x308, 660 patches).
+func decodePhoto(t testing.TB) prep.Input {
+	t.Helper()
+	root, err := plugintest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "scripts", "reference", "testdata", "photo_426x320.jpg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := imageio.Inspect(data, imageio.Limits{MaxBytes: 32 << 20, MaxPixels: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := imageio.Decode(context.Background(), data, hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prep.Input{Image: img, Format: hdr.Format, HasAlpha: hdr.HasAlpha}
 }
