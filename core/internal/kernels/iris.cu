@@ -501,10 +501,16 @@ ATTN_FLASH(128)
 // keys past the segment masked, P = exp(S - max) rounded to bf16 (as attn_flash), O = P V with
 // WMMA, and O / sum(exp) rounded once. grid (segments, heads), 4 warps (one 16-row tile each).
 // Shared memory: K | S (reused for O) | Q (reused for P) | V.
+// With cs (the rope table of iris_rope_vision, N rows) the tiles of Q and K get the tower's 2-D
+// RoPE first, with rope_vision's arithmetic (q and k are not read again after the attention, so
+// they need not be written back): one launch fewer a window block.
+// A thread loads all its 16-byte chunks before it stores any: a loop of load-then-store ran them
+// as dependent round trips.
 #define WIN_MAX 64
+#define WIN_THREADS 128
 template <int HD>
 __device__ void attn_window(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
-                            const int *seg, float scale) {
+                            const int *seg, float scale, const float *cs, int N) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     using namespace nvcuda;
     static_assert(HD % 16 == 0 && HD * 64 * 4 <= HD * 64 * 2 + WIN_MAX * WIN_MAX * 4, "O must fit over K and S");
@@ -523,19 +529,39 @@ __device__ void attn_window(bf16 *out, const bf16 *q, const bf16 *k, const bf16 
     int r0 = seg[s], n = seg[s + 1] - r0;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     constexpr int C = HD / 8; // 16-byte chunks a row
-    for (int e = tid; e < WIN_MAX * C; e += blockDim.x) {
-        int i = e / C, c = e % C;
-        uint4 zq = make_uint4(0, 0, 0, 0), zk = zq, zv = zq;
+    constexpr int PER = WIN_MAX * C / WIN_THREADS;
+    static_assert(WIN_MAX * C % WIN_THREADS == 0, "whole chunks a thread");
+    uint4 zq[PER], zk[PER], zv[PER];
+#pragma unroll
+    for (int u = 0; u < PER; u++) {
+        int e = tid + u * WIN_THREADS, i = e / C, c = e % C;
+        zq[u] = zk[u] = zv[u] = make_uint4(0, 0, 0, 0);
         if (i < n) {
-            zq = *(const uint4 *)(q + (size_t)(r0 + i) * ldq + (size_t)h * HD + c * 8);
-            zk = *(const uint4 *)(k + (size_t)(r0 + i) * ldk + (size_t)h * HD + c * 8);
-            zv = *(const uint4 *)(v + (size_t)(r0 + i) * ldv + (size_t)h * HD + c * 8);
+            zq[u] = *(const uint4 *)(q + (size_t)(r0 + i) * ldq + (size_t)h * HD + c * 8);
+            zk[u] = *(const uint4 *)(k + (size_t)(r0 + i) * ldk + (size_t)h * HD + c * 8);
+            zv[u] = *(const uint4 *)(v + (size_t)(r0 + i) * ldv + (size_t)h * HD + c * 8);
         }
-        *(uint4 *)(Qs + i * HD + c * 8) = zq;
-        *(uint4 *)(Ks + i * HD + c * 8) = zk;
-        *(uint4 *)(Vs + i * HD + c * 8) = zv;
+    }
+#pragma unroll
+    for (int u = 0; u < PER; u++) {
+        int e = tid + u * WIN_THREADS, i = e / C, c = e % C;
+        *(uint4 *)(Qs + i * HD + c * 8) = zq[u];
+        *(uint4 *)(Ks + i * HD + c * 8) = zk[u];
+        *(uint4 *)(Vs + i * HD + c * 8) = zv[u];
     }
     __syncthreads();
+    if (cs) {
+        constexpr int HALF = HD / 2;
+        for (int e = tid; e < 2 * n * HALF; e += WIN_THREADS) {
+            int i = (e / HALF) % n, f = e % HALF;
+            bf16 *x = (e < n * HALF ? Qs : Ks) + i * HD;
+            float a = ld(x[f]), b = ld(x[f + HALF]);
+            float c = cs[(size_t)(r0 + i) * HALF + f], sn = cs[(size_t)(N + r0 + i) * HALF + f];
+            x[f] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, sn)));
+            x[f + HALF] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn)));
+        }
+        __syncthreads();
+    }
     // S = Q K^T: warp w, rows [16w, 16w+16)
     for (int ct = 0; ct < WIN_MAX / 16; ct++) {
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
@@ -583,10 +609,10 @@ __device__ void attn_window(bf16 *out, const bf16 *q, const bf16 *k, const bf16 
     }
 }
 #define ATTN_WINDOW(HD)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(128) iris_attn_window_bf16_##HD(                               \
+    extern "C" __global__ void __launch_bounds__(WIN_THREADS) iris_attn_window_bf16_##HD(                       \
         bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo, const int *seg, \
-        float scale) {                                                                                            \
-        attn_window<HD>(out, q, k, v, ldq, ldk, ldv, ldo, seg, scale);                                            \
+        float scale, const float *cs, int N) {                                                                    \
+        attn_window<HD>(out, q, k, v, ldq, ldk, ldv, ldo, seg, scale, cs, N);                                     \
     }
 ATTN_WINDOW(16)
 ATTN_WINDOW(32)

@@ -90,6 +90,7 @@ func loadKernels(t dtype) (*kernelSet, error) {
 const (
 	attBQ      = 64  // ATT_BQ: queries per flash block (4 threads each)
 	winMax     = 64  // WIN_MAX: rows of a segment iris_attn_window holds
+	winThreads = 128 // WIN_THREADS: iris_attn_window's block
 	decSK      = 64  // DEC_SK: keys per decode split
 	decThreads = 256 // DEC_THREADS
 	gemvWarps  = 4   // GEMV_WARPS: warps per gemv block (a row each)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -507,39 +508,65 @@ func TestKernelFlashAttention(t *testing.T) {
 }
 
 // TestKernelWindowAttention checks the tensor-core window kernel (bf16) on segments of at most
-// WIN_MAX rows, full and partial, against float64.
+// WIN_MAX rows, full and partial, against float64; with a rope table it rotates q and k first,
+// as iris_rope_vision (rounded the same way on the host).
 func TestKernelWindowAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(23, 24))
 	for _, hd := range windowHeadDims {
-		t.Run(fmt.Sprint(hd), func(t *testing.T) {
-			const heads = 3
-			seg := []int32{0, 64, 128, 176, 192, 193}
-			dt := bf16
-			n := int(seg[len(seg)-1])
-			ld := 3 * heads * hd // rows of a fused qkv, as in the tower
-			qkv := randn(r, dt, n*ld, 1)
-			scale := 1 / math.Sqrt(float64(hd))
-			var got []float32
-			f.do(func() error {
-				qp, out, sp := f.put(dt, qkv), f.poisoned(dt, n*heads*hd), f.putI32(seg)
-				e := int64(heads*hd) * dt.size()
-				err := f.ks[dt].window[hd].Launch(gpu.Dim3{X: len(seg) - 1, Y: heads}, gpu.Dim3{X: 128}, 0, f.s,
-					gpu.P(out), gpu.P(qp), gpu.P(qp.Add(e)), gpu.P(qp.Add(2*e)), gpu.I(ld), gpu.I(ld), gpu.I(ld), gpu.I(heads*hd),
-					gpu.P(sp), gpu.F(float32(scale)))
-				if err == nil {
-					err = f.s.Sync()
+		for _, rope := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d rope=%v", hd, rope), func(t *testing.T) {
+				const heads = 3
+				seg := []int32{0, 64, 128, 176, 192, 193}
+				dt := bf16
+				n, half := int(seg[len(seg)-1]), hd/2
+				ld := 3 * heads * hd // rows of a fused qkv, as in the tower
+				qkv := randn(r, dt, n*ld, 1)
+				scale := 1 / math.Sqrt(float64(hd))
+				in, cs := qkv, []float32(nil)
+				if rope {
+					cs = make([]float32, 2*n*half)
+					for i := range n * half {
+						a := r.Float64() * 2 * math.Pi
+						cs[i], cs[n*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
+					}
+					in = slices.Clone(qkv)
+					for i := range n {
+						for h := range 2 * heads { // q heads, then k heads
+							x := in[i*ld+h*hd:]
+							for j := range half {
+								a, b, c, sn := x[j], x[j+half], cs[i*half+j], cs[n*half+i*half+j]
+								x[j] = roundBF16(float32(a*c) + float32(-b*sn))
+								x[j+half] = roundBF16(float32(b*c) + float32(a*sn))
+							}
+						}
+					}
 				}
-				got = f.get(dt, out, n*heads*hd)
-				return err
+				var got []float32
+				f.do(func() error {
+					qp, out, sp := f.put(dt, qkv), f.poisoned(dt, n*heads*hd), f.putI32(seg)
+					csp := gpu.DevPtr(0)
+					if rope {
+						csp = f.put(f32, cs)
+					}
+					e := int64(heads*hd) * dt.size()
+					err := f.ks[dt].window[hd].Launch(gpu.Dim3{X: len(seg) - 1, Y: heads}, gpu.Dim3{X: winThreads}, 0, f.s,
+						gpu.P(out), gpu.P(qp), gpu.P(qp.Add(e)), gpu.P(qp.Add(2*e)), gpu.I(ld), gpu.I(ld), gpu.I(ld), gpu.I(heads*hd),
+						gpu.P(sp), gpu.F(float32(scale)), gpu.P(csp), gpu.I(n))
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got = f.get(dt, out, n*heads*hd)
+					return err
+				})
+				var want []float64
+				for s := 0; s+1 < len(seg); s++ {
+					r0, m := int(seg[s]), int(seg[s+1]-seg[s])
+					want = append(want, attnRef(in[r0*ld:], in[r0*ld+heads*hd:], in[r0*ld+2*heads*hd:], m, m, heads, heads, hd, ld, ld, ld, false, scale)...)
+				}
+				check(t, "window attention", got, want, 2*tolFor(dt))
 			})
-			var want []float64
-			for s := 0; s+1 < len(seg); s++ {
-				r0, m := int(seg[s]), int(seg[s+1]-seg[s])
-				want = append(want, attnRef(qkv[r0*ld:], qkv[r0*ld+heads*hd:], qkv[r0*ld+2*heads*hd:], m, m, heads, heads, hd, ld, ld, ld, false, scale)...)
-			}
-			check(t, "window attention", got, want, 2*tolFor(dt))
-		})
+		}
 	}
 }
 

@@ -439,10 +439,14 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 		q.mark("vision.b.norm")
 		q.linear(qkv, 3*VH, xn, VH, B.qkv, B.qkvBias, N, 3*VH, VH)
 		q.mark("vision.b.qkv")
-		q.launchDep(k.ropeVision, gpu.Dim3{X: N}, gpu.Dim3{X: 128}, 0, gpu.P(qkv), gpu.P(rope), gpu.I(N), gpu.I(heads), gpu.I(vhd))
-		q.mark("vision.b.rope")
-		// full blocks attend within each frame (cu_seqlens), the others within each window
-		if v.WindowSize <= 0 || full[l] {
+		// full blocks attend within each frame (cu_seqlens), the others within each window; the
+		// window kernel applies the 2-D RoPE itself
+		windowed := v.WindowSize > 0 && !full[l]
+		if !windowed || win == nil {
+			q.launchDep(k.ropeVision, gpu.Dim3{X: N}, gpu.Dim3{X: 128}, 0, gpu.P(qkv), gpu.P(rope), gpu.I(N), gpu.I(heads), gpu.I(vhd))
+			q.mark("vision.b.rope")
+		}
+		if !windowed {
 			for f := 0; f+1 < len(p.frames); f++ {
 				r0, n := int(p.frames[f]), int(p.frames[f+1]-p.frames[f])
 				q.attention(attnArgs{out: att, q: qkv, k: qkv.Add(int64(VH) * e), v: qkv.Add(2 * int64(VH) * e), q0: r0, k0: r0,
@@ -450,15 +454,15 @@ func (m *Model) vision(pixels []float32, p *visionPlan, out []float32, dst gpu.D
 					segF.Add(int64(f)*4), segF.Add(int64(f)*4))
 			}
 		} else if win != nil {
-			q.launchDep(win, gpu.Dim3{X: len(p.windows) - 1, Y: heads}, gpu.Dim3{X: 128}, 0,
+			q.launchDep(win, gpu.Dim3{X: len(p.windows) - 1, Y: heads}, gpu.Dim3{X: winThreads}, 0,
 				gpu.P(att), gpu.P(qkv), gpu.P(qkv.Add(int64(VH)*e)), gpu.P(qkv.Add(2*int64(VH)*e)),
-				gpu.I(3*VH), gpu.I(3*VH), gpu.I(3*VH), gpu.I(VH), gpu.P(segW), gpu.F(scale))
+				gpu.I(3*VH), gpu.I(3*VH), gpu.I(3*VH), gpu.I(VH), gpu.P(segW), gpu.F(scale), gpu.P(rope), gpu.I(N))
 		} else {
 			q.launchDep(flash, gpu.Dim3{X: (maxWin + attBQ - 1) / attBQ, Y: heads, Z: len(p.windows) - 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 				gpu.P(att), gpu.P(qkv), gpu.P(qkv.Add(int64(VH)*e)), gpu.P(qkv.Add(2*int64(VH)*e)),
 				gpu.I(3*VH), gpu.I(3*VH), gpu.I(3*VH), gpu.I(VH), gpu.P(segW), gpu.P(segW), gpu.I(heads), gpu.I(heads), gpu.I(0), gpu.F(scale))
 		}
-		if v.WindowSize <= 0 || full[l] {
+		if !windowed {
 			q.mark("vision.b.attn.full")
 		} else {
 			q.mark("vision.b.attn.window")
