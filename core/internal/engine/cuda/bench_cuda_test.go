@@ -123,9 +123,18 @@ func BenchmarkDecodeKernels(b *testing.B) {
 			qb, kb, vb, ob := alloc(int64(n*qd)), alloc(int64(n*kvd)), alloc(int64(n*kvd)), alloc(int64(n*qd))
 			seg := f.putI32([]int32{0, int32(n)})
 			area := int64(n * n)
-			sb, pb := alloc(int64(heads/kvh)*area*2), alloc(int64(heads/kvh)*area)
+			sb, pb := alloc(int64(heads)*area*2), alloc(int64(heads)*area)
 			a := attnArgs{out: ob, q: qb, k: kb, v: vb, ldo: qd, ldq: qd, ldk: kvd, ldv: kvd,
 				nq: n, nk: n, heads: heads, kvh: kvh, hd: hd, causal: true, scale: 0.088}
+			ab := a // every head in one pass, through pointer arrays
+			ptrs := gqaPointers(dt, ab, sb, pb)
+			ab.ptrs = alloc(int64(len(ptrs)) * 8 / dt.size())
+			if err := f.s.Sync(); err != nil { // alloc's fill, before the pointers overwrite it
+				return err
+			}
+			if err := gpu.CopyHtoD(ab.ptrs, unsafe.Pointer(&ptrs[0]), int64(len(ptrs))*8); err != nil {
+				return err
+			}
 			small = append(small,
 				tcase{fmt.Sprintf("prefill attention %d, flash", n), 0, layers, func(int) error {
 					return k.flash[hd].Launch(gpu.Dim3{X: (n + attBQ - 1) / attBQ, Y: heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0, f.s,
@@ -134,6 +143,9 @@ func BenchmarkDecodeKernels(b *testing.B) {
 				}},
 				tcase{fmt.Sprintf("prefill attention %d, cuBLAS", n), 0, layers, func(int) error {
 					return attnGemm(dt, k, f.blas, f.s, a, sb, pb, heads/kvh)
+				}},
+				tcase{fmt.Sprintf("prefill attention %d, cuBLAS batched", n), 0, layers, func(int) error {
+					return attnGemm(dt, k, f.blas, f.s, ab, sb, pb, heads)
 				}})
 		}
 		cases = append(small, cases...)

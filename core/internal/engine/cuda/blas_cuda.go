@@ -26,6 +26,17 @@ static cublasStatus_t iris_gemm(cublasHandle_t h, int ta, int tb, int m, int n, 
 	                                  ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
+// iris_gemm_batched is iris_gemm over batch products whose matrices are anywhere: a, b and c
+// are device arrays of batch device pointers each.
+static cublasStatus_t iris_gemm_batched(cublasHandle_t h, int ta, int tb, int m, int n, int k, float alpha,
+                                        unsigned long long a, cudaDataType at, int lda, unsigned long long b,
+                                        cudaDataType bt, int ldb, float beta, unsigned long long c, cudaDataType ct,
+                                        int ldc, int batch) {
+	cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	return cublasGemmBatchedEx(h, oa, ob, m, n, k, &alpha, (const void *const *)a, at, lda, (const void *const *)b, bt,
+	                           ldb, &beta, (void *const *)c, ct, ldc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
 static cublasStatus_t iris_set_workspace(cublasHandle_t h, unsigned long long ws, size_t n) {
 	return cublasSetWorkspace(h, (void *)ws, n);
 }
@@ -279,6 +290,18 @@ func (b *blas) ltLinear(t dtype, y gpu.DevPtr, ldy int, x gpu.DevPtr, ldx int, w
 		C.ulonglong(b.ws.Ptr), C.size_t(b.ws.Size), C.cudaStream_t(b.s.Handle()))
 	if st != C.CUBLAS_STATUS_SUCCESS {
 		return fmt.Errorf("cublasLt matmul m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
+	}
+	return nil
+}
+
+// runBatched is run with the matrices given by device arrays of batch pointers (a, b and c of
+// g are those arrays; the strides are unused).
+func (b *blas) runBatched(g gemm) error {
+	st := C.iris_gemm_batched(b.h, cbool(g.transA), cbool(g.transB), C.int(g.m), C.int(g.n), C.int(g.k), C.float(g.alpha),
+		C.ulonglong(g.a), g.at.c(), C.int(g.lda), C.ulonglong(g.b), g.bt.c(), C.int(g.ldb), C.float(g.beta),
+		C.ulonglong(g.c), g.ct.c(), C.int(g.ldc), C.int(g.batch))
+	if st != C.CUBLAS_STATUS_SUCCESS {
+		return fmt.Errorf("cublas batched gemm m=%d n=%d k=%d batch=%d: %s", g.m, g.n, g.k, g.batch, blasStatus(st))
 	}
 	return nil
 }

@@ -786,6 +786,7 @@ func TestAttentionGemm(t *testing.T) {
 	}{
 		{"prefill-gqa", 150, 170, 16, 2, 128, 3, 0, 0, true},
 		{"frame-allheads", 200, 200, 16, 16, 80, 5, 7, 7, false},
+		{"prefill-gqa-batched", 150, 170, 16, 2, 128, 16, 0, 0, true}, // chunk = heads: pointer arrays
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forTypes(t, func(t *testing.T, dt dtype) {
@@ -800,7 +801,15 @@ func TestAttentionGemm(t *testing.T) {
 					s, p := f.poisoned(f32, tc.chunk*area), f.poisoned(dt, tc.chunk*area)
 					a := attnArgs{out: out, q: qp, k: kp, v: vp, q0: tc.q0, k0: tc.k0, ldo: qd, ldq: qd, ldk: kvd, ldv: kvd,
 						nq: tc.nq, nk: tc.nk, heads: tc.heads, kvh: tc.kvh, hd: tc.hd, causal: tc.causal, scale: float32(scale)}
-					err := attnGemm(dt, f.ks[dt], f.blas, f.s, a, s, p, tc.chunk)
+					var err error
+					if tc.chunk == tc.heads && tc.kvh < tc.heads {
+						ptrs := gqaPointers(dt, a, s, p)
+						a.ptrs = f.put(f32, make([]float32, 2*len(ptrs)))
+						err = gpu.CopyHtoD(a.ptrs, unsafe.Pointer(&ptrs[0]), int64(len(ptrs))*8)
+					}
+					if err == nil {
+						err = attnGemm(dt, f.ks[dt], f.blas, f.s, a, s, p, tc.chunk)
+					}
 					if err == nil {
 						err = f.s.Sync()
 					}

@@ -195,6 +195,27 @@ type attnArgs struct {
 	nq, nk, heads, kvh, hd int
 	causal                 bool
 	scale                  float32
+	// ptrs, when not 0, holds the pointer arrays of attnGemm's batched path (gqaPointers).
+	ptrs gpu.DevPtr
+}
+
+// gqaPointers lays out, for attnGemm's batched path, the per-head matrices of the segment a (q0
+// and k0 0) with every head in one chunk of scores s and probabilities p: six arrays of heads
+// device pointers, those of Q K^T (K, Q, S) then of P V (V, P, out).
+func gqaPointers(dt dtype, a attnArgs, s, p gpu.DevPtr) []uint64 {
+	e := dt.size()
+	h, r, area := a.heads, a.heads/a.kvh, int64(a.nq)*int64(a.nk)
+	out := make([]uint64, 6*h)
+	for i := range h {
+		kv := int64(i/r) * int64(a.hd) * e
+		out[i] = uint64(a.k.Add(kv))
+		out[h+i] = uint64(a.q.Add(int64(i*a.hd) * e))
+		out[2*h+i] = uint64(s.Add(int64(i) * area * 4))
+		out[3*h+i] = uint64(a.v.Add(kv))
+		out[4*h+i] = uint64(p.Add(int64(i) * area * e))
+		out[5*h+i] = uint64(a.out.Add(int64(i*a.hd) * e))
+	}
+	return out
 }
 
 // gemmAttnMin is the segment size (queries x keys) from which attention goes through cuBLAS
@@ -207,8 +228,32 @@ const gemmAttnBudget = 1 << 30
 // attnGemm runs a segment as S = q k^T * scale (F32, strided-batched over heads), a masked row
 // softmax into P (storage type), and out = P v, chunk heads at a time; s and p hold chunk*nq*nk
 // values each.
+//
+// With grouped kv heads the heads of a chunk sharing a kv head run as one strided batch, a
+// launch per group and product; with a.ptrs (every head in one chunk, a.q0 = a.k0 = 0) the whole
+// segment runs as one batch of pointers per product instead (three launches, not six, for
+// Qwen's 16 heads in 2 groups).
 func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p gpu.DevPtr, chunk int) error {
 	e := dt.size()
+	causal := 0
+	if a.causal {
+		causal = 1
+	}
+	if a.ptrs != 0 {
+		h := int64(a.heads) * 8
+		if err := b.runBatched(gemm{transA: true, m: a.nk, n: a.nq, k: a.hd, alpha: a.scale,
+			a: a.ptrs, at: dt, lda: a.ldk, b: a.ptrs.Add(h), bt: dt, ldb: a.ldq, c: a.ptrs.Add(2 * h), ct: f32, ldc: a.nk,
+			batch: a.heads}); err != nil {
+			return err
+		}
+		if err := k.softmax.Launch(gpu.Dim3{X: a.heads * a.nq}, gpu.Dim3{X: 256}, 0, st,
+			gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal)); err != nil {
+			return err
+		}
+		return b.runBatched(gemm{m: a.hd, n: a.nq, k: a.nk, alpha: 1,
+			a: a.ptrs.Add(3 * h), at: dt, lda: a.ldv, b: a.ptrs.Add(4 * h), bt: dt, ldb: a.nk, c: a.ptrs.Add(5 * h), ct: dt,
+			ldc: a.ldo, batch: a.heads})
+	}
 	a.q = a.q.Add(int64(a.q0) * int64(a.ldq) * e)
 	a.out = a.out.Add(int64(a.q0) * int64(a.ldo) * e)
 	a.k = a.k.Add(int64(a.k0) * int64(a.ldk) * e)
@@ -217,10 +262,6 @@ func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p 
 	groups, per, kStride := a.kvh, r, int64(0) // heads of a group share k and v: stride 0
 	if r == 1 {
 		groups, per, kStride = 1, a.heads, int64(a.hd) // one head per kv head: batch them all
-	}
-	causal := 0
-	if a.causal {
-		causal = 1
 	}
 	area := int64(a.nq) * int64(a.nk)
 	for g := range groups {
@@ -255,6 +296,11 @@ func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p 
 	return nil
 }
 
+// attnChunk is the heads of one cuBLAS attention pass: at most per, and within gemmAttnBudget.
+func attnChunk(per int, area int64, dt dtype) int {
+	return int(max(1, min(int64(per), gemmAttnBudget/(area*(4+dt.size())))))
+}
+
 // attention enqueues one segment through cuBLAS when it is large, else through the flash kernel
 // (qseg/kseg: the segment's bounds [q0, q0+nq) and [k0, k0+nk) on the device, as the flash
 // kernel reads them).
@@ -273,7 +319,14 @@ func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
 		if per == 1 {
 			per = a.heads
 		}
-		chunk := int(max(1, min(int64(per), gemmAttnBudget/(area*(4+m.dt.size())))))
+		if a.ptrs != 0 {
+			if attnChunk(a.heads, area, m.dt) < a.heads {
+				a.ptrs = 0 // not every head at once: per group
+			} else {
+				per = a.heads
+			}
+		}
+		chunk := attnChunk(per, area, m.dt)
 		s := q.scratch("a.s", int64(chunk)*area*4)
 		p := q.scratch("a.p", int64(chunk)*area*m.dt.size())
 		if q.err == nil {
@@ -641,6 +694,27 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	layerElems := int64(s.kv.cap) * int64(kvd)
 	kc, vc := s.kv.k(), s.kv.v(m.kvHalf(s.kv.cap))
+	attn := func(l int) attnArgs {
+		off := int64(l) * layerElems * e
+		return attnArgs{out: att, q: qb, k: kc.Add(off), v: vc.Add(off), ldo: qd, ldq: qd, ldk: kvd, ldv: kvd,
+			nq: n, nk: s.len + n, heads: t.Heads, kvh: t.KVHeads, hd: hd, causal: true, scale: scale}
+	}
+	// grouped kv heads through cuBLAS with every head in one pass: the pointer arrays of every
+	// layer, uploaded at once
+	var ptrs gpu.DevPtr
+	area := n64 * int64(s.len+n)
+	perLayer := int64(6*t.Heads) * 8
+	if t.KVHeads < t.Heads && area >= gemmAttnMin && !m.opts.FlashOnly && attnChunk(t.Heads, area, m.dt) == t.Heads {
+		sD, pD := q.scratch("a.s", int64(t.Heads)*area*4), q.scratch("a.p", int64(t.Heads)*area*e)
+		ptrs = q.scratch("p.attptrs", int64(len(w.layers))*perLayer)
+		all := make([]uint64, 0, len(w.layers)*6*t.Heads)
+		for l := range w.layers {
+			all = append(all, gqaPointers(m.dt, attn(l), sD, pD)...)
+		}
+		if q.err == nil {
+			q.stage(ptrs, unsafe.Pointer(&all[0]), int64(len(all))*8)
+		}
+	}
 	for l := range w.layers {
 		L := &w.layers[l]
 		delta := gpu.DevPtr(0)
@@ -654,10 +728,11 @@ func (m *Model) prefill(s *Sequence, ids, pos []int32, embeds []float32, slots [
 		q.mark("prefill.l.qkv")
 		q.launchDep(k.ropeText, gpu.Dim3{X: n}, gpu.Dim3{X: 128}, hd*4, gpu.P(qb), gpu.P(qkv), gpu.P(m.stepDev.Ptr), gpu.P(posD),
 			gpu.P(w.invFreq), gpu.I(n), gpu.I(t.Heads), gpu.I(t.KVHeads), gpu.I(hd), gpu.I(t.MRopeSection[0]), gpu.I(t.MRopeSection[1]), gpu.I(l))
-		off := int64(l) * layerElems * e
-		q.attention(attnArgs{out: att, q: qb, k: kc.Add(off), v: vc.Add(off), ldo: qd, ldq: qd, ldk: kvd, ldv: kvd,
-			nq: n, nk: s.len + n, heads: t.Heads, kvh: t.KVHeads, hd: hd, causal: true, scale: scale},
-			segD, segD.Add(8))
+		a := attn(l)
+		if ptrs != 0 {
+			a.ptrs = ptrs.Add(int64(l) * perLayer)
+		}
+		q.attention(a, segD, segD.Add(8))
 		q.mark("prefill.l.rope+attn")
 		q.linear(tt, H, att, qd, L.o, 0, n, H, qd)
 		q.mark("prefill.l.o")
