@@ -13,6 +13,7 @@ import (
 // values decoded are the same; a body that fails is decoded again the legacy way, so that its
 // error is the one decodeError knows.
 func unmarshalWire(body []byte, w *wireRequest) error {
+	//nolint:govet // stdversion dates the options to go1.27; this file builds only with the experiment that has them
 	if jsonv2.Unmarshal(body, w, json.DefaultOptionsV1(), json.ReportErrorsWithLegacySemantics(false)) == nil {
 		return nil
 	}
