@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/base64"
 	"strings"
+	"unsafe"
 )
 
 // imageMediaTypes maps the media types a data URL may declare to their canonical form.
@@ -81,7 +82,8 @@ func decodeBase64(payload string) ([]byte, error) {
 		enc = rawStrict
 	}
 	dst := make([]byte, enc.DecodedLen(n))
-	got, err := enc.Decode(dst, []byte(payload))
+	// The decoder only reads its input: a view of the string spares a copy of the payload.
+	got, err := enc.Decode(dst, unsafe.Slice(unsafe.StringData(payload), len(payload)))
 	if err != nil {
 		// The offset is safe to report; the bytes around it are not.
 		return nil, errorf(CodeInvalidImageURL, "", "the data URL's base64 payload is malformed (%v)", err)

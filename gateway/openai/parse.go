@@ -97,7 +97,7 @@ type wireRequest struct {
 // (case-insensitively), keys inside messages exactly; of duplicate keys the last wins.
 func ParseChatRequest(body []byte) (*Request, error) {
 	var w wireRequest
-	if err := json.Unmarshal(body, &w); err != nil {
+	if err := unmarshalWire(body, &w); err != nil {
 		return nil, decodeError(body, err)
 	}
 	if firstByte(bytes.TrimSpace(body)) != '{' {

@@ -96,23 +96,16 @@ func (s *Server) complete(ctx context.Context, c *gin.Context, creq core.Request
 // stream answers with server-sent events. Nothing is written before the runtime's EventStart,
 // so every refusal before it is an ordinary HTTP error; a failure after it is an SSE error event.
 func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, req *openai.Request, a *answer) {
-	w := &sseWriter{w: c.Writer, rc: http.NewResponseController(c.Writer), timeout: s.cfg.StreamWriteTimeout}
+	w := newSSEWriter(c.Writer, s.cfg.StreamWriteTimeout, a)
 	// The connection may serve another request after this one: leave it without our deadline.
 	defer func() { _ = w.rc.SetWriteDeadline(time.Time{}) }()
-	chunk := func(d openai.Delta, finish *string) *openai.ChatCompletionChunk {
-		return &openai.ChatCompletionChunk{
-			ID: a.id, Object: openai.ObjectChatCompletionChunk, Created: a.created, Model: a.model,
-			Choices: []openai.ChunkChoice{{Delta: d, FinishReason: finish}},
-		}
-	}
 	begin := func() error {
 		h := c.Writer.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
 		c.Status(http.StatusOK)
-		empty := ""
-		return w.event(chunk(openai.Delta{Role: "assistant", Content: &empty}, nil))
+		return w.role()
 	}
 	res, err := s.backend.Generate(ctx, creq, func(ev core.Event) error {
 		a.delta(ev)
@@ -123,8 +116,7 @@ func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, 
 			}
 		}
 		if ev.Kind == core.EventDelta && ev.Text != "" {
-			text := ev.Text
-			return w.event(chunk(openai.Delta{Content: &text}, nil))
+			return w.delta(ev.Text)
 		}
 		return nil
 	})
@@ -143,7 +135,8 @@ func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, 
 		}
 		return
 	}
-	s.metrics.observe(res, a)
+	// The metrics wait until the client has its answer.
+	defer s.metrics.observe(res, a)
 	if !w.started {
 		// A task that emits no start event still gets a well-formed stream.
 		if err := begin(); err != nil {
@@ -151,77 +144,13 @@ func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, 
 			return
 		}
 	}
-	finish := string(res.FinishReason)
-	last := chunk(openai.Delta{}, &finish)
-	last.Iris = irisOf(res)
-	if err := w.event(last); err != nil {
-		middleware.Record(c, clientClosed(err))
-		return
-	}
+	var u *openai.Usage
 	if req.IncludeUsage {
-		u := chunk(openai.Delta{}, nil)
-		u.Choices = []openai.ChunkChoice{}
-		u.Usage = usage(res.Usage)
-		if err := w.event(u); err != nil {
-			middleware.Record(c, clientClosed(err))
-			return
-		}
+		u = usage(res.Usage)
 	}
-	if err := w.done(); err != nil {
+	if err := w.finish(string(res.FinishReason), irisOf(res), u); err != nil {
 		middleware.Record(c, clientClosed(err))
 	}
-}
-
-// sseWriter writes server-sent events, each flushed at once and bounded by a write deadline.
-type sseWriter struct {
-	w       gin.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-	buf     bytes.Buffer
-	started bool
-	// err is the first write error: the client is gone or stopped reading.
-	err error
-}
-
-func (s *sseWriter) event(v any) error {
-	s.buf.Reset()
-	s.buf.WriteString("data: ")
-	enc := json.NewEncoder(&s.buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	s.buf.WriteByte('\n')
-	return s.write(s.buf.Bytes())
-}
-
-func (s *sseWriter) done() error { return s.write([]byte("data: [DONE]\n\n")) }
-
-func (s *sseWriter) failed(e *middleware.HTTPError) {
-	s.buf.Reset()
-	if middleware.WriteSSEError(&s.buf, e) == nil {
-		_ = s.write(s.buf.Bytes())
-	}
-}
-
-func (s *sseWriter) write(b []byte) error {
-	if s.err != nil {
-		return s.err
-	}
-	s.started = true
-	if s.timeout > 0 {
-		// Not every writer supports deadlines (a test recorder does not); that is fine.
-		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
-	}
-	if _, err := s.w.Write(b); err != nil {
-		s.err = err
-		return err
-	}
-	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		s.err = err
-		return err
-	}
-	return nil
 }
 
 func clientClosed(err error) *middleware.HTTPError {

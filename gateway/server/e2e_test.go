@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,10 +18,12 @@ import (
 )
 
 // realServer serves a fixture bundle through the real runtime: plugin, tokenizer, C engine.
-func realServer(t *testing.T, model string) http.Handler {
+func realServer(t testing.TB, model string) http.Handler {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}}, core.WithRegisterer(reg))
+	// No access log: the benchmarks time the answer, which the client has before it is logged.
+	logger := slog.New(slog.DiscardHandler)
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}}, core.WithRegisterer(reg), core.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +31,7 @@ func realServer(t *testing.T, model string) http.Handler {
 	if err := rt.Warmup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(config.Default().Server, server.Deps{Backend: rt, Registry: reg})
+	srv, err := server.New(config.Default().Server, server.Deps{Backend: rt, Registry: reg, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
