@@ -124,6 +124,10 @@ if [[ $phase == speed && -z ${IRIS_HTTP_ONLY:-} ]]; then
   fi
   engine_benches 3
 fi
+if [[ $phase == speed && -x $bin/imageio.test ]]; then
+  step "host CPU: Inspect + Decode of the JPEGs at 1, 4 and 16 cores"
+  (cd core/internal/imageio && timeout 60 "$bin/imageio.test" -test.run '^$' -test.bench 'InspectDecode$' -test.cpu 1,4,16 -test.benchtime 1s 2>&1 | grep -E '^Benchmark|FAIL'); verdict jpeg-bench ${PIPESTATUS[0]}
+fi
 if [[ $phase == speed ]]; then
   if [[ -x $bin/iris ]]; then
     step "HTTP: bundle build, iris serve, loopback load"
