@@ -34,21 +34,7 @@ func naivePatchify(img *RGB, t *Table, p Patches) []float32 {
 
 // TestNormalizePatchifyLayouts compares NormalizePatchify with the naive layout, with the
 // vector copy and with the scalar one.
-func TestNormalizePatchifyLayouts(t *testing.T) {
-	modes := []bool{false}
-	if haveAVX2 {
-		modes = append(modes, true)
-	}
-	defer func(v bool) { haveAVX2 = v }(haveAVX2)
-	for _, vec := range modes {
-		haveAVX2 = vec
-		name := "scalar"
-		if vec {
-			name = "avx2"
-		}
-		t.Run(name, testNormalizePatchifyLayouts)
-	}
-}
+func TestNormalizePatchifyLayouts(t *testing.T) { withKernels(t, testNormalizePatchifyLayouts) }
 
 func testNormalizePatchifyLayouts(t *testing.T) {
 	tab, err := Norm{Rescale: 1.0 / 255, Mean: [3]float64{0.1, 0.5, 0.9}, Std: [3]float64{0.2, 0.3, 0.4}, Flavor: Torch}.Table()

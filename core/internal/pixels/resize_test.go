@@ -48,7 +48,10 @@ func sha(b []byte) string {
 
 // TestResizeGolden checks both flavours against torchvision and Pillow on the whole size grid,
 // with the vector kernels and with the scalar code.
-func TestResizeGolden(t *testing.T) {
+func TestResizeGolden(t *testing.T) { withKernels(t, testResizeGolden) }
+
+// withKernels runs test with the scalar code and, where the CPU has them, the AVX2 kernels.
+func withKernels(t *testing.T, test func(*testing.T)) {
 	modes := []bool{false}
 	if haveAVX2 {
 		modes = append(modes, true)
@@ -60,7 +63,7 @@ func TestResizeGolden(t *testing.T) {
 		if vec {
 			name = "avx2"
 		}
-		t.Run(name, testResizeGolden)
+		t.Run(name, test)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iris-vlm/iris/core/internal/imageio"
 	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/prep"
 )
@@ -87,13 +86,5 @@ func decodePhoto(t testing.TB) prep.Input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr, err := imageio.Inspect(data, imageio.Limits{MaxBytes: 32 << 20, MaxPixels: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := imageio.Decode(context.Background(), data, hdr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return prep.Input{Image: img, Format: hdr.Format, HasAlpha: hdr.HasAlpha}
+	return decodeBytes(t, data)
 }

@@ -112,12 +112,19 @@ func checkCase(t *testing.T, m *Model, g fixture.GoldenCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq, err := m.NewSequence(len(c.InputIDs) + 1)
-	if err != nil {
-		t.Fatal(err)
+	// newSeq is a sequence with room for the prompt and a decode step, closed with the test.
+	newSeq := func() engine.Sequence {
+		seq, err := m.NewSequence(len(c.InputIDs) + 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { seq.Close() })
+		return seq
 	}
-	defer seq.Close()
-	logits, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+	prompt := func(e *engine.Embeddings) engine.Prompt {
+		return engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{e}}
+	}
+	logits, err := m.Prefill(ctx, newSeq(), prompt(emb))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +146,8 @@ func checkCase(t *testing.T, m *Model, g fixture.GoldenCase) {
 		t.Fatal(err)
 	}
 	defer dev.Device.Release()
-	seq2, err := m.NewSequence(len(c.InputIDs) + 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seq2.Close()
-	logits2, err := m.Prefill(ctx, seq2, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{dev}})
+	seq2 := newSeq()
+	logits2, err := m.Prefill(ctx, seq2, prompt(dev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,12 +155,8 @@ func checkCase(t *testing.T, m *Model, g fixture.GoldenCase) {
 		t.Errorf("prefill from device rows: logits differ from host rows' by %.3g", d)
 	}
 	// the device's greedy choice is the host's, at the prefill and at a decode step
-	seq3, err := m.NewSequence(len(c.InputIDs) + 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seq3.Close()
-	tok, err := m.PrefillGreedy(ctx, seq3, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+	seq3 := newSeq()
+	tok, err := m.PrefillGreedy(ctx, seq3, prompt(emb))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -345,31 +345,18 @@ func (q *enq) attention(a attnArgs, qseg, kseg gpu.DevPtr) {
 
 // EncodeVision implements engine.Model.
 func (m *Model) EncodeVision(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := engine.CheckImage(m.cfg, m.lim, img); err != nil {
-		return nil, err
-	}
-	v := &m.cfg.Vision
-	g := img.Grid
-	plan := planVision(v, g)
-	e := &engine.Embeddings{Tokens: g.Tokens(v.MergeSize), Dim: v.OutHidden}
-	e.Data = make([]float32, e.Tokens*e.Dim)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, engine.ErrClosed
-	}
-	if err := m.dev.Do(func() error { return m.vision(img.Pixels, plan, e.Data, 0) }); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return m.encode(ctx, img, false)
 }
 
 // EncodeVisionDevice implements engine.DeviceEncoder: the rows stay on the device, in the
 // model's storage type, for this model's Prefill.
 func (m *Model) EncodeVisionDevice(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+	return m.encode(ctx, img, true)
+}
+
+// encode runs the vision tower on img, its rows going to host memory or (onDevice) to a pooled
+// device buffer.
+func (m *Model) encode(ctx context.Context, img engine.Image, onDevice bool) (*engine.Embeddings, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -379,12 +366,18 @@ func (m *Model) EncodeVisionDevice(ctx context.Context, img engine.Image) (*engi
 	v := &m.cfg.Vision
 	plan := planVision(v, img.Grid)
 	e := &engine.Embeddings{Tokens: img.Grid.Tokens(v.MergeSize), Dim: v.OutHidden}
+	if !onDevice {
+		e.Data = make([]float32, e.Tokens*e.Dim)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, engine.ErrClosed
 	}
 	err := m.dev.Do(func() error {
+		if !onDevice {
+			return m.vision(img.Pixels, plan, e.Data, 0)
+		}
 		r, err := m.takeRows(int64(e.Tokens)*int64(e.Dim)*m.dt.size(), e.Tokens)
 		if err != nil {
 			return err
