@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -23,15 +24,26 @@ func inspectImage(data []byte, lim bundles.Image) (imageio.Header, error) {
 	return hdr, nil
 }
 
-// decodeImage decodes the image into dst exactly as the reference processors see it.
-func decodeImage(ctx context.Context, data []byte, hdr imageio.Header, dst *Image) error {
+// newImage is the request image described by its header, its pixels not decoded yet.
+func newImage(hdr imageio.Header) *Image {
+	return &Image{Info: ImageInfo{Format: hdr.Format, Width: hdr.Width, Height: hdr.Height},
+		Width: hdr.Width, Height: hdr.Height, HasAlpha: hdr.HasAlpha, decoded: make(chan struct{})}
+}
+
+// decodeImage decodes data into dst.Pix (or its error into dst.err) exactly as the reference
+// processors see it; it touches no other field, so the task may read them meanwhile. The caller
+// closes dst.decoded after it.
+func decodeImage(ctx context.Context, data []byte, hdr imageio.Header, dst *Image) {
 	img, err := imageio.Decode(ctx, data, hdr)
-	if err != nil {
-		return imageError(err)
+	switch {
+	case err != nil:
+		dst.err = imageError(err)
+	case img.W != dst.Width || img.H != dst.Height:
+		dst.err = &Error{Kind: KindInternal, Code: "image_decode", Message: "internal error",
+			Err: fmt.Errorf("decoded %dx%d pixels for a %dx%d header", img.W, img.H, dst.Width, dst.Height)}
+	default:
+		dst.Pix = img.Pix
 	}
-	dst.Width, dst.Height, dst.Pix = img.W, img.H, img.Pix
-	dst.HasAlpha = hdr.HasAlpha
-	return nil
 }
 
 func imageError(err error) error {

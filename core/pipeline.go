@@ -72,8 +72,16 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 // Answer runs one image question.
 func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*Result, error) {
 	t0 := time.Now()
-	img := &pixels.RGB{W: in.Image.Width, H: in.Image.Height, Pix: in.Image.Pix}
-	pr, err := t.prep.Prepare(ctx, prep.Input{Image: img, Format: in.Image.Info.Format, HasAlpha: in.Image.HasAlpha, Question: in.Question, TextFirst: in.TextFirst})
+	// prep plans, frames and tokenizes while the runtime still decodes the pixels
+	im := in.Image
+	await := func(ctx context.Context) (*pixels.RGB, error) {
+		if err := im.Await(ctx); err != nil {
+			return nil, err
+		}
+		return &pixels.RGB{W: im.Width, H: im.Height, Pix: im.Pix}, nil
+	}
+	pr, err := t.prep.Prepare(ctx, prep.Input{Width: im.Width, Height: im.Height, Await: await, Format: im.Info.Format,
+		HasAlpha: im.HasAlpha, Question: in.Question, TextFirst: in.TextFirst})
 	if err != nil {
 		return nil, prepError(err)
 	}
@@ -175,6 +183,10 @@ func prepTimings(start time.Time, pt prep.Timings) Timings {
 // prepError classifies a preprocessing error: the plugin's refusals are the client's, its
 // failures and the host's are ours.
 func prepError(err error) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce // the image's decoding error: the client's, classified already
+	}
 	var ae *abi.Error
 	if errors.As(err, &ae) {
 		if ae.Kind == abi.Refusal {

@@ -371,7 +371,7 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 		if err != nil {
 			return nil, err
 		}
-		img = &Image{Info: ImageInfo{Format: hdr.Format, Width: hdr.Width, Height: hdr.Height}}
+		img = newImage(hdr)
 		hashed = make(chan struct{})
 		go func() {
 			sum := sha256.Sum256(req.Image)
@@ -408,6 +408,11 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 		if ev.Kind == EventStart {
 			ev.Image = nil
 			if img != nil {
+				// nothing reaches the client before the image is known to decode, also from a
+				// task that never looked at the pixels
+				if err := img.Await(ctx); err != nil {
+					return err
+				}
 				info := img.Info
 				ev.Image = &info
 			}
@@ -418,15 +423,34 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 		}
 		return emit(ev)
 	}
+	// The pixels decode beside the task, which starts on the header (the plugin's plan and the
+	// prompt need no pixels); the decoding stops early if the task ends first.
+	var (
+		decodeStart time.Time
+		decodeTime  time.Duration
+		stopDecode  = func() {}
+	)
 	if img != nil {
-		t0 := time.Now()
-		if err := decodeImage(ctx, req.Image, hdr, img); err != nil {
-			return nil, err
-		}
-		timings = append(timings, StageTiming{Stage: StageDecodeImage, Start: t0, Duration: time.Since(t0)})
+		decodeStart = time.Now()
+		var dctx context.Context
+		dctx, stopDecode = context.WithCancel(ctx)
+		defer stopDecode()
+		go func() {
+			defer close(img.decoded)
+			decodeImage(dctx, req.Image, hdr, img)
+			decodeTime = time.Since(decodeStart)
+		}()
 		<-hashed
 	}
 	res, err = r.runTask(ctx, m, &req, img, params, wrapped)
+	if img != nil {
+		if err == nil {
+			err = img.Await(ctx) // a task that never looked at the pixels still fails on a bad image
+		}
+		stopDecode() // a task that failed first needs the pixels no more
+		<-img.decoded
+		timings = append(timings, StageTiming{Stage: StageDecodeImage, Start: decodeStart, Duration: decodeTime})
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, AsError(ctx.Err())

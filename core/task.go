@@ -12,7 +12,9 @@ import (
 	"github.com/iris-vlm/iris/bundles"
 )
 
-// Image is a decoded request image: 8-bit RGB, row-major, 3 bytes a pixel.
+// Image is a request image: 8-bit RGB, row-major, 3 bytes a pixel. The runtime hands it to the
+// task while its pixels may still be decoding (the header gives Info, Width, Height and
+// HasAlpha from the start): read Pix only after Await.
 type Image struct {
 	Info   ImageInfo
 	Width  int
@@ -20,10 +22,31 @@ type Image struct {
 	Pix    []byte
 	// HasAlpha is true when the file carried transparency (dropped, as the reference does).
 	HasAlpha bool
+
+	// decoded is closed once Pix is set or decoding failed (err); nil when Pix was set from
+	// the start.
+	decoded chan struct{}
+	err     error
+}
+
+// Await waits until Pix is decoded and returns the decoding's error: a client error for a
+// corrupt file. The task can do what needs only the header (a plugin's plan, the prompt) while
+// the pixels decode.
+func (img *Image) Await(ctx context.Context) error {
+	if img.decoded == nil {
+		return nil
+	}
+	select {
+	case <-img.decoded:
+		return img.err
+	case <-ctx.Done():
+		return AsError(ctx.Err())
+	}
 }
 
 // VisionInput is what a vision-language task receives: the runtime has already resolved the
-// bundle, checked and decoded the image and applied the generation defaults.
+// bundle, checked the image's header (its pixels may still be decoding: Image.Await) and
+// applied the generation defaults.
 type VisionInput struct {
 	RequestID string
 	Question  string

@@ -81,8 +81,12 @@ func New(cfg Config) (*Preparer, error) {
 
 // Input is one request as prep sees it.
 type Input struct {
-	// Image is the decoded image (imageio.Decode): RGB, EXIF orientation applied.
-	Image *pixels.RGB
+	// Image is the decoded image (imageio.Decode): RGB, EXIF orientation applied. When it is
+	// nil, Await gives it, and Width and Height (the header's, orientation applied) let the
+	// plan, the prompt and the tokens be made while the image decodes.
+	Image         *pixels.RGB
+	Width, Height int
+	Await         func(context.Context) (*pixels.RGB, error)
 	// Format is the file's format ("png" or "jpeg"); HasAlpha whether it carried transparency.
 	Format   string
 	HasAlpha bool
@@ -146,11 +150,15 @@ func (r *Result) Release() {
 // *abi.Error of kind abi.Refusal; plugin failures are *plugin.Error or *abi.Error of kind
 // abi.Failure; anything else is a host error.
 func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
-	if in.Image == nil || in.Image.W <= 0 || in.Image.H <= 0 {
+	w, h := in.Width, in.Height
+	if in.Image != nil {
+		w, h = in.Image.W, in.Image.H
+	}
+	if w <= 0 || h <= 0 || (in.Image == nil && in.Await == nil) {
 		return nil, fmt.Errorf("preparing: no image")
 	}
 	res := &Result{}
-	hdr := abi.ImageHeader{Width: in.Image.W, Height: in.Image.H, Format: in.Format, HasAlpha: in.HasAlpha}
+	hdr := abi.ImageHeader{Width: w, Height: h, Format: in.Format, HasAlpha: in.HasAlpha}
 
 	begin := time.Now()
 	plan, err := p.plugin.Plan(ctx, hdr, p.params)
@@ -161,7 +169,7 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 	res.Plan = plan
 
 	// Frame and tokenize need only the plan, the pixels only the plan and the image: the two
-	// run side by side. They write different fields of res. A question that cannot be
+	// run side by side (and beside the image's decoding, when it is awaited). They write different fields of res. A question that cannot be
 	// tokenised is still refused, its pixels dropped.
 	var (
 		frame abi.Frame
@@ -187,9 +195,20 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 		res.Timings.Tokenize = time.Since(t)
 	}()
 
+	img, err := in.Image, error(nil)
+	if img == nil {
+		// the image's own error (a corrupt file) comes first: it is the client's
+		if img, err = in.Await(ctx); err == nil && (img.W != w || img.H != h) {
+			err = fmt.Errorf("preparing: the image decoded to %dx%d, its header said %dx%d", img.W, img.H, w, h)
+		}
+		if err != nil {
+			<-done
+			return nil, err
+		}
+	}
 	start := time.Now()
 	res.Timings.PixelsStart = start.Sub(begin)
-	err = p.pixels(ctx, in.Image, &plan, res)
+	err = p.pixels(ctx, img, &plan, res)
 	res.Timings.Pixels = time.Since(start)
 	<-done
 	if ferr != nil || err != nil {

@@ -3,6 +3,7 @@ package prep_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -128,6 +129,65 @@ func TestPrepareSplicesTheImageSpan(t *testing.T) {
 	}
 	if !slices.Equal(res.PixelValues, want) || res.Rows != 24 || res.Cols != 96 {
 		t.Errorf("pixel values [%d, %d] differ from the hand-run steps", res.Rows, res.Cols)
+	}
+}
+
+// TestPrepareAwaitsTheImage checks the path where the image still decodes: the plan, frame and
+// tokens come from the header while Await blocks, the pixels equal those of a decoded image,
+// and Await's error comes back unchanged.
+func TestPrepareAwaitsTheImage(t *testing.T) {
+	pr, err := prep.New(prep.Config{Plugin: basePlanner(), Tokenizer: fakeTokenizer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := pr.Prepare(context.Background(), prep.Input{Image: testImage(), Question: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	framed := basePlanner()
+	pa, err := prep.New(prep.Config{Plugin: framed, Tokenizer: fakeTokenizer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := testImage()
+	await := func(ctx context.Context) (*pixels.RGB, error) {
+		<-release
+		return img, nil
+	}
+	go func() {
+		// Await is still blocked: the prompt must get framed meanwhile
+		for {
+			framed.mu.Lock()
+			q := framed.gotReq.Question
+			framed.mu.Unlock()
+			if q == "q" {
+				close(release)
+				return
+			}
+			runtime.Gosched()
+		}
+	}()
+	got, err := pa.Prepare(context.Background(), prep.Input{Width: img.W, Height: img.H, Await: await, Question: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.PixelValues, want.PixelValues) || !slices.Equal(got.InputIDs, want.InputIDs) || got.Grid != want.Grid {
+		t.Errorf("awaited image: grid %v ids %v, want %v %v (or pixel values differ)", got.Grid, got.InputIDs, want.Grid, want.InputIDs)
+	}
+
+	bad := errors.New("the JPEG data is truncated")
+	_, err = pr.Prepare(context.Background(), prep.Input{Width: 30, Height: 20, Await: func(context.Context) (*pixels.RGB, error) { return nil, bad }})
+	if err != bad {
+		t.Errorf("err = %v, want Await's own error", err)
+	}
+	wrong := pixels.NewRGB(20, 30)
+	_, err = pr.Prepare(context.Background(), prep.Input{Width: 30, Height: 20, Await: func(context.Context) (*pixels.RGB, error) { return wrong, nil }})
+	if err == nil || !strings.Contains(err.Error(), "header said 30x20") {
+		t.Errorf("err = %v, want the size mismatch", err)
+	}
+	if _, err := pr.Prepare(context.Background(), prep.Input{Width: 30, Height: 20}); err == nil {
+		t.Error("no image and no Await: want an error")
 	}
 }
 
