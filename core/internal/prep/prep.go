@@ -195,7 +195,7 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 		res.Timings.Tokenize = time.Since(t)
 	}()
 
-	img, err := in.Image, error(nil)
+	img := in.Image
 	if img == nil {
 		// the image's own error (a corrupt file) comes first: it is the client's
 		if img, err = in.Await(ctx); err == nil && (img.W != w || img.H != h) {

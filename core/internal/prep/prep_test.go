@@ -178,7 +178,7 @@ func TestPrepareAwaitsTheImage(t *testing.T) {
 
 	bad := errors.New("the JPEG data is truncated")
 	_, err = pr.Prepare(context.Background(), prep.Input{Width: 30, Height: 20, Await: func(context.Context) (*pixels.RGB, error) { return nil, bad }})
-	if err != bad {
+	if !errors.Is(err, bad) {
 		t.Errorf("err = %v, want Await's own error", err)
 	}
 	wrong := pixels.NewRGB(20, 30)
