@@ -73,6 +73,14 @@ func decodeJPEGRGB(ctx context.Context, data []byte, jh *jpegHeader) (img *RGB, 
 	if d.smoothingApplies() {
 		return nil, refuse(CodeFormat, "progressive JPEG whose scans leave low-frequency coefficients unrefined (libjpeg block smoothing) is not supported")
 	}
+	if d.outDone {
+		// A baseline scan reconstructed and converted the image as it was decoded. A
+		// cancellation during that work is reported, as reconstructAll reports one.
+		if err := ctx.Err(); err != nil {
+			return nil, classify(err, "JPEG")
+		}
+		return d.out, nil
+	}
 	if err := d.reconstructAll(); err != nil {
 		return nil, classify(err, "JPEG")
 	}

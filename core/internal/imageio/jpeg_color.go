@@ -160,11 +160,32 @@ func yccToRGB(out, y, cb, cr []byte) {
 
 // toRGB converts the decoded planes to interleaved RGB rows [lo, hi) of dst (width d.width).
 func (d *jpegDecoder) toRGB(dst []byte, rgb bool, lo, hi int) {
-	w := d.width
-	if d.nComp == 1 {
-		u := newUpsampler(d, &d.comp[0])
+	d.newRGBWriter(dst, rgb).rows(lo, hi)
+}
+
+// rgbWriter converts the decoded planes to interleaved RGB rows of dst (width d.width), with
+// its own upsamplers: one per goroutine.
+type rgbWriter struct {
+	d   *jpegDecoder
+	dst []byte
+	rgb bool // the planes hold R, G and B, not YCbCr
+	us  [jMaxComponents]*upsampler
+}
+
+func (d *jpegDecoder) newRGBWriter(dst []byte, rgb bool) *rgbWriter {
+	w := &rgbWriter{d: d, dst: dst, rgb: rgb}
+	for i := range d.nComp {
+		w.us[i] = newUpsampler(d, &d.comp[i])
+	}
+	return w
+}
+
+// rows converts output rows [lo, hi).
+func (wr *rgbWriter) rows(lo, hi int) {
+	w, dst, us := wr.d.width, wr.dst, &wr.us
+	if wr.d.nComp == 1 {
 		for y := lo; y < hi; y++ {
-			in := u.row(y)[:w]
+			in := us[0].row(y)[:w]
 			out := dst[3*w*y : 3*w*(y+1)]
 			for x, v := range in {
 				o := out[3*x : 3*x+3 : 3*x+3]
@@ -173,11 +194,10 @@ func (d *jpegDecoder) toRGB(dst []byte, rgb bool, lo, hi int) {
 		}
 		return
 	}
-	us := [3]*upsampler{newUpsampler(d, &d.comp[0]), newUpsampler(d, &d.comp[1]), newUpsampler(d, &d.comp[2])}
 	for y := lo; y < hi; y++ {
 		c0, c1, c2 := us[0].row(y)[:w], us[1].row(y)[:w], us[2].row(y)[:w]
 		out := dst[3*w*y : 3*w*(y+1)]
-		if rgb {
+		if wr.rgb {
 			for x := range c0 {
 				o := out[3*x : 3*x+3 : 3*x+3]
 				o[0], o[1], o[2] = c0[x], c1[x], c2[x]

@@ -133,12 +133,19 @@ type jpegDecoder struct {
 	huff     [jMaxTc + 1][jMaxTh + 1]jhuffman
 	quant    [jMaxTq + 1][jBlockSize]int32 // in zig-zag order
 	hasQuant [jMaxTq + 1]bool
+
+	// rgb says the planes hold R, G and B rather than YCbCr (the header's colour-space guess).
+	// out receives the pixels when a baseline scan converts them as it decodes (scanPipe);
+	// outDone says it holds the whole image.
+	rgb     bool
+	out     *RGB
+	outDone bool
 }
 
 // decodeJPEG decodes data into its component planes. The frame must be the one Inspect read.
 // The caller releases the decoder's buffers.
 func decodeJPEG(ctx context.Context, data []byte, jh *jpegHeader) (*jpegDecoder, error) {
-	d := &jpegDecoder{ctx: ctx, data: data}
+	d := &jpegDecoder{ctx: ctx, data: data, rgb: jh.rgb}
 	if err := d.decode(); err != nil {
 		d.release()
 		return nil, err
@@ -466,7 +473,7 @@ func (d *jpegDecoder) processSOS(n int) error {
 			c.plane = getPlane(c.aw * 8 * c.ah * 8)
 		}
 		// Every image keeps its coefficients: the IDCT runs after the scans, block rows in
-		// parallel (reconstructAll), while the entropy decoding before it is serial.
+		// parallel (reconstructAll), or during a baseline image's scan (scanPipe).
 		if c.coefs == nil {
 			c.coefs = getCoefs(c.aw * c.ah)
 			if d.progressive {
@@ -502,6 +509,13 @@ func (d *jpegDecoder) processSOS(n int) error {
 	if nComp == 1 {
 		c := &d.comp[scan[0].compIndex]
 		mcusX, mcusY = c.bw, c.bh
+	}
+
+	// A scan after the one a pipe converted changes coefficients the pixels came from.
+	d.outDone = false
+	pipe := d.startPipe(nComp, mcusY)
+	if pipe != nil {
+		defer pipe.end(false) // the error returns: no worker outlives the scan
 	}
 
 	d.resetBits()
@@ -657,8 +671,14 @@ func (d *jpegDecoder) processSOS(n int) error {
 				d.eobRun = 0
 			}
 		} // for mx
+		if pipe != nil {
+			pipe.decoded(my)
+		}
 	} // for my
 	d.rewind()
+	if pipe != nil {
+		pipe.end(true)
+	}
 	return nil
 }
 
