@@ -2,8 +2,10 @@
 // shares: the graph config parsed from config.json, 3-D rotary positions, request bounds, sampling
 // and the generate loop (vision -> prefill -> decode).
 //
-// A backend (the cgo CPU engine in engine/native today, a CUDA one later) implements [Model] and
-// [Sequence]; everything else in this package is backend-independent Go without cgo.
+// A backend (the cgo CPU engine in engine/native, the CUDA one in engine/cuda) implements [Model]
+// and [Sequence], and may implement [DeviceEncoder] (image rows kept on its device) and
+// [GreedyModel] (the greedy choice made on its device), which [Generate] uses when present;
+// everything else in this package is backend-independent Go without cgo.
 //
 // # Notes
 //
