@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/iris-vlm/iris/core/internal/par"
 	"github.com/iris-vlm/iris/core/internal/pixels"
 )
 
@@ -86,7 +87,7 @@ func decodeJPEGRGB(ctx context.Context, data []byte, jh *jpegHeader) (img *RGB, 
 	}
 	img = pixels.NewRGB(d.width, d.height)
 	// Rows convert independently; each band builds its own upsamplers.
-	inBands(d.height, max(1, (64<<10)/(3*d.width)), func(lo, hi int) { d.toRGB(img.Pix, jh.rgb, lo, hi) })
+	par.Bands(d.height, max(1, (64<<10)/(3*d.width)), func(lo, hi int) { d.toRGB(img.Pix, jh.rgb, lo, hi) })
 	return img, nil
 }
 

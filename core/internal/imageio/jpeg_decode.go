@@ -20,6 +20,8 @@ import (
 	"context"
 	"math/bits"
 	"sync"
+
+	"github.com/iris-vlm/iris/core/internal/par"
 )
 
 // jpegFormatError reports that the input is not a valid JPEG.
@@ -904,7 +906,7 @@ func (d *jpegDecoder) smoothingApplies() bool {
 func (d *jpegDecoder) reconstructAll() error {
 	for i := range d.nComp {
 		c := &d.comp[i]
-		inBands(c.bh, 8, func(lo, hi int) {
+		par.Bands(c.bh, 8, func(lo, hi int) {
 			for by := lo; by < hi; by++ {
 				if d.ctx.Err() != nil {
 					return

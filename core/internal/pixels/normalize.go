@@ -137,8 +137,8 @@ func NormalizePatchify(dst []float32, src *RGB, t *Table, p Patches) (out []floa
 	// The vector copy moves runs in 8-float pieces, the last one overlapping the one before.
 	vec := haveAVX2 && ps >= 8
 	bands(gh/m, 4*perBlockRow, func(lo, hi int) {
-		buf := getFloatScratch(3 * planeLen)
-		defer putFloatScratch(buf)
+		buf := floatScratch.get(3 * planeLen)
+		defer floatScratch.put(buf)
 		planes := *buf
 		pr, pg, pb := planes[:planeLen], planes[planeLen:2*planeLen], planes[2*planeLen:]
 		for br := lo; br < hi; br++ {

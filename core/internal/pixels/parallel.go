@@ -1,8 +1,9 @@
 package pixels
 
 import (
-	"runtime"
 	"sync"
+
+	"github.com/iris-vlm/iris/core/internal/par"
 )
 
 // minBandWork is roughly how many output bytes a goroutine must have to be worth starting: below
@@ -13,60 +14,30 @@ const minBandWork = 64 << 10
 // at least ceil(minBandWork/unit) items. unit is the work per item in output bytes. fn must not
 // depend on how the range is split.
 func bands(n, unit int, fn func(lo, hi int)) {
-	workers := runtime.GOMAXPROCS(0)
-	if unit < 1 {
-		unit = 1
-	}
-	if most := n * unit / minBandWork; most < workers {
-		workers = most
-	}
-	if workers <= 1 || n < 2 {
-		fn(0, n)
-		return
-	}
-	if workers > n {
-		workers = n
-	}
-	var wg sync.WaitGroup
-	step := (n + workers - 1) / workers
-	for lo := step; lo < n; lo += step {
-		hi := min(lo+step, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	fn(0, min(step, n))
-	wg.Wait()
+	par.Bands(n, (minBandWork+max(unit, 1)-1)/max(unit, 1), fn)
 }
 
-// scratch pools the intermediate image of two-pass resizes.
-var scratch = sync.Pool{New: func() any { return new([]byte) }}
+// bufPool pools slices of one element type, handed out at the length asked for.
+type bufPool[T any] struct{ p sync.Pool }
 
-// getScratch returns a pooled buffer of length n; give it back with putScratch.
-func getScratch(n int) *[]byte {
-	b := scratch.Get().(*[]byte)
-	if cap(*b) < n {
-		*b = make([]byte, n)
+// get returns a pooled slice of length n; give it back with put.
+func (b *bufPool[T]) get(n int) *[]T {
+	v, _ := b.p.Get().(*[]T)
+	if v == nil {
+		v = new([]T)
 	}
-	*b = (*b)[:n]
-	return b
+	if cap(*v) < n {
+		*v = make([]T, n)
+	}
+	*v = (*v)[:n]
+	return v
 }
 
-func putScratch(b *[]byte) { scratch.Put(b) }
+func (b *bufPool[T]) put(v *[]T) { b.p.Put(v) }
 
-// floatScratch pools the channel planes of NormalizePatchify's bands.
-var floatScratch = sync.Pool{New: func() any { return new([]float32) }}
-
-// getFloatScratch returns a pooled buffer of length n; give it back with putFloatScratch.
-func getFloatScratch(n int) *[]float32 {
-	b := floatScratch.Get().(*[]float32)
-	if cap(*b) < n {
-		*b = make([]float32, n)
-	}
-	*b = (*b)[:n]
-	return b
-}
-
-func putFloatScratch(b *[]float32) { floatScratch.Put(b) }
+var (
+	// scratch pools the intermediate image of two-pass resizes.
+	scratch bufPool[byte]
+	// floatScratch pools the channel planes of NormalizePatchify's bands.
+	floatScratch bufPool[float32]
+)

@@ -87,18 +87,18 @@ func Resize(dst, src *RGB, flavor Flavor, filter Filter) error {
 	case flavor == PIL && src.H > 100*src.W && dst.H < src.H:
 		// Image.resize shrinks very tall images' height first (PIL/Image.py).
 		kh, kv := coeffsFor(src.W, dst.W, filter), coeffsFor(src.H, dst.H, filter)
-		buf := getScratch(3 * src.W * dst.H)
+		buf := scratch.get(3 * src.W * dst.H)
 		tmp := &RGB{W: src.W, H: dst.H, Pix: *buf}
 		vertical(tmp, src, kv)
 		horizontal(dst, tmp, kh)
-		putScratch(buf)
+		scratch.put(buf)
 	default:
 		kh, kv := coeffsFor(src.W, dst.W, filter), coeffsFor(src.H, dst.H, filter)
-		buf := getScratch(3 * dst.W * src.H)
+		buf := scratch.get(3 * dst.W * src.H)
 		tmp := &RGB{W: dst.W, H: src.H, Pix: *buf}
 		horizontal(tmp, src, kh)
 		vertical(dst, tmp, kv)
-		putScratch(buf)
+		scratch.put(buf)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/gpu"
+	"github.com/iris-vlm/iris/core/internal/par"
 )
 
 // rootPrefixes are where lm_head.weight may sit.
@@ -740,24 +740,8 @@ func parallelCopy(dst, src []byte) {
 		copy(dst, src)
 		return
 	}
-	inBands(len(dst), 256<<10, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
-}
-
-// inBands runs fn over [0, n) in up to 8 bands of at least minPer items, one per core.
-func inBands(n, minPer int, fn func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), 8, n/max(minPer, 1))
-	if workers < 2 {
-		fn(0, n)
-		return
-	}
-	step := (n + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := step; lo < n; lo += step {
-		hi := min(lo+step, n)
-		wg.Go(func() { fn(lo, hi) })
-	}
-	fn(0, step)
-	wg.Wait()
+	// bands of 256 KiB at least, 8 at most
+	par.Bands(len(dst), max(256<<10, (len(dst)+7)/8), func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }
 
 // ----------------------------------------------------------------------------------------------
