@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"maps"
-	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -21,10 +18,11 @@ import (
 // sseWriter writes the chunks of one streamed answer as server-sent events, each flushed at once
 // and bounded by a write deadline.
 //
-// The chunks are written by hand rather than by encoding an [openai.ChatCompletionChunk]: a
-// content delta is written between two decode steps, and reflection cost 20 us of the ~25 us a
-// delta took before its write. The bytes are those encoding/json writes (the golden transcripts
-// and FuzzAppendJSONString hold them to it).
+// The chunks' frames and the deltas are written by hand rather than by encoding an
+// [openai.ChatCompletionChunk]: a content delta is written between two decode steps, and
+// reflection cost 20 us of the ~25 us a delta took before its write. The bytes are those
+// encoding/json writes (the golden transcripts and FuzzAppendJSONString hold them to it). The
+// last chunk's iris extension and usage, once a request, go through encoding/json itself.
 type sseWriter struct {
 	w       gin.ResponseWriter
 	rc      *http.ResponseController
@@ -78,81 +76,16 @@ func (s *sseWriter) finish(reason string, iris *openai.Iris, usage *openai.Usage
 	s.buf.WriteString(`{"index":0,"delta":{},"finish_reason":`)
 	s.buf.Write(appendJSONString(s.buf.AvailableBuffer(), reason))
 	s.buf.WriteString(`}],"iris":`)
-	s.buf.Write(appendIris(s.buf.AvailableBuffer(), iris))
+	s.buf.Write(appendJSON(s.buf.AvailableBuffer(), iris))
 	s.buf.WriteString("}\n\n")
 	if usage != nil {
 		s.buf.Write(s.head)
 		s.buf.WriteString(`],"usage":`)
-		s.buf.Write(appendUsage(s.buf.AvailableBuffer(), usage))
+		s.buf.Write(appendJSON(s.buf.AvailableBuffer(), usage))
 		s.buf.WriteString("}\n\n")
 	}
 	s.buf.WriteString("data: [DONE]\n\n")
 	return s.write(s.buf.Bytes())
-}
-
-// appendIris appends the iris extension as encoding/json writes it: timings in key order.
-func appendIris(b []byte, x *openai.Iris) []byte {
-	b = append(b, '{')
-	if im := x.Image; im != nil {
-		b = append(b, `"image":{"sha256":`...)
-		b = appendJSONString(b, im.SHA256)
-		b = append(b, `,"format":`...)
-		b = appendJSONString(b, im.Format)
-		b = append(b, `,"width":`...)
-		b = strconv.AppendInt(b, int64(im.Width), 10)
-		b = append(b, `,"height":`...)
-		b = strconv.AppendInt(b, int64(im.Height), 10)
-		b = append(b, "},"...)
-	}
-	b = append(b, `"bundle":{"name":`...)
-	b = appendJSONString(b, x.Bundle.Name)
-	b = append(b, `,"digest":`...)
-	b = appendJSONString(b, x.Bundle.Digest)
-	b = append(b, `},"timings_ms":`...)
-	if x.TimingsMS == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '{')
-		for i, k := range slices.Sorted(maps.Keys(x.TimingsMS)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			b = appendJSONFloat(b, x.TimingsMS[k])
-		}
-		b = append(b, '}')
-	}
-	return append(b, '}')
-}
-
-func appendUsage(b []byte, u *openai.Usage) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
-	if d := u.PromptTokensDetails; d != nil {
-		b = append(b, `,"prompt_tokens_details":{"image_tokens":`...)
-		b = strconv.AppendInt(b, int64(d.ImageTokens), 10)
-		b = append(b, '}')
-	}
-	return append(b, '}')
-}
-
-// appendJSONFloat appends f as encoding/json does in the range a stage time in milliseconds
-// takes; outside it (exponent notation, or no JSON form at all, which is written as 0) it asks
-// encoding/json.
-func appendJSONFloat(b []byte, f float64) []byte {
-	if a := math.Abs(f); a == 0 || a >= 1e-6 && a < 1e21 {
-		return strconv.AppendFloat(b, f, 'f', -1, 64)
-	}
-	out, err := json.Marshal(f)
-	if err != nil {
-		return append(b, '0')
-	}
-	return append(b, out...)
 }
 
 func (s *sseWriter) failed(e *middleware.HTTPError) {
@@ -195,7 +128,7 @@ func appendJSONString(dst []byte, s string) []byte {
 		if c >= utf8.RuneSelf {
 			r, n := utf8.DecodeRuneInString(s[i:])
 			if r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
-				return appendJSONStringSlow(dst[:start], s)
+				return appendJSON(dst[:start], s)
 			}
 			i += n
 			continue
@@ -216,7 +149,7 @@ func appendJSONString(dst []byte, s string) []byte {
 		case c == '\t':
 			esc = `\t`
 		default:
-			return appendJSONStringSlow(dst[:start], s)
+			return appendJSON(dst[:start], s)
 		}
 		dst = append(dst, s[last:i]...)
 		dst = append(dst, esc...)
@@ -227,11 +160,15 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-func appendJSONStringSlow(dst []byte, s string) []byte {
+// appendJSON appends v as an encoding/json Encoder with SetEscapeHTML(false) writes it, without
+// the newline; a value that does not encode (none of the API's types) appends null.
+func appendJSON(dst []byte, v any) []byte {
 	b := bytes.NewBuffer(dst)
 	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
+	if err := enc.Encode(v); err != nil {
+		return append(dst, "null"...)
+	}
 	out := b.Bytes()
 	return out[:len(out)-1]
 }
