@@ -7,6 +7,7 @@ import (
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/models"
 )
 
 // loadEngine loads the bundle's model on the backend its manifest names.
@@ -23,11 +24,16 @@ func loadEngine(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (engine.Mo
 		if m.Engine.Precision != "fp32" {
 			return nil, fmt.Errorf("load engine: the cpu backend computes in fp32, the bundle asks for %s", m.Engine.Precision)
 		}
-		model, err := native.Load(b.Dir, native.Options{Limits: &lim})
+		be, err := native.New(native.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("load engine: %w", err)
 		}
-		env.Logger.Info("engine loaded", "backend", "cpu", "kernels", model.Kernels(), "context", lim.ContextLength)
+		name := be.Name()
+		model, err := models.Load(b.Dir, be, models.Options{Limits: &lim})
+		if err != nil {
+			return nil, fmt.Errorf("load engine: %w", err)
+		}
+		env.Logger.Info("engine loaded", "backend", name, "context", lim.ContextLength)
 		return model, nil
 	case "cuda":
 		return loadCUDA(ctx, b, cfg, lim, env)

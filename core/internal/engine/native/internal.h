@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "iris_engine.h"
+#include "iris_cpu.h"
 
 // ----------------------------------------------------------------------------
 // thread pool (threads.c)
@@ -23,33 +23,10 @@ int pool_threads(const pool *p);
 void pool_run(pool *p, int tasks, pool_fn fn, void *ctx);
 
 // ----------------------------------------------------------------------------
-// safetensors (safetensors.c)
-
-typedef enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 } dtype;
-
-typedef struct {
-    char *name;
-    dtype dt;
-    int ndim;
-    int64_t shape[8];
-    const void *data; // into the mapping
-    size_t nbytes;
-} st_tensor;
-
-typedef struct {
-    void *map;
-    size_t size;
-    st_tensor *tensors;
-    int n;
-} st_file;
-
-// st_open maps path and parses its header. err receives a message on failure.
-iris_status st_open(const char *path, st_file *f, char *err, size_t err_len);
-void st_close(st_file *f);
-
-// ----------------------------------------------------------------------------
 // kernels (kernels.c): the hot loops, AVX-512 or AVX2/FMA where the CPU has them, portable C
 // otherwise
+
+typedef enum { DT_F32 = IRIS_F32, DT_BF16 = IRIS_BF16 } dtype;
 
 // mat is a weight matrix as torch.nn.Linear stores it: rows = out features, cols = in features,
 // row-major, used in place from the mapping (F32 or BF16).
@@ -94,11 +71,6 @@ void gelu_erf(float *x, int n);
 void softmax(const kernels *kn, float *x, int n);
 void bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 void f16_to_f32(float *dst, const uint16_t *src, size_t n);
-// The same over rows of n values, on the pool. add_rows: y += x.
-void rmsnorm_rows(pool *p, float *out, const float *x, const float *w, int rows, int n, float eps);
-void silu_mul_rows(pool *p, const kernels *kn, float *gate, const float *up, int rows, int n);
-void gelu_rows(pool *p, float *x, int rows, int n);
-void add_rows(pool *p, float *y, const float *x, int rows, int n);
 // rope_rotate applies q*cos + rotate_half(q)*sin to one head of dim d; cos/sin hold d/2 values
 // (the duplicated second half is implied).
 void rope_rotate(float *q, const float *cos, const float *sin, int d);
@@ -116,67 +88,5 @@ typedef struct {
     float scale;
 } attn_job;
 iris_status attention(pool *p, const kernels *kn, const attn_job *job);
-
-// ----------------------------------------------------------------------------
-// the model (iris_engine.c binds it, vision.c and decoder.c run it)
-
-typedef struct {
-    float *attn_norm;   // (hidden) input_layernorm
-    mat wq, wk, wv, wo; // (heads*hd, hidden) (kv*hd, hidden) (kv*hd, hidden) (hidden, heads*hd)
-    float *bq, *bk, *bv;
-    float *mlp_norm;    // (hidden) post_attention_layernorm
-    mat gate, up, down; // (inter, hidden) (inter, hidden) (hidden, inter)
-} text_layer;
-
-typedef struct {
-    float *norm1, *norm2; // (v_hidden)
-    mat qkv;              // (3*v_hidden, v_hidden)
-    float *qkv_b;
-    mat proj;             // (v_hidden, v_hidden)
-    float *proj_b;
-    mat gate, up, down;   // (v_inter, v_hidden) (v_inter, v_hidden) (v_hidden, v_inter)
-    float *gate_b, *up_b, *down_b;
-} vision_block;
-
-struct iris_model {
-    iris_model_params p;
-    st_file *files;
-    int n_files;
-    pool *pool;
-    kernels kn;
-
-    // text
-    mat embed;          // (vocab, hidden)
-    mat lm_head;        // (vocab, hidden); the embedding when tied
-    text_layer *layers; // (layers)
-    float *final_norm;  // (hidden)
-    float *inv_freq;    // (head_dim/2)
-    int *freq_axis;     // (head_dim/2) 0, 1 or 2: which position row drives each frequency
-
-    // vision
-    mat patch_embed;     // (v_hidden, in*tp*p*p): the Conv3d kernel, flattened
-    vision_block *blocks; // (v_depth)
-    float *merger_norm;  // (v_hidden) ln_q
-    mat merger_fc1;      // (4*v_hidden, 4*v_hidden)
-    float *merger_b1;
-    mat merger_fc2;      // (v_out_hidden, 4*v_hidden)
-    float *merger_b2;
-    float *v_inv_freq;   // (v_head_dim/4)
-
-    // vectors converted at load, freed with the model
-    void **owned;
-    int n_owned, cap_owned;
-};
-
-struct iris_seq {
-    iris_model *m;
-    int cap, len;
-    float *k, *v; // (layers, cap, kv_heads*head_dim)
-};
-
-iris_status vision_forward(iris_model *m, const float *pixels, int rows, int cols, int gt, int gh, int gw,
-                           float *out);
-iris_status decoder_forward(iris_model *m, iris_seq *s, const int32_t *ids, int n, const float *embeds,
-                            const int32_t *embed_pos, int n_embeds, const int32_t *pos, float *logits);
 
 #endif // IRIS_INTERNAL_H

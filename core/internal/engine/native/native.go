@@ -1,365 +1,464 @@
-// Package native is Iris's CPU engine: a C forward pass (iris_engine.h and one .c file per
-// concern) behind cgo, implementing engine.Model for Qwen2-VL-style checkpoints.
+// Package native is Iris's CPU backend: the ops of core/internal/ml in C (iris_cpu.h, one .c file
+// per concern) behind cgo, on a thread pool. It knows no model family: a family's forward pass
+// (core/internal/models/...) is Go code calling these ops.
 //
-// Weights are mapped from the safetensors shards and used in place (BF16 and F32; F16 is widened
-// at load); every computation is F32, which reproduces transformers run in float32 on the same
-// checkpoint. Matrix products use AVX2/FMA kernels when the CPU has them and portable C otherwise,
-// on a pthread pool owned by the model.
+// Activations are F32; weight matrices are F32 or BF16, used in place from the mapped checkpoint
+// (F16 is widened at load); every computation is F32, which reproduces transformers run in float32
+// on the same checkpoint. Matrix products use AVX-512 or AVX2/FMA kernels when the CPU has them and
+// portable C otherwise.
 //
 // # Notes
 //
-//   - A Model is safe for concurrent use; its calls are serialised, each using all the model's
-//     threads.
-//   - A Sequence belongs to one request at a time.
-//   - Close on a Model or Sequence is idempotent; a Sequence may outlive its Model (it then only
-//     reports engine.ErrClosed).
+//   - A Backend is not safe for concurrent use: the model that owns it serialises its calls.
+//   - Ops run at once; a failure sticks until Sync (ml.Backend's contract).
 package native
 
 /*
 #cgo CFLAGS: -O3 -std=gnu11 -Wall -Wextra -Wno-unused-parameter
 #cgo LDFLAGS: -lm -lpthread
 #include <stdlib.h>
-#include "iris_engine.h"
+#include <string.h>
+#include "iris_cpu.h"
+
+// Addresses cross as integers: the memory is C's or a mapped file's, never Go's heap.
+static inline float *F(uintptr_t p) { return (float *)p; }
+static inline const void *V(uintptr_t p) { return (const void *)p; }
+static inline const int32_t *I(uintptr_t p) { return (const int32_t *)p; }
+static inline iris_out out_at(uintptr_t base, int i) { return ((iris_out *)base)[i]; }
 */
 import "C"
 
 import (
-	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
-// Interface guards.
-var (
-	_ engine.Model    = (*Model)(nil)
-	_ engine.Sequence = (*Sequence)(nil)
-)
+// Interface guard.
+var _ ml.Backend = (*Backend)(nil)
 
-// StatusError is a failure status from the C engine.
+// StatusError is a failure status from the C backend.
 type StatusError struct {
-	Op     string // the call that failed, e.g. "load"
-	Code   int    // the iris_status value
-	Msg    string // iris_status_string
-	Detail string // what the engine said about it, if anything
+	Op   string // the call that failed, e.g. "attention"
+	Code int    // the iris_status value
+	Msg  string // iris_status_string
 }
 
-func (e *StatusError) Error() string {
-	if e.Detail != "" && e.Detail != e.Msg {
-		return fmt.Sprintf("native %s: %s: %s", e.Op, e.Msg, e.Detail)
-	}
-	return fmt.Sprintf("native %s: %s", e.Op, e.Msg)
-}
+func (e *StatusError) Error() string { return fmt.Sprintf("native %s: %s", e.Op, e.Msg) }
 
-// Unwrap maps the statuses a caller can act on to the engine's sentinel errors.
+// Unwrap maps an invalid-argument status to engine.ErrInvalidInput.
 func (e *StatusError) Unwrap() error {
-	switch C.iris_status(e.Code) {
-	case C.IRIS_ERR_CAPACITY:
-		return engine.ErrContextExceeded
-	case C.IRIS_ERR_INVALID:
+	if C.iris_status(e.Code) == C.IRIS_ERR_INVALID {
 		return engine.ErrInvalidInput
 	}
 	return nil
 }
 
-// check turns a status into an error; it is the only place that does.
-func check(op string, s C.iris_status, detail string) error {
+func status(op string, s C.iris_status) error {
 	if s == C.IRIS_OK {
 		return nil
 	}
-	return &StatusError{Op: op, Code: int(s), Msg: C.GoString(C.iris_status_string(s)), Detail: detail}
+	return &StatusError{Op: op, Code: int(s), Msg: C.GoString(C.iris_status_string(s))}
 }
 
-// Options tune a load.
+// Options tune a backend.
 type Options struct {
-	// Threads is the size of the model's thread pool; 0 means one per online CPU.
+	// Threads is the size of the thread pool; 0 means one per online CPU.
 	Threads int
 	// Kernels caps the matmul kernels: "" (the best the CPU has), "avx512", "avx2" or
 	// "generic" (portable C). Results agree to rounding; tests pin each one.
 	Kernels string
-	// Limits bound requests; nil means engine.DefaultLimits of the config.
-	Limits *engine.Limits
 }
 
-// Model is a checkpoint loaded into the C engine.
-type Model struct {
-	mu  sync.Mutex // serialises every call into C
-	m   *C.iris_model
-	cfg *engine.Config
-	lim engine.Limits
-	// calls counts entries into the forward pass, so tests can prove a refusal ran nothing.
-	calls atomic.Int64
+// Backend runs ml ops on the host's cores.
+type Backend struct {
+	c       *C.iris_cpu
+	scratch map[string]*buffer
+	owned   []unsafe.Pointer
+	err     error
+	// Calls counts the ops run, so tests can prove a refusal ran nothing.
+	Calls int64
 }
 
-// Load reads dir/config.json and maps the safetensors shards of an HF-layout checkpoint.
-func Load(dir string, opts Options) (*Model, error) {
-	cfg, err := engine.LoadConfig(dir)
-	if err != nil {
-		return nil, err
-	}
-	shards, err := engine.Shards(dir)
-	if err != nil {
-		return nil, err
-	}
-	return Open(cfg, shards, opts)
+type buffer struct {
+	p     unsafe.Pointer
+	bytes int64
 }
 
-// params maps the config onto the C graph description.
-func params(cfg *engine.Config, opts Options) (C.iris_model_params, error) {
-	p := C.iris_model_params_default()
-	t, v := &cfg.Text, &cfg.Vision
-	if v.Depth > C.IRIS_MAX_BLOCKS {
-		return p, fmt.Errorf("vision depth %d over %d: %w", v.Depth, C.IRIS_MAX_BLOCKS, engine.ErrUnsupported)
-	}
-	p.hidden, p.layers, p.heads = C.int(t.Hidden), C.int(t.Layers), C.int(t.Heads)
-	p.kv_heads, p.head_dim, p.intermediate = C.int(t.KVHeads), C.int(t.HeadDim), C.int(t.Intermediate)
-	p.vocab = C.int(t.Vocab)
-	p.rms_eps, p.rope_theta = C.float(t.RMSNormEps), C.float(t.RopeTheta)
-	for i, s := range t.MRopeSection {
-		p.mrope_section[i] = C.int(s)
-	}
-	p.tie_embeddings = cbool(cfg.TieEmbeddings)
-	p.qkv_bias = cbool(t.QKVBias)
-	p.v_depth, p.v_hidden, p.v_heads = C.int(v.Depth), C.int(v.Hidden), C.int(v.Heads)
-	p.v_intermediate, p.v_in_channels = C.int(v.Intermediate), C.int(v.InChannels)
-	p.v_patch, p.v_temporal_patch, p.v_merge = C.int(v.PatchSize), C.int(v.TemporalPatchSize), C.int(v.MergeSize)
-	p.v_window, p.v_out_hidden = C.int(v.WindowSize), C.int(v.OutHidden)
-	p.v_rope_theta, p.v_eps = C.float(v.RopeTheta), C.float(v.NormEps)
-	for _, b := range v.FullAttBlocks {
-		p.v_fullatt[b] = 1
-	}
-	p.threads = C.int(opts.Threads)
+// New starts a backend.
+func New(opts Options) (*Backend, error) {
+	var cap C.int
 	switch opts.Kernels {
 	case "":
-		p.kernels = C.IRIS_KERNELS_BEST
+		cap = C.IRIS_KERNELS_BEST
 	case "generic":
-		p.kernels = C.IRIS_KERNELS_GENERIC
+		cap = C.IRIS_KERNELS_GENERIC
 	case "avx2":
-		p.kernels = C.IRIS_KERNELS_AVX2
+		cap = C.IRIS_KERNELS_AVX2
 	case "avx512":
-		p.kernels = C.IRIS_KERNELS_AVX512
+		cap = C.IRIS_KERNELS_AVX512
 	default:
-		return p, fmt.Errorf("kernels %q: want avx512, avx2 or generic", opts.Kernels)
+		return nil, fmt.Errorf("kernels %q: want avx512, avx2 or generic", opts.Kernels)
 	}
-	return p, nil
-}
-
-func cbool(b bool) C.int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// Open loads the weights of cfg from shards.
-func Open(cfg *engine.Config, shards []string, opts Options) (*Model, error) {
-	if err := cfg.Validate(); err != nil {
+	var c *C.iris_cpu
+	if err := status("start", C.iris_cpu_new(C.int(opts.Threads), cap, &c)); err != nil {
 		return nil, err
 	}
-	p, err := params(cfg, opts)
-	if err != nil {
-		return nil, err
-	}
-	lim := engine.DefaultLimits(cfg)
-	if opts.Limits != nil {
-		lim = *opts.Limits
-	}
-	paths := make([]*C.char, len(shards))
-	for i, s := range shards {
-		paths[i] = C.CString(s)
-	}
-	defer func() {
-		for _, s := range paths {
-			C.free(unsafe.Pointer(s))
-		}
-	}()
-	// The array of C pointers lives in C memory: cgo forbids passing Go memory that holds
-	// pointers, even to C memory.
-	arr := (**C.char)(C.malloc(C.size_t(len(paths)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
-	defer C.free(unsafe.Pointer(arr))
-	copy(unsafe.Slice(arr, len(paths)), paths)
-	var errbuf [512]C.char
-	var m *C.iris_model
-	s := C.iris_model_load(arr, C.int(len(paths)), &p, &m, &errbuf[0], C.size_t(len(errbuf)))
-	if err := check("load", s, C.GoString(&errbuf[0])); err != nil {
-		return nil, err
-	}
-	return &Model{m: m, cfg: cfg, lim: lim}, nil
+	return &Backend{c: c, scratch: map[string]*buffer{}}, nil
 }
 
-// Config implements engine.Model.
-func (m *Model) Config() *engine.Config { return m.cfg }
-
-// Limits implements engine.Model.
-func (m *Model) Limits() engine.Limits { return m.lim }
+// Name implements ml.Backend: "cpu/<kernels>".
+func (b *Backend) Name() string { return "cpu/" + b.Kernels() }
 
 // Kernels names the matmul kernels in use: "avx512", "avx2" or "generic".
-func (m *Model) Kernels() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
+func (b *Backend) Kernels() string {
+	if b.c == nil {
 		return ""
 	}
-	return C.GoString(C.iris_model_kernels(m.m))
+	return C.GoString(C.iris_cpu_kernels(b.c))
 }
 
-// Close frees the model. It is safe to call more than once.
-func (m *Model) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m != nil {
-		C.iris_model_free(m.m)
-		m.m = nil
+// DType implements ml.Backend: activations are F32.
+func (b *Backend) DType() ml.DType { return ml.F32 }
+
+// MatrixType implements ml.Backend: F32 and BF16 matrices are used as stored.
+func (b *Backend) MatrixType(stored ml.DType) ml.DType { return stored }
+
+// Close implements ml.Backend.
+func (b *Backend) Close() error {
+	for _, s := range b.scratch {
+		C.free(s.p)
+	}
+	for _, p := range b.owned {
+		C.free(p)
+	}
+	b.scratch, b.owned = map[string]*buffer{}, nil
+	if b.c != nil {
+		C.iris_cpu_free(b.c)
+		b.c = nil
 	}
 	return nil
 }
 
-// EncodeVision implements engine.Model.
-func (m *Model) EncodeVision(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
 	}
-	if err := engine.CheckImage(m.cfg, m.lim, img); err != nil {
-		return nil, err
-	}
-	v := &m.cfg.Vision
-	g := img.Grid
-	e := &engine.Embeddings{Tokens: g.Tokens(v.MergeSize), Dim: v.OutHidden}
-	e.Data = make([]float32, e.Tokens*e.Dim)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		return nil, engine.ErrClosed
-	}
-	m.calls.Add(1)
-	s := C.iris_vision_encode(m.m, (*C.float)(&img.Pixels[0]), C.int(g.Patches()), C.int(v.PatchDim()),
-		C.int(g.T), C.int(g.H), C.int(g.W), (*C.float)(&e.Data[0]))
-	if err := check("vision", s, ""); err != nil {
-		return nil, err
-	}
-	return e, nil
 }
 
-// Sequence is a KV cache in C memory.
-type Sequence struct {
-	m      *Model
-	s      *C.iris_seq
-	cap    int
-	logits []float32
+// Err implements ml.Backend.
+func (b *Backend) Err() error { return b.err }
+
+// Sync implements ml.Backend: ops have already run.
+func (b *Backend) Sync() error {
+	err := b.err
+	b.err = nil
+	return err
 }
 
-// NewSequence implements engine.Model.
-func (m *Model) NewSequence(capacity int) (engine.Sequence, error) {
-	if err := engine.CheckCapacity(m.lim, capacity); err != nil {
-		return nil, err
+// ok reports whether an op should run, counting it.
+func (b *Backend) ok() bool {
+	if b.err != nil {
+		return false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		return nil, engine.ErrClosed
+	if b.c == nil {
+		b.err = engine.ErrClosed
+		return false
 	}
-	var s *C.iris_seq
-	if err := check("new sequence", C.iris_seq_new(m.m, C.int(capacity), &s), ""); err != nil {
-		return nil, err
+	b.Calls++
+	return true
+}
+
+func (b *Backend) grow(name string, bytes int64) unsafe.Pointer {
+	s := b.scratch[name]
+	if s != nil && s.bytes >= bytes {
+		return s.p
 	}
-	return &Sequence{m: m, s: s, cap: capacity, logits: make([]float32, m.cfg.Text.Vocab)}, nil
+	if s != nil {
+		C.free(s.p)
+		delete(b.scratch, name)
+	}
+	p := C.malloc(C.size_t(max(bytes, 64)))
+	if p == nil {
+		b.fail(fmt.Errorf("scratch %s of %d bytes: out of memory", name, bytes))
+		return nil
+	}
+	b.scratch[name] = &buffer{p: p, bytes: bytes}
+	return p
 }
 
-// Len implements engine.Sequence.
-func (s *Sequence) Len() int {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	return int(C.iris_seq_len(s.s))
+func (b *Backend) tensor(p unsafe.Pointer, rows, cols int, dt ml.DType) ml.Tensor {
+	if p == nil {
+		return ml.Tensor{}
+	}
+	return ml.Tensor{Addr: uintptr(p), Rows: rows, Cols: cols, Stride: cols, DType: dt}
 }
 
-// Cap implements engine.Sequence.
-func (s *Sequence) Cap() int { return s.cap }
-
-// Reset implements engine.Sequence.
-func (s *Sequence) Reset() {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	C.iris_seq_reset(s.s)
+// Scratch implements ml.Backend.
+func (b *Backend) Scratch(name string, rows, cols int) ml.Tensor {
+	return b.tensor(b.grow(name, int64(rows)*int64(cols)*4), rows, cols, ml.F32)
 }
 
-// Close implements engine.Sequence; it is safe to call more than once.
-func (s *Sequence) Close() error {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	if s.s != nil {
-		C.iris_seq_free(s.s)
-		s.s = nil
+// ScratchF32 implements ml.Backend.
+func (b *Backend) ScratchF32(name string, rows, cols int) ml.Tensor { return b.Scratch(name, rows, cols) }
+
+// Alloc implements ml.Backend.
+func (b *Backend) Alloc(rows, cols int, dt ml.DType) (ml.Tensor, error) {
+	n := int64(rows) * int64(cols) * dt.Size()
+	p := C.calloc(C.size_t(max(n, 1)), 1)
+	if p == nil {
+		return ml.Tensor{}, fmt.Errorf("allocating %d bytes: out of memory", n)
+	}
+	b.owned = append(b.owned, p)
+	return b.tensor(p, rows, cols, dt), nil
+}
+
+// Load implements ml.Backend: F32 and BF16 bytes of the wanted type are used in place (src must
+// outlive the backend); anything else is widened to F32 into memory the backend owns.
+func (b *Backend) Load(src []byte, from string, rows, cols int, dt ml.DType) (ml.Tensor, error) {
+	n := rows * cols
+	if (from == "F32" && dt == ml.F32) || (from == "BF16" && dt == ml.BF16) {
+		if int64(len(src)) != int64(n)*dt.Size() {
+			return ml.Tensor{}, fmt.Errorf("%d bytes for %dx%d %s", len(src), rows, cols, dt)
+		}
+		return ml.Tensor{Addr: uintptr(unsafe.Pointer(&src[0])), Rows: rows, Cols: cols, Stride: cols, DType: dt}, nil
+	}
+	if dt != ml.F32 {
+		return ml.Tensor{}, fmt.Errorf("%s to %s: the CPU backend widens to f32 only", from, dt)
+	}
+	t, err := b.Alloc(rows, cols, ml.F32)
+	if err != nil {
+		return t, err
+	}
+	if err := ml.Widen(hostRow(t.Addr, n), src, from); err != nil {
+		return ml.Tensor{}, err
+	}
+	return t, nil
+}
+
+// hostRow is n F32 values of C memory at addr, as a Go slice.
+func hostRow(addr uintptr, n int) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(C.F(C.uintptr_t(addr)))), n)
+}
+
+func ptr(t ml.Tensor) *C.float { return C.F(C.uintptr_t(t.Addr)) }
+
+// ptrOrNil is t's address, or NULL for the zero Tensor.
+func ptrOrNil(t ml.Tensor) *C.float {
+	if !t.Valid() {
+		return nil
+	}
+	return ptr(t)
+}
+
+func (b *Backend) f32(op string, ts ...ml.Tensor) bool {
+	for _, t := range ts {
+		if t.Valid() && t.DType != ml.F32 {
+			b.fail(fmt.Errorf("native %s: %s operand, want f32: %w", op, t.DType, engine.ErrInvalidInput))
+			return false
+		}
+	}
+	return true
+}
+
+// Write implements ml.Backend.
+func (b *Backend) Write(dst ml.Tensor, src []float32) {
+	if b.err != nil || !b.f32("write", dst) {
+		return
+	}
+	if len(src) != dst.Rows*dst.Cols {
+		b.fail(fmt.Errorf("native write: %d values into %dx%d: %w", len(src), dst.Rows, dst.Cols, engine.ErrInvalidInput))
+		return
+	}
+	for r := range dst.Rows {
+		copy(hostRow(dst.Addr+uintptr(r*dst.Stride*4), dst.Cols), src[r*dst.Cols:(r+1)*dst.Cols])
+	}
+}
+
+// WriteInts implements ml.Backend.
+func (b *Backend) WriteInts(name string, v []int32) ml.Ints {
+	p := b.grow("ints."+name, int64(len(v))*4)
+	if p == nil {
+		return ml.Ints{}
+	}
+	copy(unsafe.Slice((*int32)(p), len(v)), v)
+	return ml.Ints{Addr: uintptr(p), Len: len(v)}
+}
+
+// Read implements ml.Backend.
+func (b *Backend) Read(dst []float32, src ml.Tensor) error {
+	if b.err != nil {
+		return b.err
+	}
+	if !b.f32("read", src) {
+		return b.err
+	}
+	if len(dst) != src.Rows*src.Cols {
+		return fmt.Errorf("native read: %dx%d into %d values: %w", src.Rows, src.Cols, len(dst), engine.ErrInvalidInput)
+	}
+	for r := range src.Rows {
+		copy(dst[r*src.Cols:(r+1)*src.Cols], hostRow(src.Addr+uintptr(r*src.Stride*4), src.Cols))
 	}
 	return nil
 }
 
-func (m *Model) sequence(seq engine.Sequence) (*Sequence, error) {
-	s, ok := seq.(*Sequence)
-	if !ok || s.m != m {
-		return nil, fmt.Errorf("sequence from another model: %w", engine.ErrInvalidInput)
+// Argmax implements ml.Backend.
+func (b *Backend) Argmax(dst []int32, x ml.Tensor) error {
+	if b.err != nil {
+		return b.err
 	}
-	return s, nil
+	if !b.f32("argmax", x) {
+		return b.err
+	}
+	if len(dst) != x.Rows {
+		return fmt.Errorf("native argmax: %d rows into %d values: %w", x.Rows, len(dst), engine.ErrInvalidInput)
+	}
+	for r := range x.Rows {
+		dst[r] = engine.Argmax(hostRow(x.Addr+uintptr(r*x.Stride*4), x.Cols))
+	}
+	return nil
 }
 
-// Prefill implements engine.Model.
-func (m *Model) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+func dt(t ml.Tensor) C.int {
+	if t.DType == ml.BF16 {
+		return C.IRIS_BF16
 	}
-	s, err := m.sequence(seq)
-	if err != nil {
-		return nil, err
-	}
-	in, err := p.Flatten(m.cfg)
-	if err != nil {
-		return nil, err
-	}
-	if len(in.Device) > 0 {
-		return nil, fmt.Errorf("image embeddings on another model's device: %w", engine.ErrInvalidInput)
-	}
-	n, rows := len(p.IDs), len(in.Slots)
-	pos, slots, embeds := in.Pos, in.Slots, in.Embeds
-	var embPtr *C.float
-	var slotPtr *C.int32_t
-	if rows > 0 {
-		embPtr, slotPtr = (*C.float)(&embeds[0]), (*C.int32_t)(&slots[0])
-	}
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil || s.s == nil {
-		return nil, engine.ErrClosed
-	}
-	m.calls.Add(1)
-	st := C.iris_prefill(m.m, s.s, (*C.int32_t)(&p.IDs[0]), C.int(n), embPtr, slotPtr, C.int(rows),
-		(*C.int32_t)(&pos[0]), (*C.float)(&s.logits[0]))
-	if err := check("prefill", st, ""); err != nil {
-		return nil, err
-	}
-	return s.logits, nil
+	return C.IRIS_F32
 }
 
-// DecodeStep implements engine.Model.
-func (m *Model) DecodeStep(ctx context.Context, seq engine.Sequence, token int32, pos int32) ([]float32, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+// Embed implements ml.Backend.
+func (b *Backend) Embed(dst, table ml.Tensor, ids ml.Ints) {
+	if !b.f32("embed", dst) || !b.ok() {
+		return
 	}
-	s, err := m.sequence(seq)
+	C.iris_embed(ptr(dst), C.int(dst.Stride), dt(table), C.V(C.uintptr_t(table.Addr)), C.int(table.Stride), C.int(dst.Cols),
+		C.I(C.uintptr_t(ids.Addr)), C.int(ids.Len))
+}
+
+// Linears implements ml.Backend.
+func (b *Backend) Linears(x ml.Tensor, outs ...ml.Out) {
+	if len(outs) == 0 || len(outs) > 16 || !b.f32("linear", x) || !b.ok() {
+		if len(outs) > 16 {
+			b.fail(fmt.Errorf("native linear: %d outputs, at most 16: %w", len(outs), engine.ErrInvalidInput))
+		}
+		return
+	}
+	// The descriptors live in C memory: cgo forbids passing Go memory that holds pointers.
+	cs := (*[16]C.iris_out)(b.grow("linears", 16*int64(unsafe.Sizeof(C.iris_out{}))))
+	if cs == nil {
+		return
+	}
+	for i, o := range outs {
+		if !b.f32("linear", o.Y, o.B) {
+			return
+		}
+		if o.W.Cols != x.Cols || o.Y.Cols != o.W.Rows || o.Y.Rows != x.Rows || !o.W.Contiguous() {
+			b.fail(fmt.Errorf("native linear: x %dx%d, w %dx%d, y %dx%d: %w", x.Rows, x.Cols, o.W.Rows, o.W.Cols, o.Y.Rows, o.Y.Cols, engine.ErrInvalidInput))
+			return
+		}
+		cs[i] = C.iris_out{dt: dt(o.W), w: C.V(C.uintptr_t(o.W.Addr)), rows: C.int(o.W.Rows), cols: C.int(o.W.Cols),
+			b: ptrOrNil(o.B), y: ptr(o.Y), ldy: C.int(o.Y.Stride)}
+	}
+	C.iris_linears(b.c, ptr(x), C.int(x.Stride), C.int(x.Rows), &cs[0], C.int(len(outs)))
+}
+
+func stride(t ml.Tensor) C.int { return C.int(t.Stride) }
+
+// RMSNorm implements ml.Backend.
+func (b *Backend) RMSNorm(y, x, delta, w ml.Tensor, eps float32) {
+	if !b.f32("rmsnorm", y, x, delta, w) || !b.ok() {
+		return
+	}
+	C.iris_rmsnorm(b.c, ptr(y), stride(y), ptr(x), stride(x), ptrOrNil(delta), stride(delta), ptr(w),
+		C.int(x.Rows), C.int(x.Cols), C.float(eps))
+}
+
+// SiluMul implements ml.Backend.
+func (b *Backend) SiluMul(y, gate, up ml.Tensor) {
+	if !b.f32("silu", y, gate, up) || !b.ok() {
+		return
+	}
+	C.iris_silu_mul(b.c, ptr(y), stride(y), ptr(gate), stride(gate), ptr(up), stride(up), C.int(y.Rows), C.int(y.Cols))
+}
+
+// GELU implements ml.Backend.
+func (b *Backend) GELU(x ml.Tensor) {
+	if !b.f32("gelu", x) || !b.ok() {
+		return
+	}
+	C.iris_gelu(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(x.Cols))
+}
+
+// Add implements ml.Backend.
+func (b *Backend) Add(y, x ml.Tensor) {
+	if !b.f32("add", y, x) || !b.ok() {
+		return
+	}
+	C.iris_add(b.c, ptr(y), stride(y), ptr(x), stride(x), C.int(y.Rows), C.int(y.Cols))
+}
+
+// Copy implements ml.Backend.
+func (b *Backend) Copy(dst, src ml.Tensor) {
+	if !b.f32("copy", dst, src) || !b.ok() {
+		return
+	}
+	C.iris_copy(b.c, ptr(dst), stride(dst), ptr(src), stride(src), C.int(src.Rows), C.int(src.Cols))
+}
+
+// Gather implements ml.Backend.
+func (b *Backend) Gather(dst, src ml.Tensor, idx ml.Ints) {
+	if !b.f32("gather", dst, src) || !b.ok() {
+		return
+	}
+	C.iris_gather(ptr(dst), stride(dst), ptr(src), stride(src), C.int(dst.Cols), C.I(C.uintptr_t(idx.Addr)), C.int(idx.Len))
+}
+
+// Scatter implements ml.Backend.
+func (b *Backend) Scatter(dst, src ml.Tensor, idx ml.Ints) {
+	if !b.f32("scatter", dst, src) || !b.ok() {
+		return
+	}
+	C.iris_scatter(ptr(dst), stride(dst), ptr(src), stride(src), C.int(src.Cols), C.I(C.uintptr_t(idx.Addr)), C.int(idx.Len))
+}
+
+// Rope implements ml.Backend.
+func (b *Backend) Rope(x ml.Tensor, heads, hd int, cos, sin ml.Tensor) {
+	if !b.f32("rope", x, cos, sin) || !b.ok() {
+		return
+	}
+	C.iris_rope(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(heads), C.int(hd), ptr(cos), ptr(sin), stride(cos))
+}
+
+// Attention implements ml.Backend.
+func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
+	if !b.f32("attention", out, q, k, v) || !b.ok() {
+		return
+	}
+	causal := C.int(0)
+	if a.Causal {
+		causal = 1
+	}
+	b.failIf(status("attention", C.iris_attention(b.c, ptr(out), stride(out), ptr(q), stride(q), ptr(k), stride(k), ptr(v), stride(v),
+		C.int(q.Rows), C.int(k.Rows), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), causal, C.int(a.Past), C.float(a.Scale))))
+}
+
+// SegmentAttention implements ml.Backend.
+func (b *Backend) SegmentAttention(out, q, k, v ml.Tensor, bounds []int32, a ml.Attn) {
+	a.Causal = false
+	for i := 0; i+1 < len(bounds) && b.err == nil; i++ {
+		r0, n := int(bounds[i]), int(bounds[i+1]-bounds[i])
+		if n <= 0 || r0+n > q.Rows {
+			b.fail(fmt.Errorf("native attention: segment [%d, %d) of %d rows: %w", r0, r0+n, q.Rows, engine.ErrInvalidInput))
+			return
+		}
+		b.Attention(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)
+	}
+}
+
+func (b *Backend) failIf(err error) {
 	if err != nil {
-		return nil, err
+		b.fail(err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil || s.s == nil {
-		return nil, engine.ErrClosed
-	}
-	m.calls.Add(1)
-	st := C.iris_decode(m.m, s.s, C.int32_t(token), C.int32_t(pos), (*C.float)(&s.logits[0]))
-	if err := check("decode", st, ""); err != nil {
-		return nil, err
-	}
-	return s.logits, nil
 }

@@ -1,4 +1,4 @@
-package native
+package qwen25vl
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
 // Tolerances against transformers in float32 on the same bf16 checkpoint.
@@ -16,15 +18,38 @@ const (
 	visionTol = 1e-5 // max |diff| of the first vision outputs, relative to their largest magnitude
 )
 
-func loadFixture(t testing.TB, model string, opts Options) *Model {
+// load binds the checkpoint in dir on a CPU backend.
+func load(t testing.TB, dir string, opts native.Options, mo Options) *Model {
 	t.Helper()
-	m, err := Load(fixture.ModelDir(model), opts)
+	b, err := native.New(opts)
 	if err != nil {
-		t.Fatalf("loading %s: %v", model, err)
+		t.Fatal(err)
+	}
+	cfg, err := engine.LoadConfig(dir)
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	ck, err := ml.OpenCheckpoint(dir)
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	m, err := New(b, ck, cfg, engine.DefaultLimits(cfg), mo)
+	if err != nil {
+		t.Fatalf("loading %s: %v", dir, err)
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
 }
+
+func loadFixture(t testing.TB, model string, opts native.Options) *Model {
+	t.Helper()
+	return load(t, fixture.ModelDir(model), opts, Options{})
+}
+
+// kernels names the backend's matmul kernels.
+func kernels(m *Model) string { return m.Backend().(*native.Backend).Kernels() }
 
 func loadCase(t testing.TB, name string) (*fixture.Case, engine.Image) {
 	t.Helper()
@@ -44,19 +69,19 @@ func loadCase(t testing.TB, name string) (*fixture.Case, engine.Image) {
 func TestParity(t *testing.T) {
 	for _, tc := range []struct {
 		model string
-		opts  Options
+		opts  native.Options
 	}{
-		{"tiny-untied", Options{}},
-		{"tiny-tied", Options{}},
-		{"tiny-untied", Options{Kernels: "avx2"}},
-		{"tiny-untied", Options{Kernels: "generic", Threads: 1}},
+		{"tiny-untied", native.Options{}},
+		{"tiny-tied", native.Options{}},
+		{"tiny-untied", native.Options{Kernels: "avx2"}},
+		{"tiny-untied", native.Options{Kernels: "generic", Threads: 1}},
 	} {
 		golden, err := fixture.LoadGolden(tc.model)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := loadFixture(t, tc.model, tc.opts)
-		name := tc.model + "/" + m.Kernels()
+		name := tc.model + "/" + kernels(m)
 		if tc.opts.Threads == 1 {
 			name += "-1thread"
 		}

@@ -1,0 +1,166 @@
+package ml
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"syscall"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+)
+
+// Checkpoint is the safetensors shards of a Hugging Face checkpoint directory, mapped read-only:
+// a backend may use a tensor's bytes in place for as long as the Checkpoint is open.
+type Checkpoint struct {
+	tensors map[string]ckTensor
+	maps    [][]byte
+}
+
+type ckTensor struct {
+	engine.SafetensorsEntry
+	data []byte
+}
+
+// OpenCheckpoint maps every shard of dir and indexes its tensors by name.
+func OpenCheckpoint(dir string) (*Checkpoint, error) {
+	files, err := engine.Shards(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck := &Checkpoint{tensors: map[string]ckTensor{}}
+	for _, path := range files {
+		entries, err := engine.ReadSafetensorsHeader(path)
+		if err != nil {
+			ck.Close()
+			return nil, err
+		}
+		data, err := mapFile(path)
+		if err != nil {
+			ck.Close()
+			return nil, err
+		}
+		ck.maps = append(ck.maps, data)
+		for _, e := range entries {
+			ck.tensors[e.Name] = ckTensor{SafetensorsEntry: e, data: data[e.Offset : e.Offset+e.Size]}
+		}
+	}
+	return ck, nil
+}
+
+func mapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 || st.Size() > math.MaxInt {
+		return nil, fmt.Errorf("%s: size %d cannot be mapped", path, st.Size())
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// Has reports whether the checkpoint holds name.
+func (c *Checkpoint) Has(name string) bool { _, ok := c.tensors[name]; return ok }
+
+// Close unmaps the shards; tensors used in place must not be used after it.
+func (c *Checkpoint) Close() error {
+	var errs []error
+	for _, m := range c.maps {
+		errs = append(errs, syscall.Munmap(m))
+	}
+	c.maps = nil
+	return errors.Join(errs...)
+}
+
+// Loader binds a family's weights by name: it finds each tensor under the given prefixes (a
+// checkpoint's layouts differ between the hub and transformers 5), checks its shape and loads it
+// on the backend. The first failure sticks; Err reports it, naming the tensor.
+type Loader struct {
+	b   Backend
+	ck  *Checkpoint
+	err error
+	// Bytes counts the checkpoint bytes bound.
+	Bytes int64
+}
+
+// NewLoader binds from ck to b.
+func NewLoader(b Backend, ck *Checkpoint) *Loader { return &Loader{b: b, ck: ck} }
+
+// Err is the first failure.
+func (l *Loader) Err() error { return l.err }
+
+func (l *Loader) find(prefixes []string, name string) (ckTensor, string, bool) {
+	for _, p := range prefixes {
+		if t, ok := l.ck.tensors[p+name]; ok {
+			return t, p + name, true
+		}
+	}
+	return ckTensor{}, prefixes[0] + name, false
+}
+
+func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(stored DType) DType, matrix bool) Tensor {
+	if l.err != nil {
+		return Tensor{}
+	}
+	t, full, ok := l.find(prefixes, name)
+	if !ok {
+		l.err = fmt.Errorf("missing tensor %s", full)
+		return Tensor{}
+	}
+	var shapeOK bool
+	if matrix { // trailing dimensions flatten into cols (a Conv3d kernel)
+		shapeOK = len(t.Shape) >= 2 && t.Shape[0] == int64(rows) && t.Numel() == int64(rows)*int64(cols)
+	} else {
+		shapeOK = len(t.Shape) == 1 && t.Shape[0] == int64(cols)
+	}
+	if !shapeOK {
+		l.err = fmt.Errorf("tensor %s: shape %v, want %dx%d", full, t.Shape, rows, cols)
+		return Tensor{}
+	}
+	var stored DType
+	switch t.Dtype {
+	case "F32":
+		stored = F32
+	case "BF16", "F16":
+		stored = BF16
+	default:
+		l.err = fmt.Errorf("tensor %s: dtype %s (want F32, BF16 or F16)", full, t.Dtype)
+		return Tensor{}
+	}
+	if t.Dtype == "F16" {
+		stored = F32 // widened
+	}
+	out, err := l.b.Load(t.data, t.Dtype, rows, cols, dt(stored))
+	if err != nil {
+		l.err = fmt.Errorf("loading tensor %s: %w", full, err)
+		return Tensor{}
+	}
+	l.Bytes += t.Size
+	return out
+}
+
+// Matrix binds a rows x cols weight (out x in features), kept in the type the backend computes
+// products with (MatrixType).
+func (l *Loader) Matrix(prefixes []string, name string, rows, cols int) Tensor {
+	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true)
+}
+
+// Vector binds an n-value weight (a norm's scale, a bias) as a 1 x n tensor of the backend's
+// activation type.
+func (l *Loader) Vector(prefixes []string, name string, n int) Tensor {
+	return l.load(prefixes, name, 1, n, func(DType) DType { return l.b.DType() }, false)
+}
+
+// Table binds an embedding table (rows x cols) in the backend's matrix type.
+func (l *Loader) Table(prefixes []string, name string, rows, cols int) Tensor {
+	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true)
+}

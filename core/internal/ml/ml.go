@@ -1,0 +1,171 @@
+// Package ml is the op set: what a model family computes with and what a backend implements.
+//
+// A family (core/internal/models/<family>) writes its vision tower, projector and decoder once,
+// as calls on a [Backend]; a backend (the C CPU engine in engine/native, the CUDA engine in
+// engine/cuda) implements the ops on its device and knows no family, no tensor name and no
+// checkpoint layout. Tensors are row-major matrix views of backend memory; ops are enqueued in
+// call order (a CPU backend runs each at once, a GPU backend on its stream) and report failure
+// through [Backend.Err], so a forward pass reads as the model's own equations.
+//
+// Fused forms (norm + linear, linear + SwiGLU, RoPE + attention, the greedy head) are optional
+// interfaces a backend may implement; the helpers in fused.go call them when present and fall
+// back to the composition of basic ops otherwise, so a family always writes the fused call and
+// every backend runs it.
+package ml
+
+import "fmt"
+
+// DType is the element type of a tensor.
+type DType uint8
+
+// Element types.
+const (
+	F32 DType = iota
+	BF16
+)
+
+// Size is the bytes of one element.
+func (d DType) Size() int64 {
+	if d == BF16 {
+		return 2
+	}
+	return 4
+}
+
+func (d DType) String() string {
+	if d == BF16 {
+		return "bf16"
+	}
+	return "f32"
+}
+
+// Tensor is a row-major matrix view of backend memory: Rows rows of Cols elements, the rows
+// Stride elements apart. The zero Tensor is "none" (an absent bias, no residual delta).
+type Tensor struct {
+	Addr               uintptr
+	Rows, Cols, Stride int
+	DType              DType
+}
+
+// Valid reports whether t refers to memory.
+func (t Tensor) Valid() bool { return t.Addr != 0 }
+
+// RowsAt is the view of rows [r, r+n).
+func (t Tensor) RowsAt(r, n int) Tensor {
+	if r < 0 || n < 0 || r+n > t.Rows {
+		panic(fmt.Sprintf("ml: rows [%d, %d) of a %d-row tensor", r, r+n, t.Rows))
+	}
+	t.Addr += uintptr(int64(r) * int64(t.Stride) * t.DType.Size())
+	t.Rows = n
+	return t
+}
+
+// ColsAt is the view of columns [c, c+n) of every row.
+func (t Tensor) ColsAt(c, n int) Tensor {
+	if c < 0 || n < 0 || c+n > t.Cols {
+		panic(fmt.Sprintf("ml: columns [%d, %d) of a %d-column tensor", c, c+n, t.Cols))
+	}
+	t.Addr += uintptr(int64(c) * t.DType.Size())
+	t.Cols = n
+	return t
+}
+
+// Reshape views a contiguous tensor as rows x cols (the same elements, e.g. a merger's 2x2
+// patches as one row).
+func (t Tensor) Reshape(rows, cols int) Tensor {
+	if t.Stride != t.Cols || rows*cols != t.Rows*t.Cols {
+		panic(fmt.Sprintf("ml: reshape of %dx%d (stride %d) to %dx%d", t.Rows, t.Cols, t.Stride, rows, cols))
+	}
+	t.Rows, t.Cols, t.Stride = rows, cols, cols
+	return t
+}
+
+// Contiguous reports whether the rows follow each other without gaps.
+func (t Tensor) Contiguous() bool { return t.Stride == t.Cols || t.Rows <= 1 }
+
+// Ints is a vector of int32 in backend memory: token ids, row indexes, segment bounds.
+type Ints struct {
+	Addr uintptr
+	Len  int
+}
+
+// Attn describes one attention: heads of q over key/value heads of k and v (grouped when
+// KVHeads < Heads), HeadDim each.
+type Attn struct {
+	Heads, KVHeads, HeadDim int
+	// Causal lets query row i see keys [0, Past+i]; otherwise every key is seen.
+	Causal bool
+	Past   int
+	Scale  float32
+}
+
+// Out is one output of a [Backend.Linears] product: Y = x W^T + B.
+type Out struct {
+	Y, W, B Tensor
+}
+
+// Backend is one device's memory and ops. Calls on a Backend are not safe for concurrent use;
+// the model that owns it serialises them.
+type Backend interface {
+	// Name is e.g. "cpu/avx2" or "cuda/H200".
+	Name() string
+	// DType is the storage type of activations.
+	DType() DType
+	// MatrixType is the type a weight matrix stored as stored is kept in.
+	MatrixType(stored DType) DType
+
+	// Scratch is a buffer of rows x cols activations kept by name between calls (grown when
+	// asked for more); its contents are undefined. Buffers of different names never overlap.
+	Scratch(name string, rows, cols int) Tensor
+	// ScratchF32 is Scratch in F32 whatever DType is (rotary tables, logits).
+	ScratchF32(name string, rows, cols int) Tensor
+	// Alloc is a zeroed buffer that lives until the backend is closed (KV caches).
+	Alloc(rows, cols int, dt DType) (Tensor, error)
+	// Load copies a host tensor (F32, BF16 or F16 bytes, little-endian, rows x cols) into
+	// backend memory of type dt, which lives until the backend is closed. A backend may use
+	// src in place when the types agree and src outlives the backend (a mapped file).
+	Load(src []byte, from string, rows, cols int, dt DType) (Tensor, error)
+	// Write copies host values into dst (converted to its type).
+	Write(dst Tensor, src []float32)
+	// WriteInts copies host values into the int buffer kept under name.
+	WriteInts(name string, v []int32) Ints
+	// Read copies src into host values (converted to F32); it waits for the ops before it.
+	Read(dst []float32, src Tensor) error
+
+	// Embed sets row i of dst to row ids[i] of table.
+	Embed(dst, table Tensor, ids Ints)
+	// Linears computes Y = x W^T + B for each output (B may be none); they share x.
+	Linears(x Tensor, outs ...Out)
+	// RMSNorm adds delta (when valid) into x, then sets y = x / rms(x) * w.
+	RMSNorm(y, x, delta, w Tensor, eps float32)
+	// SiluMul sets y = silu(gate) * up.
+	SiluMul(y, gate, up Tensor)
+	// GELU applies the erf GELU to x in place.
+	GELU(x Tensor)
+	// Add sets y += x.
+	Add(y, x Tensor)
+	// Copy copies src into dst (same shape).
+	Copy(dst, src Tensor)
+	// Gather sets dst row i to src row idx[i]; Scatter sets dst row idx[i] to src row i.
+	Gather(dst, src Tensor, idx Ints)
+	Scatter(dst, src Tensor, idx Ints)
+	// Rope rotates each of the heads of every row of x (head dim hd) by the angles whose
+	// cosines and sines are the rows of cos and sin (F32, one row per row of x, hd/2 values):
+	// x*cos + rotate_half(x)*sin, the second half of the angles equal to the first.
+	Rope(x Tensor, heads, hd int, cos, sin Tensor)
+	// Attention sets out = softmax(q k^T * scale [+ causal mask]) v for every head.
+	Attention(out, q, k, v Tensor, a Attn)
+	// SegmentAttention is Attention within each segment of rows [bounds[i], bounds[i+1]) of q,
+	// k and v alike (not causal): windows and frames of a vision tower.
+	SegmentAttention(out, q, k, v Tensor, bounds []int32, a Attn)
+	// Argmax writes the index of the largest value of each row of x (F32) to dst, the first
+	// one on ties, skipping NaNs; it waits for the ops before it.
+	Argmax(dst []int32, x Tensor) error
+
+	// Err is the first failure of an op since the last Sync (ops after a failure do nothing).
+	Err() error
+	// Sync waits for every op and returns Err, then clears it.
+	Sync() error
+	// Close releases every buffer; the backend is unusable after it.
+	Close() error
+}

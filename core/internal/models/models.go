@@ -1,0 +1,75 @@
+// Package models is the family table of the engine: which family runs a checkpoint's model_type,
+// and loading a checkpoint directory onto a backend with it. A family lives in its own folder
+// (qwen25vl, ...) and is written once over core/internal/ml; backends never appear here.
+package models
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
+)
+
+// Options tune a load.
+type Options struct {
+	// Limits bound requests; nil means engine.DefaultLimits of the config.
+	Limits *engine.Limits
+	// KVTokens sizes the KV pool (0: the family's default).
+	KVTokens int
+}
+
+// Family builds a model of one model_type on a backend.
+type Family struct {
+	ModelType string
+	New       func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error)
+}
+
+var families = map[string]Family{
+	qwen25vl.ModelType: {
+		ModelType: qwen25vl.ModelType,
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
+			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens})
+		},
+	},
+}
+
+// ModelTypes lists the model types the engine runs, sorted.
+func ModelTypes() []string {
+	out := make([]string, 0, len(families))
+	for k := range families {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Load reads dir's config.json, maps its safetensors and binds them on b with the family of the
+// config's model_type. The model owns b from here on (its Close closes b), also on failure.
+func Load(dir string, b ml.Backend, opts Options) (engine.Model, error) {
+	cfg, err := engine.LoadConfig(dir)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	fam, ok := families[cfg.ModelType]
+	if !ok {
+		b.Close()
+		return nil, fmt.Errorf("model_type %q (the engine runs %v): %w", cfg.ModelType, ModelTypes(), engine.ErrUnsupported)
+	}
+	lim := engine.DefaultLimits(cfg)
+	if opts.Limits != nil {
+		lim = *opts.Limits
+	}
+	ck, err := ml.OpenCheckpoint(dir)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("opening the checkpoint: %w", err)
+	}
+	m, err := fam.New(b, ck, cfg, lim, opts)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s on %s: %w", cfg.ModelType, b.Name(), err)
+	}
+	return m, nil
+}

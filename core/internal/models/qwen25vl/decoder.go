@@ -1,0 +1,197 @@
+package qwen25vl
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/ml"
+)
+
+// batchPlan is a batch laid out for the decoder: every input's tokens one after the other.
+type batchPlan struct {
+	seqs   []*sequence
+	starts []int   // first row of each input
+	ids    []int32 // all tokens
+	slots  []int32 // rows of the image placeholders, in order
+	embeds []float32
+	cos    []float32 // [rows, hd/2]
+	sin    []float32
+	last   []int32 // the last row of each input
+}
+
+// plan checks a batch against the model and lays it out.
+func (m *Model) plan(batch []engine.Input) (*batchPlan, error) {
+	cfg := m.cfg
+	t := &cfg.Text
+	half := t.HeadDim / 2
+	p := &batchPlan{}
+	seen := map[*sequence]bool{}
+	for i, in := range batch {
+		s, ok := in.Seq.(*sequence)
+		if !ok || s.m != m {
+			return nil, fmt.Errorf("input %d: sequence from another model: %w", i, engine.ErrInvalidInput)
+		}
+		if seen[s] {
+			return nil, fmt.Errorf("input %d: sequence twice in one batch: %w", i, engine.ErrInvalidInput)
+		}
+		seen[s] = true
+		if s.kv.Cap() == 0 {
+			return nil, engine.ErrClosed
+		}
+		n := len(in.IDs)
+		if s.kv.Len+n > s.kv.Cap() {
+			return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.kv.Len + n, Limit: s.kv.Cap()}
+		}
+		flat, err := engine.Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images}.Flatten(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		if len(flat.Device) > 0 {
+			return nil, fmt.Errorf("input %d: image rows on a device: %w", i, engine.ErrInvalidInput)
+		}
+		r0 := len(p.ids)
+		p.seqs = append(p.seqs, s)
+		p.starts = append(p.starts, r0)
+		p.ids = append(p.ids, in.IDs...)
+		for _, slot := range flat.Slots {
+			p.slots = append(p.slots, int32(r0)+slot)
+		}
+		p.embeds = append(p.embeds, flat.Embeds...)
+		p.last = append(p.last, int32(r0+n-1))
+		// Qwen2_5_VLRotaryEmbedding: freqs = inv_freq @ position_ids in F32, frequency f driven
+		// by position row freqAxis[f]
+		for j := range n {
+			for f := range half {
+				angle := float32(flat.Pos[m.freqAxis[f]*n+j]) * m.invFreq[f]
+				p.cos = append(p.cos, float32(math.Cos(float64(angle))))
+				p.sin = append(p.sin, float32(math.Sin(float64(angle))))
+			}
+		}
+	}
+	return p, nil
+}
+
+// Forward implements engine.Batcher: Qwen2_5_VLTextModel + lm_head over every input's tokens at
+// once, each attending over its own cache.
+func (m *Model) Forward(ctx context.Context, batch []engine.Input) ([]engine.Output, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(batch) == 0 {
+		return nil, fmt.Errorf("empty batch: %w", engine.ErrInvalidInput)
+	}
+	p, err := m.plan(batch)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, engine.ErrClosed
+	}
+	outs, err := m.decoder(p, batch)
+	if err != nil {
+		m.b.Sync()
+		return nil, fmt.Errorf("forward: %w", err)
+	}
+	return outs, nil
+}
+
+func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, error) {
+	b := m.b
+	t := &m.cfg.Text
+	w := &m.w
+	n, nb := len(p.ids), len(batch)
+	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
+	qd, kvd := t.Heads*hd, t.KVHeads*hd
+	eps := float32(t.RMSNormEps)
+
+	x := b.Scratch("t.x", n, H)
+	xn := b.Scratch("t.xn", n, H)
+	qkv := b.Scratch("t.qkv", n, qd+2*kvd)
+	att := b.Scratch("t.att", n, qd)
+	tt := b.Scratch("t.t", n, H)
+	gu := b.Scratch("t.gu", n, 2*I)
+	act := b.Scratch("t.act", n, I)
+	cos, sin := b.ScratchF32("t.cos", n, hd/2), b.ScratchF32("t.sin", n, hd/2)
+	last, lastT, lastN := b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H)
+	logits := b.ScratchF32("t.logits", nb, t.Vocab)
+	if err := b.Err(); err != nil {
+		return nil, err
+	}
+
+	// inputs_embeds = embed_tokens(input_ids).masked_scatter(image_mask, image_embeds)
+	b.Embed(x, w.embed, b.WriteInts("t.ids", p.ids))
+	if len(p.slots) > 0 {
+		e := b.Scratch("t.emb", len(p.slots), H)
+		b.Write(e, p.embeds)
+		b.Scatter(x, e, b.WriteInts("t.slots", p.slots))
+	}
+	b.Write(cos, p.cos)
+	b.Write(sin, p.sin)
+
+	q, k, v := qkv.ColsAt(0, qd), qkv.ColsAt(qd, kvd), qkv.ColsAt(qd+kvd, kvd)
+	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	for l := range w.layers {
+		L := &w.layers[l]
+		delta := ml.Tensor{}
+		if l > 0 {
+			delta = tt
+		}
+		// q/k/v = self.{q,k,v}_proj(self.input_layernorm(residual + previous MLP output))
+		ml.NormLinears(b, xn, x, delta, L.attnNorm, eps,
+			ml.Out{Y: q, W: L.q, B: L.qBias}, ml.Out{Y: k, W: L.k, B: L.kBias}, ml.Out{Y: v, W: L.v, B: L.vBias})
+		// apply_multimodal_rotary_pos_emb, then each input's keys and values into its cache and
+		// attention over it
+		b.Rope(q, t.Heads, hd, cos, sin)
+		b.Rope(k, t.KVHeads, hd, cos, sin)
+		for i, s := range p.seqs {
+			r0, rows, past := p.starts[i], len(batch[i].IDs), s.kv.Len
+			kc, vc := s.kv.K(l), s.kv.V(l)
+			b.Copy(kc.RowsAt(past, rows), k.RowsAt(r0, rows))
+			b.Copy(vc.RowsAt(past, rows), v.RowsAt(r0, rows))
+			a.Past = past
+			b.Attention(att.RowsAt(r0, rows), q.RowsAt(r0, rows), kc.RowsAt(0, past+rows), vc.RowsAt(0, past+rows), a)
+		}
+		b.Linears(att, ml.Out{Y: tt, W: L.o})
+		// hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))
+		b.RMSNorm(xn, x, tt, L.mlpNorm, eps)
+		ml.SwiGLU(b, act, xn, L.gate, L.up, ml.Tensor{}, ml.Tensor{}, gu)
+		b.Linears(act, ml.Out{Y: tt, W: L.down})
+	}
+
+	// hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states[:, -1:, :])
+	lastIdx := b.WriteInts("t.lastidx", p.last)
+	b.Gather(last, x, lastIdx)
+	b.Gather(lastT, tt, lastIdx)
+	b.RMSNorm(lastN, last, lastT, w.finalNorm, eps)
+	b.Linears(lastN, ml.Out{Y: logits, W: w.lmHead})
+
+	picks := make([]int32, nb)
+	if err := b.Argmax(picks, logits); err != nil {
+		return nil, err
+	}
+	outs := make([]engine.Output, nb)
+	for i := range outs {
+		outs[i].Argmax = picks[i]
+		if batch[i].Logits {
+			row := m.logits
+			if nb > 1 {
+				row = make([]float32, t.Vocab)
+			}
+			if err := b.Read(row, logits.RowsAt(i, 1)); err != nil {
+				return nil, err
+			}
+			outs[i].Logits = row
+		}
+	}
+	if err := b.Sync(); err != nil {
+		return nil, err
+	}
+	for i, s := range p.seqs {
+		s.kv.Len += len(batch[i].IDs)
+	}
+	return outs, nil
+}

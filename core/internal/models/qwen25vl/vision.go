@@ -1,0 +1,92 @@
+package qwen25vl
+
+import (
+	"math"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/ml"
+)
+
+// vision runs Qwen2_5_VisionTransformerPretrainedModel.forward on one image, its output rows (one
+// per placeholder token, in prompt order) going to out.
+func (m *Model) vision(img engine.Image, out []float32) error {
+	b := m.b
+	v := &m.cfg.Vision
+	w := &m.w
+	p := planVision(v, img.Grid)
+	N, units := p.patches, p.units
+	VH, VI, OH, heads := v.Hidden, v.Intermediate, v.OutHidden, v.Heads
+	vhd, unit := VH/heads, v.MergeSize*v.MergeSize
+	eps := float32(v.NormEps)
+
+	pix := b.Scratch("v.pix", N, v.PatchDim())
+	xe := b.Scratch("v.xe", N, VH)
+	x := b.Scratch("v.x", N, VH)
+	xn := b.Scratch("v.xn", N, VH)
+	qkv := b.Scratch("v.qkv", N, 3*VH)
+	att := b.Scratch("v.att", N, VH)
+	t := b.Scratch("v.t", N, VH)
+	gu := b.Scratch("v.gu", N, 2*VI)
+	act := b.Scratch("v.act", N, VI)
+	cos, sin := b.ScratchF32("v.cos", N, vhd/2), b.ScratchF32("v.sin", N, vhd/2)
+	h1 := b.Scratch("v.h1", units, unit*VH)
+	h2 := b.Scratch("v.h2", units, OH)
+	res := b.Scratch("v.out", units, OH)
+	if err := b.Err(); err != nil {
+		b.Sync()
+		return err
+	}
+
+	// hidden_states = self.patch_embed(hidden_states): Conv3d with kernel = stride, one product
+	b.Write(pix, img.Pixels)
+	b.Linears(pix, ml.Out{Y: xe, W: w.patch})
+	// permute_input_for_window_attn: merge units (adjacent rows) into window order
+	index := b.WriteInts("v.index", p.index)
+	b.Gather(x.Reshape(units, unit*VH), xe.Reshape(units, unit*VH), index)
+	b.Write(cos, p.cos())
+	b.Write(sin, p.sin())
+
+	full := map[int]bool{}
+	for _, l := range v.FullAttBlocks {
+		full[l] = true
+	}
+	a := ml.Attn{Heads: heads, KVHeads: heads, HeadDim: vhd, Scale: float32(1 / math.Sqrt(float64(vhd)))}
+	q, k, val := qkv.ColsAt(0, VH), qkv.ColsAt(VH, VH), qkv.ColsAt(2*VH, VH)
+	for l := range w.blocks {
+		B := &w.blocks[l]
+		// hidden_states + self.attn(self.norm1(hidden_states), ...): the previous block's MLP
+		// output is added inside the norm
+		delta := ml.Tensor{}
+		if l > 0 {
+			delta = t
+		}
+		ml.NormLinears(b, xn, x, delta, B.norm1, eps, ml.Out{Y: qkv, W: B.qkv, B: B.qkvBias})
+		b.Rope(q, heads, vhd, cos, sin)
+		b.Rope(k, heads, vhd, cos, sin)
+		// full blocks attend within each frame (cu_seqlens), the others within each window
+		bounds := p.windows
+		if v.WindowSize <= 0 || full[l] {
+			bounds = p.frames
+		}
+		b.SegmentAttention(att, q, k, val, bounds, a)
+		b.Linears(att, ml.Out{Y: t, W: B.proj, B: B.projB})
+		// hidden_states + self.mlp(self.norm2(hidden_states)): SwiGLU with biases
+		b.RMSNorm(xn, x, t, B.norm2, eps)
+		ml.SwiGLU(b, act, xn, B.gate, B.up, B.gateB, B.upB, gu)
+		b.Linears(act, ml.Out{Y: t, W: B.down, B: B.downB})
+	}
+
+	// Qwen2_5_VLPatchMerger: self.mlp(self.ln_q(x).view(-1, self.hidden_size)), mlp = Linear,
+	// GELU, Linear; the unit's patches are adjacent rows, so the view is free.
+	b.RMSNorm(xn, x, t, w.mergerNorm, eps)
+	b.Linears(xn.Reshape(units, unit*VH), ml.Out{Y: h1, W: w.fc1, B: w.fc1B})
+	b.GELU(h1)
+	b.Linears(h1, ml.Out{Y: h2, W: w.fc2, B: w.fc2B})
+	// merged_hidden_states[reverse_indices, :]: unit u of the window order is token index[u]
+	b.Scatter(res, h2, index)
+	if err := b.Read(out, res); err != nil {
+		b.Sync()
+		return err
+	}
+	return b.Sync()
+}
