@@ -18,7 +18,7 @@ under "median"; the machine may be shared):
   generate_*  the same through model.generate (first token incl. vision; decode rate), for context
 
 and writes them, with the greedy tokens, to OUT/baseline-MODEL-CASE.json (OUT: .build/bench). The
-engine's Go benchmarks (BenchmarkMid, BenchmarkTiny in core/internal/engine/native) run the same
+engine's Go benchmarks (BenchmarkMid, BenchmarkTiny in core/internal/models/qwen25vl) run the same
 checkpoint and case and print the baseline next to their own figures.
 """
 

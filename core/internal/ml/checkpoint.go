@@ -116,16 +116,6 @@ func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(st
 		l.err = fmt.Errorf("missing tensor %s", full)
 		return Tensor{}
 	}
-	var shapeOK bool
-	if matrix { // trailing dimensions flatten into cols (a Conv3d kernel)
-		shapeOK = len(t.Shape) >= 2 && t.Shape[0] == int64(rows) && t.Numel() == int64(rows)*int64(cols)
-	} else {
-		shapeOK = len(t.Shape) == 1 && t.Shape[0] == int64(cols)
-	}
-	if !shapeOK {
-		l.err = fmt.Errorf("tensor %s: shape %v, want %dx%d", full, t.Shape, rows, cols)
-		return Tensor{}
-	}
 	var stored DType
 	switch t.Dtype {
 	case "F32":
@@ -134,6 +124,16 @@ func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(st
 		stored = BF16
 	default:
 		l.err = fmt.Errorf("tensor %s: dtype %s (want F32, BF16 or F16)", full, t.Dtype)
+		return Tensor{}
+	}
+	var shapeOK bool
+	if matrix { // trailing dimensions flatten into cols (a Conv3d kernel)
+		shapeOK = len(t.Shape) >= 2 && t.Shape[0] == int64(rows) && t.Numel() == int64(rows)*int64(cols)
+	} else {
+		shapeOK = len(t.Shape) == 1 && t.Shape[0] == int64(cols)
+	}
+	if !shapeOK {
+		l.err = fmt.Errorf("tensor %s: shape %v, want %dx%d", full, t.Shape, rows, cols)
 		return Tensor{}
 	}
 	if t.Dtype == "F16" {

@@ -20,20 +20,85 @@ func NormLinears(b Backend, xn, x, delta, w Tensor, eps float32, outs ...Out) {
 	b.Linears(xn, outs...)
 }
 
-// SwiGLUer fuses the gate and up products of a SwiGLU MLP with the activation between them.
-type SwiGLUer interface {
-	SwiGLU(act, x, gate, up, gateBias, upBias, gu Tensor)
+// MLP is a SwiGLU MLP's input side: act = silu(x gate^T + GateB) * (x up^T + UpB).
+type MLP struct {
+	Gate, Up, GateB, UpB Tensor
 }
 
-// SwiGLU sets act = silu(x gate^T + gateBias) * (x up^T + upBias); gu is scratch for the two
-// products, gate's columns then up's (a backend may not need it).
-func SwiGLU(b Backend, act, x, gate, up, gateBias, upBias, gu Tensor) {
-	if f, ok := b.(SwiGLUer); ok {
-		f.SwiGLU(act, x, gate, up, gateBias, upBias, gu)
+// NormSwiGLUer fuses an RMSNorm, the gate and up products and the activation between them.
+type NormSwiGLUer interface {
+	NormSwiGLU(act, gu, xn, x, delta, w Tensor, eps float32, mlp MLP)
+}
+
+// NormSwiGLU adds delta into x, sets xn = RMSNorm(x) * w and act = silu(xn gate^T + GateB) *
+// (xn up^T + UpB). gu is scratch for the two products (gate's columns, then up's).
+func NormSwiGLU(b Backend, act, gu, xn, x, delta, w Tensor, eps float32, mlp MLP) {
+	if f, ok := b.(NormSwiGLUer); ok {
+		f.NormSwiGLU(act, gu, xn, x, delta, w, eps, mlp)
 		return
 	}
+	b.RMSNorm(xn, x, delta, w, eps)
 	n := act.Cols
 	g, u := gu.ColsAt(0, n), gu.ColsAt(n, n)
-	b.Linears(x, Out{Y: g, W: gate, B: gateBias}, Out{Y: u, W: up, B: upBias})
+	b.Linears(xn, Out{Y: g, W: mlp.Gate, B: mlp.GateB}, Out{Y: u, W: mlp.Up, B: mlp.UpB})
 	b.SiluMul(act, g, u)
+}
+
+// Rotary are the cosines and sines of the rotary angles of some rows (F32, hd/2 values a row).
+type Rotary struct {
+	Cos, Sin Tensor
+}
+
+// RopeCachedAttentioner fuses the rotary embedding of q and k, the write of k and v into a KV
+// pool, and attention over the pool (the decode step's attention, where latency is the cost).
+type RopeCachedAttentioner interface {
+	RopeCachedAttention(out, q, k, v Tensor, rot Rotary, kPool, vPool Tensor, slots, spans Ints, a Attn)
+}
+
+// RopeCachedAttention rotates q and k, writes row i of k and v to row slots[i] of the pools, and
+// runs CachedAttention of q over the pools.
+func RopeCachedAttention(b Backend, out, q, k, v Tensor, rot Rotary, kPool, vPool Tensor, slots, spans Ints, a Attn) {
+	if f, ok := b.(RopeCachedAttentioner); ok {
+		f.RopeCachedAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
+		return
+	}
+	b.Rope(q, a.Heads, a.HeadDim, rot.Cos, rot.Sin)
+	b.Rope(k, a.KVHeads, a.HeadDim, rot.Cos, rot.Sin)
+	b.Scatter(kPool, k, slots)
+	b.Scatter(vPool, v, slots)
+	b.CachedAttention(out, q, kPool, vPool, spans, a)
+}
+
+// RopeSegmentAttentioner fuses the rotary embedding of q and k with SegmentAttention.
+type RopeSegmentAttentioner interface {
+	RopeSegmentAttention(out, q, k, v Tensor, rot Rotary, bounds []int32, a Attn)
+}
+
+// RopeSegmentAttention rotates q and k in place and runs SegmentAttention.
+func RopeSegmentAttention(b Backend, out, q, k, v Tensor, rot Rotary, bounds []int32, a Attn) {
+	if f, ok := b.(RopeSegmentAttentioner); ok {
+		f.RopeSegmentAttention(out, q, k, v, rot, bounds, a)
+		return
+	}
+	b.Rope(q, a.Heads, a.HeadDim, rot.Cos, rot.Sin)
+	b.Rope(k, a.KVHeads, a.HeadDim, rot.Cos, rot.Sin)
+	b.SegmentAttention(out, q, k, v, bounds, a)
+}
+
+// Grapher records the ops a function issues as a graph the first time a key is seen, and replays
+// the graph for that key afterwards (a decode step of a given batch size: the same ops on the same
+// buffers, only the data written through Write and WriteInts differs). The backend falls back to
+// running fn when a buffer moved since the recording.
+type Grapher interface {
+	Graph(key string, fn func())
+}
+
+// Graph runs fn's ops through b's graphs under key when b records graphs (key not empty), else
+// plainly. fn must issue the same ops on the same buffers every time it is called with the key.
+func Graph(b Backend, key string, fn func()) {
+	if g, ok := b.(Grapher); ok && key != "" {
+		g.Graph(key, fn)
+		return
+	}
+	fn()
 }

@@ -128,3 +128,12 @@ func (c *KVCache) Free() {
 		c.blocks = 0
 	}
 }
+
+// K is layer l's whole key matrix (every block); V its values.
+func (p *KVPool) K(l int) Tensor { return p.k[l] }
+
+// V is layer l's whole value matrix.
+func (p *KVPool) V(l int) Tensor { return p.v[l] }
+
+// Start is the cache's first row in the pool's matrices.
+func (c *KVCache) Start() int { return c.first * c.pool.blockTokens }

@@ -83,10 +83,12 @@ func (t Tensor) Reshape(rows, cols int) Tensor {
 // Contiguous reports whether the rows follow each other without gaps.
 func (t Tensor) Contiguous() bool { return t.Stride == t.Cols || t.Rows <= 1 }
 
-// Ints is a vector of int32 in backend memory: token ids, row indexes, segment bounds.
+// Ints is a vector of int32 in backend memory (token ids, row indexes, attention spans), with
+// the host copy it was written from (ops that plan launches from it read Host).
 type Ints struct {
 	Addr uintptr
 	Len  int
+	Host []int32
 }
 
 // Attn describes one attention: heads of q over key/value heads of k and v (grouped when
@@ -129,8 +131,9 @@ type Backend interface {
 	Write(dst Tensor, src []float32)
 	// WriteInts copies host values into the int buffer kept under name.
 	WriteInts(name string, v []int32) Ints
-	// Read copies src into host values (converted to F32); it waits for the ops before it.
-	Read(dst []float32, src Tensor) error
+	// Read copies src (F32) into host values once the ops before it have run: dst is filled by
+	// the next Sync.
+	Read(dst []float32, src Tensor)
 
 	// Embed sets row i of dst to row ids[i] of table.
 	Embed(dst, table Tensor, ids Ints)
@@ -155,16 +158,21 @@ type Backend interface {
 	Rope(x Tensor, heads, hd int, cos, sin Tensor)
 	// Attention sets out = softmax(q k^T * scale [+ causal mask]) v for every head.
 	Attention(out, q, k, v Tensor, a Attn)
+	// CachedAttention is attention over a KV pool: query row i sees the rows [spans[2i],
+	// spans[2i] + spans[2i+1]) of k and v (a sequence's cached keys up to its own position), so
+	// that one call serves every sequence of a batch, prefill rows and decode rows alike.
+	CachedAttention(out, q, k, v Tensor, spans Ints, a Attn)
 	// SegmentAttention is Attention within each segment of rows [bounds[i], bounds[i+1]) of q,
 	// k and v alike (not causal): windows and frames of a vision tower.
 	SegmentAttention(out, q, k, v Tensor, bounds []int32, a Attn)
 	// Argmax writes the index of the largest value of each row of x (F32) to dst, the first
-	// one on ties, skipping NaNs; it waits for the ops before it.
-	Argmax(dst []int32, x Tensor) error
+	// one on ties, skipping NaNs; dst is filled by the next Sync.
+	Argmax(dst []int32, x Tensor)
 
 	// Err is the first failure of an op since the last Sync (ops after a failure do nothing).
 	Err() error
-	// Sync waits for every op and returns Err, then clears it.
+	// Sync waits for every op, fills the destinations of Read and Argmax, and returns Err,
+	// then clears it.
 	Sync() error
 	// Close releases every buffer; the backend is unusable after it.
 	Close() error

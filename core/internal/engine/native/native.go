@@ -284,41 +284,35 @@ func (b *Backend) WriteInts(name string, v []int32) ml.Ints {
 		return ml.Ints{}
 	}
 	copy(unsafe.Slice((*int32)(p), len(v)), v)
-	return ml.Ints{Addr: uintptr(p), Len: len(v)}
+	return ml.Ints{Addr: uintptr(p), Len: len(v), Host: v}
 }
 
-// Read implements ml.Backend.
-func (b *Backend) Read(dst []float32, src ml.Tensor) error {
-	if b.err != nil {
-		return b.err
-	}
-	if !b.f32("read", src) {
-		return b.err
+// Read implements ml.Backend: the ops have run, so dst is filled at once.
+func (b *Backend) Read(dst []float32, src ml.Tensor) {
+	if b.err != nil || !b.f32("read", src) {
+		return
 	}
 	if len(dst) != src.Rows*src.Cols {
-		return fmt.Errorf("native read: %dx%d into %d values: %w", src.Rows, src.Cols, len(dst), engine.ErrInvalidInput)
+		b.fail(fmt.Errorf("native read: %dx%d into %d values: %w", src.Rows, src.Cols, len(dst), engine.ErrInvalidInput))
+		return
 	}
 	for r := range src.Rows {
 		copy(dst[r*src.Cols:(r+1)*src.Cols], hostRow(src.Addr+uintptr(r*src.Stride*4), src.Cols))
 	}
-	return nil
 }
 
-// Argmax implements ml.Backend.
-func (b *Backend) Argmax(dst []int32, x ml.Tensor) error {
-	if b.err != nil {
-		return b.err
-	}
-	if !b.f32("argmax", x) {
-		return b.err
+// Argmax implements ml.Backend: dst is filled at once.
+func (b *Backend) Argmax(dst []int32, x ml.Tensor) {
+	if b.err != nil || !b.f32("argmax", x) {
+		return
 	}
 	if len(dst) != x.Rows {
-		return fmt.Errorf("native argmax: %d rows into %d values: %w", x.Rows, len(dst), engine.ErrInvalidInput)
+		b.fail(fmt.Errorf("native argmax: %d rows into %d values: %w", x.Rows, len(dst), engine.ErrInvalidInput))
+		return
 	}
 	for r := range x.Rows {
 		dst[r] = engine.Argmax(hostRow(x.Addr+uintptr(r*x.Stride*4), x.Cols))
 	}
-	return nil
 }
 
 func dt(t ml.Tensor) C.int {
@@ -442,6 +436,32 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 	}
 	b.failIf(status("attention", C.iris_attention(b.c, ptr(out), stride(out), ptr(q), stride(q), ptr(k), stride(k), ptr(v), stride(v),
 		C.int(q.Rows), C.int(k.Rows), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), causal, C.int(a.Past), C.float(a.Scale))))
+}
+
+// CachedAttention implements ml.Backend: each run of rows that continue one sequence (the same
+// start, each seeing one more key) is one causal attention over that sequence's keys.
+func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
+	sp := spans.Host
+	if len(sp) != 2*q.Rows {
+		b.fail(fmt.Errorf("native attention: %d span values for %d rows: %w", len(sp), q.Rows, engine.ErrInvalidInput))
+		return
+	}
+	a.Causal = true
+	for i := 0; i < q.Rows && b.err == nil; {
+		start, n0 := int(sp[2*i]), int(sp[2*i+1])
+		j := i + 1
+		for j < q.Rows && int(sp[2*j]) == start && int(sp[2*j+1]) == n0+(j-i) {
+			j++
+		}
+		keys := n0 + (j - i) - 1
+		if start < 0 || n0 < 1 || start+keys > k.Rows {
+			b.fail(fmt.Errorf("native attention: keys [%d, %d) of %d: %w", start, start+keys, k.Rows, engine.ErrInvalidInput))
+			return
+		}
+		a.Past = n0 - 1
+		b.Attention(out.RowsAt(i, j-i), q.RowsAt(i, j-i), k.RowsAt(start, keys), v.RowsAt(start, keys), a)
+		i = j
+	}
 }
 
 // SegmentAttention implements ml.Backend.

@@ -14,11 +14,14 @@ type batchPlan struct {
 	seqs   []*sequence
 	starts []int   // first row of each input
 	ids    []int32 // all tokens
-	slots  []int32 // rows of the image placeholders, in order
+	images []int32 // rows of the image placeholders, in order
 	embeds []float32
 	cos    []float32 // [rows, hd/2]
 	sin    []float32
 	last   []int32 // the last row of each input
+	slots  []int32 // each row's row in the KV pool
+	spans  []int32 // each row's keys in the KV pool: start, count
+	decode bool    // every input is one token
 }
 
 // plan checks a batch against the model and lays it out.
@@ -26,7 +29,7 @@ func (m *Model) plan(batch []engine.Input) (*batchPlan, error) {
 	cfg := m.cfg
 	t := &cfg.Text
 	half := t.HeadDim / 2
-	p := &batchPlan{}
+	p := &batchPlan{decode: true}
 	seen := map[*sequence]bool{}
 	for i, in := range batch {
 		s, ok := in.Seq.(*sequence)
@@ -56,10 +59,16 @@ func (m *Model) plan(batch []engine.Input) (*batchPlan, error) {
 		p.starts = append(p.starts, r0)
 		p.ids = append(p.ids, in.IDs...)
 		for _, slot := range flat.Slots {
-			p.slots = append(p.slots, int32(r0)+slot)
+			p.images = append(p.images, int32(r0)+slot)
 		}
 		p.embeds = append(p.embeds, flat.Embeds...)
 		p.last = append(p.last, int32(r0+n-1))
+		p.decode = p.decode && n == 1
+		start, past := s.kv.Start(), s.kv.Len
+		for j := range n {
+			p.slots = append(p.slots, int32(start+past+j))
+			p.spans = append(p.spans, int32(start), int32(past+j+1))
+		}
 		// Qwen2_5_VLRotaryEmbedding: freqs = inv_freq @ position_ids in F32, frequency f driven
 		// by position row freqAxis[f]
 		for j := range n {
@@ -102,8 +111,42 @@ func (m *Model) Forward(ctx context.Context, batch []engine.Input) ([]engine.Out
 func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, error) {
 	b := m.b
 	t := &m.cfg.Text
-	w := &m.w
 	n, nb := len(p.ids), len(batch)
+	picks := make([]int32, nb)
+	outs := make([]engine.Output, nb)
+	for i := range outs {
+		if batch[i].Logits {
+			outs[i].Logits = m.logits
+			if nb > 1 {
+				outs[i].Logits = make([]float32, t.Vocab)
+			}
+		}
+	}
+	// A decode step of a given batch size issues the same ops on the same buffers every time:
+	// backends that record graphs replay it.
+	key := ""
+	if p.decode {
+		key = fmt.Sprintf("decode/%d", nb)
+	}
+	ml.Graph(b, key, func() { m.decoderOps(p, n, nb, picks, outs) })
+	if err := b.Sync(); err != nil {
+		return nil, err
+	}
+	for i := range outs {
+		outs[i].Argmax = picks[i]
+	}
+	for i, s := range p.seqs {
+		s.kv.Len += len(batch[i].IDs)
+	}
+	return outs, nil
+}
+
+// decoderOps issues the decoder's ops for the batch; the argmax (and the logits where asked for)
+// of each input's last row land in picks and outs at the next Sync.
+func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine.Output) {
+	b := m.b
+	t := &m.cfg.Text
+	w := &m.w
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
 	eps := float32(t.RMSNormEps)
@@ -115,22 +158,22 @@ func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, er
 	tt := b.Scratch("t.t", n, H)
 	gu := b.Scratch("t.gu", n, 2*I)
 	act := b.Scratch("t.act", n, I)
-	cos, sin := b.ScratchF32("t.cos", n, hd/2), b.ScratchF32("t.sin", n, hd/2)
-	last, lastT, lastN := b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H)
+	rot := ml.Rotary{Cos: b.ScratchF32("t.cos", n, hd/2), Sin: b.ScratchF32("t.sin", n, hd/2)}
 	logits := b.ScratchF32("t.logits", nb, t.Vocab)
-	if err := b.Err(); err != nil {
-		return nil, err
+	if b.Err() != nil {
+		return
 	}
 
 	// inputs_embeds = embed_tokens(input_ids).masked_scatter(image_mask, image_embeds)
 	b.Embed(x, w.embed, b.WriteInts("t.ids", p.ids))
-	if len(p.slots) > 0 {
-		e := b.Scratch("t.emb", len(p.slots), H)
+	if len(p.images) > 0 {
+		e := b.Scratch("t.emb", len(p.images), H)
 		b.Write(e, p.embeds)
-		b.Scatter(x, e, b.WriteInts("t.slots", p.slots))
+		b.Scatter(x, e, b.WriteInts("t.images", p.images))
 	}
-	b.Write(cos, p.cos)
-	b.Write(sin, p.sin)
+	b.Write(rot.Cos, p.cos)
+	b.Write(rot.Sin, p.sin)
+	slots, spans := b.WriteInts("t.slots", p.slots), b.WriteInts("t.spans", p.spans)
 
 	q, k, v := qkv.ColsAt(0, qd), qkv.ColsAt(qd, kvd), qkv.ColsAt(qd+kvd, kvd)
 	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd)))}
@@ -143,55 +186,28 @@ func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, er
 		// q/k/v = self.{q,k,v}_proj(self.input_layernorm(residual + previous MLP output))
 		ml.NormLinears(b, xn, x, delta, L.attnNorm, eps,
 			ml.Out{Y: q, W: L.q, B: L.qBias}, ml.Out{Y: k, W: L.k, B: L.kBias}, ml.Out{Y: v, W: L.v, B: L.vBias})
-		// apply_multimodal_rotary_pos_emb, then each input's keys and values into its cache and
-		// attention over it
-		b.Rope(q, t.Heads, hd, cos, sin)
-		b.Rope(k, t.KVHeads, hd, cos, sin)
-		for i, s := range p.seqs {
-			r0, rows, past := p.starts[i], len(batch[i].IDs), s.kv.Len
-			kc, vc := s.kv.K(l), s.kv.V(l)
-			b.Copy(kc.RowsAt(past, rows), k.RowsAt(r0, rows))
-			b.Copy(vc.RowsAt(past, rows), v.RowsAt(r0, rows))
-			a.Past = past
-			b.Attention(att.RowsAt(r0, rows), q.RowsAt(r0, rows), kc.RowsAt(0, past+rows), vc.RowsAt(0, past+rows), a)
-		}
+		// apply_multimodal_rotary_pos_emb, the keys and values into each sequence's cache, and
+		// causal attention over it
+		ml.RopeCachedAttention(b, att, q, k, v, rot, m.kv.K(l), m.kv.V(l), slots, spans, a)
 		b.Linears(att, ml.Out{Y: tt, W: L.o})
 		// hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))
-		b.RMSNorm(xn, x, tt, L.mlpNorm, eps)
-		ml.SwiGLU(b, act, xn, L.gate, L.up, ml.Tensor{}, ml.Tensor{}, gu)
+		ml.NormSwiGLU(b, act, gu, xn, x, tt, L.mlpNorm, eps, ml.MLP{Gate: L.gate, Up: L.up})
 		b.Linears(act, ml.Out{Y: tt, W: L.down})
 	}
 
 	// hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states[:, -1:, :])
-	lastIdx := b.WriteInts("t.lastidx", p.last)
-	b.Gather(last, x, lastIdx)
-	b.Gather(lastT, tt, lastIdx)
-	b.RMSNorm(lastN, last, lastT, w.finalNorm, eps)
-	b.Linears(lastN, ml.Out{Y: logits, W: w.lmHead})
-
-	picks := make([]int32, nb)
-	if err := b.Argmax(picks, logits); err != nil {
-		return nil, err
+	last, lastT, lastN := x, tt, xn
+	if n != nb {
+		last, lastT, lastN = b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H)
+		idx := b.WriteInts("t.lastidx", p.last)
+		b.Gather(last, x, idx)
+		b.Gather(lastT, tt, idx)
 	}
-	outs := make([]engine.Output, nb)
+	ml.NormLinears(b, lastN, last, lastT, w.finalNorm, eps, ml.Out{Y: logits, W: w.lmHead})
+	b.Argmax(picks, logits)
 	for i := range outs {
-		outs[i].Argmax = picks[i]
-		if batch[i].Logits {
-			row := m.logits
-			if nb > 1 {
-				row = make([]float32, t.Vocab)
-			}
-			if err := b.Read(row, logits.RowsAt(i, 1)); err != nil {
-				return nil, err
-			}
-			outs[i].Logits = row
+		if outs[i].Logits != nil {
+			b.Read(outs[i].Logits, logits.RowsAt(i, 1))
 		}
 	}
-	if err := b.Sync(); err != nil {
-		return nil, err
-	}
-	for i, s := range p.seqs {
-		s.kv.Len += len(batch[i].IDs)
-	}
-	return outs, nil
 }

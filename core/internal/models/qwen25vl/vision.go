@@ -28,7 +28,7 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 	t := b.Scratch("v.t", N, VH)
 	gu := b.Scratch("v.gu", N, 2*VI)
 	act := b.Scratch("v.act", N, VI)
-	cos, sin := b.ScratchF32("v.cos", N, vhd/2), b.ScratchF32("v.sin", N, vhd/2)
+	rot := ml.Rotary{Cos: b.ScratchF32("v.cos", N, vhd/2), Sin: b.ScratchF32("v.sin", N, vhd/2)}
 	h1 := b.Scratch("v.h1", units, unit*VH)
 	h2 := b.Scratch("v.h2", units, OH)
 	res := b.Scratch("v.out", units, OH)
@@ -43,8 +43,8 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 	// permute_input_for_window_attn: merge units (adjacent rows) into window order
 	index := b.WriteInts("v.index", p.index)
 	b.Gather(x.Reshape(units, unit*VH), xe.Reshape(units, unit*VH), index)
-	b.Write(cos, p.cos())
-	b.Write(sin, p.sin())
+	b.Write(rot.Cos, p.cos())
+	b.Write(rot.Sin, p.sin())
 
 	full := map[int]bool{}
 	for _, l := range v.FullAttBlocks {
@@ -61,18 +61,16 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 			delta = t
 		}
 		ml.NormLinears(b, xn, x, delta, B.norm1, eps, ml.Out{Y: qkv, W: B.qkv, B: B.qkvBias})
-		b.Rope(q, heads, vhd, cos, sin)
-		b.Rope(k, heads, vhd, cos, sin)
-		// full blocks attend within each frame (cu_seqlens), the others within each window
+		// apply_rotary_pos_emb_vision, then attention within each window (windowed blocks) or
+		// frame (full blocks: cu_seqlens)
 		bounds := p.windows
 		if v.WindowSize <= 0 || full[l] {
 			bounds = p.frames
 		}
-		b.SegmentAttention(att, q, k, val, bounds, a)
+		ml.RopeSegmentAttention(b, att, q, k, val, rot, bounds, a)
 		b.Linears(att, ml.Out{Y: t, W: B.proj, B: B.projB})
 		// hidden_states + self.mlp(self.norm2(hidden_states)): SwiGLU with biases
-		b.RMSNorm(xn, x, t, B.norm2, eps)
-		ml.SwiGLU(b, act, xn, B.gate, B.up, B.gateB, B.upB, gu)
+		ml.NormSwiGLU(b, act, gu, xn, x, t, B.norm2, eps, ml.MLP{Gate: B.gate, Up: B.up, GateB: B.gateB, UpB: B.upB})
 		b.Linears(act, ml.Out{Y: t, W: B.down, B: B.downB})
 	}
 
@@ -84,9 +82,6 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 	b.Linears(h1, ml.Out{Y: h2, W: w.fc2, B: w.fc2B})
 	// merged_hidden_states[reverse_indices, :]: unit u of the window order is token index[u]
 	b.Scatter(res, h2, index)
-	if err := b.Read(out, res); err != nil {
-		b.Sync()
-		return err
-	}
+	b.Read(out, res)
 	return b.Sync()
 }
