@@ -7,16 +7,18 @@ package ml
 // NormLinearer fuses an RMSNorm into the products that read its output (the decode step's
 // one-row products, where reading the weights is the cost and the norm can ride along).
 type NormLinearer interface {
-	NormLinears(xn, x, delta, w Tensor, eps float32, outs ...Out)
+	NormLinears(xn, xOut, x, delta, w Tensor, eps float32, outs ...Out)
 }
 
-// NormLinears adds delta into x, sets xn = RMSNorm(x) * w and computes the products of xn.
-func NormLinears(b Backend, xn, x, delta, w Tensor, eps float32, outs ...Out) {
+// NormLinears sets xOut = x + delta and xn = RMSNorm(xOut) * w (RMSNorm), then the products of
+// xn. xOut must not be x (a fused form reads x while it writes xOut); xn's contents are
+// undefined afterwards (a fused form may never write it).
+func NormLinears(b Backend, xn, xOut, x, delta, w Tensor, eps float32, outs ...Out) {
 	if f, ok := b.(NormLinearer); ok {
-		f.NormLinears(xn, x, delta, w, eps, outs...)
+		f.NormLinears(xn, xOut, x, delta, w, eps, outs...)
 		return
 	}
-	b.RMSNorm(xn, x, delta, w, eps)
+	b.RMSNorm(xn, xOut, x, delta, w, eps)
 	b.Linears(xn, outs...)
 }
 
@@ -27,26 +29,22 @@ type MLP struct {
 
 // NormSwiGLUer fuses an RMSNorm, the gate and up products and the activation between them.
 type NormSwiGLUer interface {
-	NormSwiGLU(act, gu, xn, x, delta, w Tensor, eps float32, mlp MLP)
+	NormSwiGLU(act, gu, xn, xOut, x, delta, w Tensor, eps float32, mlp MLP)
 }
 
-// NormSwiGLU adds delta into x, sets xn = RMSNorm(x) * w and act = silu(xn gate^T + GateB) *
-// (xn up^T + UpB). gu is scratch for the two products (gate's columns, then up's).
-func NormSwiGLU(b Backend, act, gu, xn, x, delta, w Tensor, eps float32, mlp MLP) {
+// NormSwiGLU sets xOut = x + delta, xn = RMSNorm(xOut) * w (as NormLinears) and act =
+// silu(xn gate^T + GateB) * (xn up^T + UpB). gu is scratch for the two products (gate's columns,
+// then up's).
+func NormSwiGLU(b Backend, act, gu, xn, xOut, x, delta, w Tensor, eps float32, mlp MLP) {
 	if f, ok := b.(NormSwiGLUer); ok {
-		f.NormSwiGLU(act, gu, xn, x, delta, w, eps, mlp)
+		f.NormSwiGLU(act, gu, xn, xOut, x, delta, w, eps, mlp)
 		return
 	}
-	b.RMSNorm(xn, x, delta, w, eps)
+	b.RMSNorm(xn, xOut, x, delta, w, eps)
 	n := act.Cols
 	g, u := gu.ColsAt(0, n), gu.ColsAt(n, n)
 	b.Linears(xn, Out{Y: g, W: mlp.Gate, B: mlp.GateB}, Out{Y: u, W: mlp.Up, B: mlp.UpB})
 	b.SiluMul(act, g, u)
-}
-
-// Rotary are the cosines and sines of the rotary angles of some rows (F32, hd/2 values a row).
-type Rotary struct {
-	Cos, Sin Tensor
 }
 
 // RopeCachedAttentioner fuses the rotary embedding of q and k, the write of k and v into a KV
@@ -62,8 +60,8 @@ func RopeCachedAttention(b Backend, out, q, k, v Tensor, rot Rotary, kPool, vPoo
 		f.RopeCachedAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
 		return
 	}
-	b.Rope(q, a.Heads, a.HeadDim, rot.Cos, rot.Sin)
-	b.Rope(k, a.KVHeads, a.HeadDim, rot.Cos, rot.Sin)
+	b.Rope(q, a.Heads, a.HeadDim, rot)
+	b.Rope(k, a.KVHeads, a.HeadDim, rot)
 	b.Scatter(kPool, k, slots)
 	b.Scatter(vPool, v, slots)
 	b.CachedAttention(out, q, kPool, vPool, spans, a)
@@ -80,8 +78,8 @@ func RopeSegmentAttention(b Backend, out, q, k, v Tensor, rot Rotary, bounds []i
 		f.RopeSegmentAttention(out, q, k, v, rot, bounds, a)
 		return
 	}
-	b.Rope(q, a.Heads, a.HeadDim, rot.Cos, rot.Sin)
-	b.Rope(k, a.KVHeads, a.HeadDim, rot.Cos, rot.Sin)
+	b.Rope(q, a.Heads, a.HeadDim, rot)
+	b.Rope(k, a.KVHeads, a.HeadDim, rot)
 	b.SegmentAttention(out, q, k, v, bounds, a)
 }
 

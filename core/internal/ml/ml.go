@@ -101,6 +101,15 @@ type Attn struct {
 	Scale  float32
 }
 
+// Rotary are the cosines and sines of the rotary angles of some rows (F32, hd/2 values a row).
+type Rotary struct {
+	Cos, Sin Tensor
+	// RoundOnce computes the rotation in F32 and rounds it to the storage type once (a vision
+	// tower's apply_rotary_pos_emb_vision); otherwise cos, sin and each product round to it (a
+	// decoder's apply_rotary_pos_emb in a bf16 model). Equal in F32.
+	RoundOnce bool
+}
+
 // Out is one output of a [Backend.Linears] product: Y = x W^T + B.
 type Out struct {
 	Y, W, B Tensor
@@ -139,23 +148,19 @@ type Backend interface {
 	Embed(dst, table Tensor, ids Ints)
 	// Linears computes Y = x W^T + B for each output (B may be none); they share x.
 	Linears(x Tensor, outs ...Out)
-	// RMSNorm adds delta (when valid) into x, then sets y = x / rms(x) * w.
-	RMSNorm(y, x, delta, w Tensor, eps float32)
+	// RMSNorm sets xOut = x + delta (x alone when delta is none; xOut may be x) and y =
+	// xOut / rms(xOut) * w: the residual add before a norm, fused.
+	RMSNorm(y, xOut, x, delta, w Tensor, eps float32)
 	// SiluMul sets y = silu(gate) * up.
 	SiluMul(y, gate, up Tensor)
 	// GELU applies the erf GELU to x in place.
 	GELU(x Tensor)
-	// Add sets y += x.
-	Add(y, x Tensor)
-	// Copy copies src into dst (same shape).
-	Copy(dst, src Tensor)
 	// Gather sets dst row i to src row idx[i]; Scatter sets dst row idx[i] to src row i.
 	Gather(dst, src Tensor, idx Ints)
 	Scatter(dst, src Tensor, idx Ints)
-	// Rope rotates each of the heads of every row of x (head dim hd) by the angles whose
-	// cosines and sines are the rows of cos and sin (F32, one row per row of x, hd/2 values):
+	// Rope rotates each of the heads of every row of x (head dim hd) by the row's angles:
 	// x*cos + rotate_half(x)*sin, the second half of the angles equal to the first.
-	Rope(x Tensor, heads, hd int, cos, sin Tensor)
+	Rope(x Tensor, heads, hd int, rot Rotary)
 	// Attention sets out = softmax(q k^T * scale [+ causal mask]) v for every head.
 	Attention(out, q, k, v Tensor, a Attn)
 	// CachedAttention is attention over a KV pool: query row i sees the rows [spans[2i],
@@ -176,4 +181,30 @@ type Backend interface {
 	Sync() error
 	// Close releases every buffer; the backend is unusable after it.
 	Close() error
+}
+
+// Runner is a backend whose ops must all be issued from one thread (a GPU context's): Do runs
+// fn there. Families issue a pass's ops inside Do (see the function of that name).
+type Runner interface {
+	Do(fn func() error) error
+}
+
+// Do runs fn on b's thread when b has one, else on the caller's.
+func Do(b Backend, fn func() error) error {
+	if r, ok := b.(Runner); ok {
+		return r.Do(fn)
+	}
+	return fn()
+}
+
+// Marker is a backend that times the ops between marks (a profile by stage).
+type Marker interface {
+	Mark(stage string)
+}
+
+// Mark ends the stage before it: the ops issued since the previous mark belong to stage.
+func Mark(b Backend, stage string) {
+	if m, ok := b.(Marker); ok {
+		m.Mark(stage)
+	}
 }

@@ -66,7 +66,7 @@ void iris_linears(iris_cpu *c, const float *x, int ldx, int M, const iris_out *o
 // row ops: prefill and the vision tower apply them to hundreds of rows (expf and erff are not
 // free), so they run on the pool in chunks of rows
 
-typedef enum { OP_RMSNORM, OP_SILU_MUL, OP_GELU, OP_ADD, OP_COPY, OP_ROPE } row_op;
+typedef enum { OP_RMSNORM, OP_SILU_MUL, OP_GELU, OP_ROPE } row_op;
 
 typedef struct {
     row_op op;
@@ -78,6 +78,8 @@ typedef struct {
     const float *a; // delta, up, cos
     int lda;
     const float *w; // norm weight, sin
+    float *xo;      // the norm's residual output
+    int ldxo;
     int rows, n;
     int heads, hd;
     float eps;
@@ -94,20 +96,20 @@ static void rows_task(void *arg, int task, int thread) {
         float *x = c->x ? c->x + (size_t)r * c->ldx : NULL;
         const float *a = c->a ? c->a + (size_t)r * c->lda : NULL;
         switch (c->op) {
-        case OP_RMSNORM:
+        case OP_RMSNORM: {
+            float *xo = c->xo + (size_t)r * c->ldxo;
             if (a)
-                for (int i = 0; i < c->n; i++) x[i] += a[i];
-            rmsnorm(y, x, c->w, c->n, c->eps);
+                for (int i = 0; i < c->n; i++) xo[i] = x[i] + a[i];
+            else if (xo != x)
+                memmove(xo, x, (size_t)c->n * sizeof(float));
+            rmsnorm(y, xo, c->w, c->n, c->eps);
             break;
+        }
         case OP_SILU_MUL:
             if (y != x) memmove(y, x, (size_t)c->n * sizeof(float));
             silu_mul(c->kn, y, a, c->n);
             break;
         case OP_GELU: gelu_erf(y, c->n); break;
-        case OP_ADD:
-            for (int i = 0; i < c->n; i++) y[i] += x[i];
-            break;
-        case OP_COPY: memmove(y, x, (size_t)c->n * sizeof(float)); break;
         case OP_ROPE: {
             const float *sn = c->w + (size_t)r * c->lda;
             for (int h = 0; h < c->heads; h++) rope_rotate(y + (size_t)h * c->hd, a, sn, c->hd);
@@ -129,9 +131,10 @@ static void run_rows(iris_cpu *cpu, rows_ctx *c) {
     pool_run(cpu->pool, (c->rows + per - 1) / per, rows_task, c);
 }
 
-void iris_rmsnorm(iris_cpu *c, float *y, int ldy, float *x, int ldx, const float *d, int ldd, const float *w,
-                  int rows, int n, float eps) {
-    rows_ctx r = {.op = OP_RMSNORM, .y = y, .ldy = ldy, .x = x, .ldx = ldx, .a = d, .lda = ldd, .w = w, .rows = rows, .n = n, .eps = eps};
+void iris_rmsnorm(iris_cpu *c, float *y, int ldy, float *xo, int ldxo, const float *x, int ldx, const float *d, int ldd,
+                  const float *w, int rows, int n, float eps) {
+    rows_ctx r = {.op = OP_RMSNORM, .y = y, .ldy = ldy, .xo = xo, .ldxo = ldxo, .x = (float *)x, .ldx = ldx, .a = d, .lda = ldd,
+                  .w = w, .rows = rows, .n = n, .eps = eps};
     run_rows(c, &r);
 }
 
@@ -142,16 +145,6 @@ void iris_silu_mul(iris_cpu *c, float *y, int ldy, const float *g, int ldg, cons
 
 void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n) {
     rows_ctx r = {.op = OP_GELU, .y = x, .ldy = ldx, .rows = rows, .n = n};
-    run_rows(c, &r);
-}
-
-void iris_add(iris_cpu *c, float *y, int ldy, const float *x, int ldx, int rows, int n) {
-    rows_ctx r = {.op = OP_ADD, .y = y, .ldy = ldy, .x = (float *)x, .ldx = ldx, .rows = rows, .n = n};
-    run_rows(c, &r);
-}
-
-void iris_copy(iris_cpu *c, float *y, int ldy, const float *x, int ldx, int rows, int n) {
-    rows_ctx r = {.op = OP_COPY, .y = y, .ldy = ldy, .x = (float *)x, .ldx = ldx, .rows = rows, .n = n};
     run_rows(c, &r);
 }
 

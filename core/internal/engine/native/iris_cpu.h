@@ -65,17 +65,13 @@ typedef struct {
 void iris_linears(iris_cpu *c, const float *x, int ldx, int M, const iris_out *outs, int n_outs);
 
 // Row ops over rows x n values.
-// iris_rmsnorm: x += d (when d is not NULL), then y = x / rms(x) * w.
-void iris_rmsnorm(iris_cpu *c, float *y, int ldy, float *x, int ldx, const float *d, int ldd, const float *w,
-                  int rows, int n, float eps);
+// iris_rmsnorm: xo = x + d (x alone when d is NULL; xo may be x), then y = xo / rms(xo) * w.
+void iris_rmsnorm(iris_cpu *c, float *y, int ldy, float *xo, int ldxo, const float *x, int ldx, const float *d, int ldd,
+                  const float *w, int rows, int n, float eps);
 // iris_silu_mul: y = silu(g) * u.
 void iris_silu_mul(iris_cpu *c, float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int rows, int n);
 // iris_gelu: x = gelu(x) (erf form).
 void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n);
-// iris_add: y += x.
-void iris_add(iris_cpu *c, float *y, int ldy, const float *x, int ldx, int rows, int n);
-// iris_copy: y = x.
-void iris_copy(iris_cpu *c, float *y, int ldy, const float *x, int ldx, int rows, int n);
 // iris_rope rotates the heads of each row of x by the row's angles (cos, sin: hd/2 values each).
 void iris_rope(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, const float *cos, const float *sin, int ldc);
 

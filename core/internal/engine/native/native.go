@@ -202,7 +202,9 @@ func (b *Backend) Scratch(name string, rows, cols int) ml.Tensor {
 }
 
 // ScratchF32 implements ml.Backend.
-func (b *Backend) ScratchF32(name string, rows, cols int) ml.Tensor { return b.Scratch(name, rows, cols) }
+func (b *Backend) ScratchF32(name string, rows, cols int) ml.Tensor {
+	return b.Scratch(name, rows, cols)
+}
 
 // Alloc implements ml.Backend.
 func (b *Backend) Alloc(rows, cols int, dt ml.DType) (ml.Tensor, error) {
@@ -361,11 +363,11 @@ func (b *Backend) Linears(x ml.Tensor, outs ...ml.Out) {
 func stride(t ml.Tensor) C.int { return C.int(t.Stride) }
 
 // RMSNorm implements ml.Backend.
-func (b *Backend) RMSNorm(y, x, delta, w ml.Tensor, eps float32) {
-	if !b.f32("rmsnorm", y, x, delta, w) || !b.ok() {
+func (b *Backend) RMSNorm(y, xOut, x, delta, w ml.Tensor, eps float32) {
+	if !b.f32("rmsnorm", y, xOut, x, delta, w) || !b.ok() {
 		return
 	}
-	C.iris_rmsnorm(b.c, ptr(y), stride(y), ptr(x), stride(x), ptrOrNil(delta), stride(delta), ptr(w),
+	C.iris_rmsnorm(b.c, ptr(y), stride(y), ptr(xOut), stride(xOut), ptr(x), stride(x), ptrOrNil(delta), stride(delta), ptr(w),
 		C.int(x.Rows), C.int(x.Cols), C.float(eps))
 }
 
@@ -385,22 +387,6 @@ func (b *Backend) GELU(x ml.Tensor) {
 	C.iris_gelu(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(x.Cols))
 }
 
-// Add implements ml.Backend.
-func (b *Backend) Add(y, x ml.Tensor) {
-	if !b.f32("add", y, x) || !b.ok() {
-		return
-	}
-	C.iris_add(b.c, ptr(y), stride(y), ptr(x), stride(x), C.int(y.Rows), C.int(y.Cols))
-}
-
-// Copy implements ml.Backend.
-func (b *Backend) Copy(dst, src ml.Tensor) {
-	if !b.f32("copy", dst, src) || !b.ok() {
-		return
-	}
-	C.iris_copy(b.c, ptr(dst), stride(dst), ptr(src), stride(src), C.int(src.Rows), C.int(src.Cols))
-}
-
 // Gather implements ml.Backend.
 func (b *Backend) Gather(dst, src ml.Tensor, idx ml.Ints) {
 	if !b.f32("gather", dst, src) || !b.ok() {
@@ -417,12 +403,12 @@ func (b *Backend) Scatter(dst, src ml.Tensor, idx ml.Ints) {
 	C.iris_scatter(ptr(dst), stride(dst), ptr(src), stride(src), C.int(src.Cols), C.I(C.uintptr_t(idx.Addr)), C.int(idx.Len))
 }
 
-// Rope implements ml.Backend.
-func (b *Backend) Rope(x ml.Tensor, heads, hd int, cos, sin ml.Tensor) {
-	if !b.f32("rope", x, cos, sin) || !b.ok() {
+// Rope implements ml.Backend (in F32 the two roundings agree).
+func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
+	if !b.f32("rope", x, rot.Cos, rot.Sin) || !b.ok() {
 		return
 	}
-	C.iris_rope(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(heads), C.int(hd), ptr(cos), ptr(sin), stride(cos))
+	C.iris_rope(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(heads), C.int(hd), ptr(rot.Cos), ptr(rot.Sin), stride(rot.Cos))
 }
 
 // Attention implements ml.Backend.

@@ -9,13 +9,19 @@ import (
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
+// imageIn is one image's rows and the batch rows of its placeholders.
+type imageIn struct {
+	host  []float32 // rows in host memory, or
+	dev   ml.Tensor // rows in backend memory (EncodeVisionDevice)
+	slots []int32
+}
+
 // batchPlan is a batch laid out for the decoder: every input's tokens one after the other.
 type batchPlan struct {
 	seqs   []*sequence
-	starts []int   // first row of each input
-	ids    []int32 // all tokens
-	images []int32 // rows of the image placeholders, in order
-	embeds []float32
+	starts []int     // first row of each input
+	ids    []int32   // all tokens
+	images []imageIn // the image rows of the placeholders
 	cos    []float32 // [rows, hd/2]
 	sin    []float32
 	last   []int32 // the last row of each input
@@ -51,17 +57,28 @@ func (m *Model) plan(batch []engine.Input) (*batchPlan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
-		if len(flat.Device) > 0 {
-			return nil, fmt.Errorf("input %d: image rows on a device: %w", i, engine.ErrInvalidInput)
+		used := 0 // placeholders given rows so far
+		for _, e := range in.Images {
+			img := imageIn{}
+			if e.Device != nil {
+				r, ok := e.Device.(*imageRows)
+				if !ok || r.m != m {
+					return nil, fmt.Errorf("input %d: image rows of another model: %w", i, engine.ErrInvalidInput)
+				}
+				img.dev = r.t.RowsAt(0, e.Tokens)
+			} else {
+				img.host = e.Data
+			}
+			for _, slot := range flat.Slots[used : used+e.Tokens] {
+				img.slots = append(img.slots, int32(len(p.ids))+slot)
+			}
+			used += e.Tokens
+			p.images = append(p.images, img)
 		}
 		r0 := len(p.ids)
 		p.seqs = append(p.seqs, s)
 		p.starts = append(p.starts, r0)
 		p.ids = append(p.ids, in.IDs...)
-		for _, slot := range flat.Slots {
-			p.images = append(p.images, int32(r0)+slot)
-		}
-		p.embeds = append(p.embeds, flat.Embeds...)
 		p.last = append(p.last, int32(r0+n-1))
 		p.decode = p.decode && n == 1
 		start, past := s.kv.Start(), s.kv.Len
@@ -128,8 +145,11 @@ func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, er
 	if p.decode {
 		key = fmt.Sprintf("decode/%d", nb)
 	}
-	ml.Graph(b, key, func() { m.decoderOps(p, n, nb, picks, outs) })
-	if err := b.Sync(); err != nil {
+	err := ml.Do(b, func() error {
+		ml.Graph(b, key, func() { m.decoderOps(p, n, nb, picks, outs) })
+		return b.Sync()
+	})
+	if err != nil {
 		return nil, err
 	}
 	for i := range outs {
@@ -151,32 +171,37 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
 	eps := float32(t.RMSNormEps)
 
-	x := b.Scratch("t.x", n, H)
+	x := [2]ml.Tensor{b.Scratch("t.x0", n, H), b.Scratch("t.x1", n, H)} // the residual, alternating
 	xn := b.Scratch("t.xn", n, H)
 	qkv := b.Scratch("t.qkv", n, qd+2*kvd)
 	att := b.Scratch("t.att", n, qd)
 	tt := b.Scratch("t.t", n, H)
 	gu := b.Scratch("t.gu", n, 2*I)
 	act := b.Scratch("t.act", n, I)
-	rot := ml.Rotary{Cos: b.ScratchF32("t.cos", n, hd/2), Sin: b.ScratchF32("t.sin", n, hd/2)}
+	rope := b.ScratchF32("t.rope", 2*n, hd/2) // cos rows, then sin rows
+	rot := ml.Rotary{Cos: rope.RowsAt(0, n), Sin: rope.RowsAt(n, n)}
 	logits := b.ScratchF32("t.logits", nb, t.Vocab)
 	if b.Err() != nil {
 		return
 	}
 
 	// inputs_embeds = embed_tokens(input_ids).masked_scatter(image_mask, image_embeds)
-	b.Embed(x, w.embed, b.WriteInts("t.ids", p.ids))
-	if len(p.images) > 0 {
-		e := b.Scratch("t.emb", len(p.images), H)
-		b.Write(e, p.embeds)
-		b.Scatter(x, e, b.WriteInts("t.images", p.images))
+	b.Embed(x[0], w.embed, b.WriteInts("t.ids", p.ids))
+	for i, img := range p.images {
+		rows := img.dev
+		if !rows.Valid() {
+			rows = b.Scratch(fmt.Sprintf("t.img%d", i), len(img.slots), H)
+			b.Write(rows, img.host)
+		}
+		b.Scatter(x[0], rows, b.WriteInts(fmt.Sprintf("t.imgslots%d", i), img.slots))
 	}
-	b.Write(rot.Cos, p.cos)
-	b.Write(rot.Sin, p.sin)
+	b.Write(rope, append(p.cos, p.sin...))
 	slots, spans := b.WriteInts("t.slots", p.slots), b.WriteInts("t.spans", p.spans)
 
 	q, k, v := qkv.ColsAt(0, qd), qkv.ColsAt(qd, kvd), qkv.ColsAt(qd+kvd, kvd)
 	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	ml.Mark(b, "decoder.embed")
+	r := 0 // x[r] holds the residual
 	for l := range w.layers {
 		L := &w.layers[l]
 		delta := ml.Tensor{}
@@ -184,30 +209,34 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 			delta = tt
 		}
 		// q/k/v = self.{q,k,v}_proj(self.input_layernorm(residual + previous MLP output))
-		ml.NormLinears(b, xn, x, delta, L.attnNorm, eps,
+		ml.NormLinears(b, xn, x[1-r], x[r], delta, L.attnNorm, eps,
 			ml.Out{Y: q, W: L.q, B: L.qBias}, ml.Out{Y: k, W: L.k, B: L.kBias}, ml.Out{Y: v, W: L.v, B: L.vBias})
+		r ^= 1
 		// apply_multimodal_rotary_pos_emb, the keys and values into each sequence's cache, and
 		// causal attention over it
 		ml.RopeCachedAttention(b, att, q, k, v, rot, m.kv.K(l), m.kv.V(l), slots, spans, a)
 		b.Linears(att, ml.Out{Y: tt, W: L.o})
 		// hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))
-		ml.NormSwiGLU(b, act, gu, xn, x, tt, L.mlpNorm, eps, ml.MLP{Gate: L.gate, Up: L.up})
+		ml.NormSwiGLU(b, act, gu, xn, x[1-r], x[r], tt, L.mlpNorm, eps, ml.MLP{Gate: L.gate, Up: L.up})
+		r ^= 1
 		b.Linears(act, ml.Out{Y: tt, W: L.down})
 	}
+	ml.Mark(b, "decoder.layers")
 
 	// hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states[:, -1:, :])
-	last, lastT, lastN := x, tt, xn
+	last, lastT, lastN, lastOut := x[r], tt, xn, x[1-r]
 	if n != nb {
-		last, lastT, lastN = b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H)
+		last, lastT, lastN, lastOut = b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H), b.Scratch("t.lastx", nb, H)
 		idx := b.WriteInts("t.lastidx", p.last)
-		b.Gather(last, x, idx)
+		b.Gather(last, x[r], idx)
 		b.Gather(lastT, tt, idx)
 	}
-	ml.NormLinears(b, lastN, last, lastT, w.finalNorm, eps, ml.Out{Y: logits, W: w.lmHead})
+	ml.NormLinears(b, lastN, lastOut, last, lastT, w.finalNorm, eps, ml.Out{Y: logits, W: w.lmHead})
 	b.Argmax(picks, logits)
 	for i := range outs {
 		if outs[i].Logits != nil {
 			b.Read(outs[i].Logits, logits.RowsAt(i, 1))
 		}
 	}
+	ml.Mark(b, "decoder.head")
 }

@@ -72,14 +72,20 @@ type Model struct {
 	invFreq  []float32 // text rotary frequencies
 	freqAxis []int     // which position row (t, h, w) drives each frequency
 	logits   []float32
+
+	// image rows kept in backend memory (EncodeVisionDevice): every buffer made, and those
+	// released; rowsMu guards rowsFree (Release runs on any goroutine).
+	rowsMu   sync.Mutex
+	rowsFree []ml.Tensor
 }
 
 // Interface guards.
 var (
-	_ engine.Model       = (*Model)(nil)
-	_ engine.Batcher     = (*Model)(nil)
-	_ engine.GreedyModel = (*Model)(nil)
-	_ engine.Pooled      = (*Model)(nil)
+	_ engine.Model         = (*Model)(nil)
+	_ engine.Batcher       = (*Model)(nil)
+	_ engine.GreedyModel   = (*Model)(nil)
+	_ engine.Pooled        = (*Model)(nil)
+	_ engine.DeviceEncoder = (*Model)(nil)
 )
 
 // New binds the checkpoint's weights on b. The model owns b and ck from here on (Close closes
@@ -272,6 +278,16 @@ func (s *sequence) Close() error {
 
 // EncodeVision implements engine.Model.
 func (m *Model) EncodeVision(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+	return m.encode(ctx, img, false)
+}
+
+// EncodeVisionDevice implements engine.DeviceEncoder: the rows stay in backend memory for this
+// model's prefill.
+func (m *Model) EncodeVisionDevice(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+	return m.encode(ctx, img, true)
+}
+
+func (m *Model) encode(ctx context.Context, img engine.Image, keep bool) (*engine.Embeddings, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -280,16 +296,78 @@ func (m *Model) EncodeVision(ctx context.Context, img engine.Image) (*engine.Emb
 	}
 	v := &m.cfg.Vision
 	e := &engine.Embeddings{Tokens: img.Grid.Tokens(v.MergeSize), Dim: v.OutHidden}
-	e.Data = make([]float32, e.Tokens*e.Dim)
+	if !keep {
+		e.Data = make([]float32, e.Tokens*e.Dim)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, engine.ErrClosed
 	}
-	if err := m.vision(img, e.Data); err != nil {
+	b := m.b
+	err := ml.Do(b, func() error {
+		if !keep {
+			res := b.Scratch("v.out", e.Tokens, e.Dim)
+			m.visionOps(img, res)
+			b.Read(e.Data, res)
+			return b.Sync()
+		}
+		rows, err := m.takeRows(e.Tokens)
+		if err != nil {
+			return err
+		}
+		m.visionOps(img, rows.t.RowsAt(0, e.Tokens))
+		if err := b.Sync(); err != nil {
+			rows.Release()
+			return err
+		}
+		e.Device = rows
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("vision: %w", err)
 	}
 	return e, nil
+}
+
+// imageRows are vision-tower outputs kept in backend memory (engine.DeviceRows). Buffers are
+// reused in op order, so one released while the work that fills it is still queued is safe to
+// hand out again.
+type imageRows struct {
+	m    *Model
+	t    ml.Tensor
+	once sync.Once
+}
+
+// Release implements engine.DeviceRows.
+func (r *imageRows) Release() {
+	r.once.Do(func() {
+		r.m.rowsMu.Lock()
+		r.m.rowsFree = append(r.m.rowsFree, r.t)
+		r.m.rowsMu.Unlock()
+	})
+}
+
+// takeRows hands out the smallest released buffer of at least n rows, or a new one.
+func (m *Model) takeRows(n int) (*imageRows, error) {
+	m.rowsMu.Lock()
+	defer m.rowsMu.Unlock()
+	best := -1
+	for i, t := range m.rowsFree {
+		if t.Rows >= n && (best < 0 || t.Rows < m.rowsFree[best].Rows) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		t := m.rowsFree[best]
+		m.rowsFree = append(m.rowsFree[:best], m.rowsFree[best+1:]...)
+		return &imageRows{m: m, t: t}, nil
+	}
+	t, err := m.b.Alloc(max(n, 256), m.cfg.Vision.OutHidden, m.b.DType())
+	if err != nil {
+		return nil, fmt.Errorf("image rows: %w", err)
+	}
+	return &imageRows{m: m, t: t}, nil
 }
 
 // Prefill implements engine.Model.

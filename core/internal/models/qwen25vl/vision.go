@@ -7,9 +7,9 @@ import (
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
-// vision runs Qwen2_5_VisionTransformerPretrainedModel.forward on one image, its output rows (one
-// per placeholder token, in prompt order) going to out.
-func (m *Model) vision(img engine.Image, out []float32) error {
+// visionOps issues Qwen2_5_VisionTransformerPretrainedModel.forward on one image, its output rows
+// (one per placeholder token, in prompt order) going to res.
+func (m *Model) visionOps(img engine.Image, res ml.Tensor) {
 	b := m.b
 	v := &m.cfg.Vision
 	w := &m.w
@@ -21,20 +21,19 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 
 	pix := b.Scratch("v.pix", N, v.PatchDim())
 	xe := b.Scratch("v.xe", N, VH)
-	x := b.Scratch("v.x", N, VH)
+	x := [2]ml.Tensor{b.Scratch("v.x0", N, VH), b.Scratch("v.x1", N, VH)} // the residual, alternating
 	xn := b.Scratch("v.xn", N, VH)
 	qkv := b.Scratch("v.qkv", N, 3*VH)
 	att := b.Scratch("v.att", N, VH)
 	t := b.Scratch("v.t", N, VH)
 	gu := b.Scratch("v.gu", N, 2*VI)
 	act := b.Scratch("v.act", N, VI)
-	rot := ml.Rotary{Cos: b.ScratchF32("v.cos", N, vhd/2), Sin: b.ScratchF32("v.sin", N, vhd/2)}
+	rope := b.ScratchF32("v.rope", 2*N, vhd/2) // cos rows, then sin rows
+	rot := ml.Rotary{Cos: rope.RowsAt(0, N), Sin: rope.RowsAt(N, N), RoundOnce: true}
 	h1 := b.Scratch("v.h1", units, unit*VH)
 	h2 := b.Scratch("v.h2", units, OH)
-	res := b.Scratch("v.out", units, OH)
-	if err := b.Err(); err != nil {
-		b.Sync()
-		return err
+	if b.Err() != nil {
+		return
 	}
 
 	// hidden_states = self.patch_embed(hidden_states): Conv3d with kernel = stride, one product
@@ -42,9 +41,9 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 	b.Linears(pix, ml.Out{Y: xe, W: w.patch})
 	// permute_input_for_window_attn: merge units (adjacent rows) into window order
 	index := b.WriteInts("v.index", p.index)
-	b.Gather(x.Reshape(units, unit*VH), xe.Reshape(units, unit*VH), index)
-	b.Write(rot.Cos, p.cos())
-	b.Write(rot.Sin, p.sin())
+	b.Gather(x[0].Reshape(units, unit*VH), xe.Reshape(units, unit*VH), index)
+	b.Write(rope, p.rope)
+	ml.Mark(b, "vision.embed")
 
 	full := map[int]bool{}
 	for _, l := range v.FullAttBlocks {
@@ -52,6 +51,7 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 	}
 	a := ml.Attn{Heads: heads, KVHeads: heads, HeadDim: vhd, Scale: float32(1 / math.Sqrt(float64(vhd)))}
 	q, k, val := qkv.ColsAt(0, VH), qkv.ColsAt(VH, VH), qkv.ColsAt(2*VH, VH)
+	r := 0 // x[r] holds the residual
 	for l := range w.blocks {
 		B := &w.blocks[l]
 		// hidden_states + self.attn(self.norm1(hidden_states), ...): the previous block's MLP
@@ -60,7 +60,8 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 		if l > 0 {
 			delta = t
 		}
-		ml.NormLinears(b, xn, x, delta, B.norm1, eps, ml.Out{Y: qkv, W: B.qkv, B: B.qkvBias})
+		ml.NormLinears(b, xn, x[1-r], x[r], delta, B.norm1, eps, ml.Out{Y: qkv, W: B.qkv, B: B.qkvBias})
+		r ^= 1
 		// apply_rotary_pos_emb_vision, then attention within each window (windowed blocks) or
 		// frame (full blocks: cu_seqlens)
 		bounds := p.windows
@@ -70,18 +71,19 @@ func (m *Model) vision(img engine.Image, out []float32) error {
 		ml.RopeSegmentAttention(b, att, q, k, val, rot, bounds, a)
 		b.Linears(att, ml.Out{Y: t, W: B.proj, B: B.projB})
 		// hidden_states + self.mlp(self.norm2(hidden_states)): SwiGLU with biases
-		ml.NormSwiGLU(b, act, gu, xn, x, t, B.norm2, eps, ml.MLP{Gate: B.gate, Up: B.up, GateB: B.gateB, UpB: B.upB})
+		ml.NormSwiGLU(b, act, gu, xn, x[1-r], x[r], t, B.norm2, eps, ml.MLP{Gate: B.gate, Up: B.up, GateB: B.gateB, UpB: B.upB})
+		r ^= 1
 		b.Linears(act, ml.Out{Y: t, W: B.down, B: B.downB})
 	}
+	ml.Mark(b, "vision.blocks")
 
 	// Qwen2_5_VLPatchMerger: self.mlp(self.ln_q(x).view(-1, self.hidden_size)), mlp = Linear,
 	// GELU, Linear; the unit's patches are adjacent rows, so the view is free.
-	b.RMSNorm(xn, x, t, w.mergerNorm, eps)
+	b.RMSNorm(xn, x[1-r], x[r], t, w.mergerNorm, eps)
 	b.Linears(xn.Reshape(units, unit*VH), ml.Out{Y: h1, W: w.fc1, B: w.fc1B})
 	b.GELU(h1)
 	b.Linears(h1, ml.Out{Y: h2, W: w.fc2, B: w.fc2B})
 	// merged_hidden_states[reverse_indices, :]: unit u of the window order is token index[u]
 	b.Scatter(res, h2, index)
-	b.Read(out, res)
-	return b.Sync()
+	ml.Mark(b, "vision.merger")
 }
