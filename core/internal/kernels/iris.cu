@@ -26,18 +26,6 @@ template <> __device__ __forceinline__ bf16 st<bf16>(float x) { return __float2b
 // rnd rounds a float to what T can hold, keeping it a float.
 template <typename T> __device__ __forceinline__ float rnd(float x) { return ld(st<T>(x)); }
 
-// The per-step state of a sequence, in device memory so that one captured decode graph serves
-// every step and every sequence (the host rewrites it before each launch). Mirrored by
-// stepArgs in core/internal/engine/cuda.
-struct Step {
-    int past;  // tokens already in the KV cache
-    int token; // decode: the input token
-    int pos;   // decode: its rotary position (all three axes)
-    int cap;   // rows per layer in the caches
-    unsigned long long kcache; // the sequence's K cache: (layers, cap, kv_heads*head_dim)
-    unsigned long long vcache;
-};
-
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -114,7 +102,6 @@ extern "C" __global__ void iris_f32_to_bf16(bf16 *out, const float *in, long n) 
 // embeddings
 
 // inputs_embeds = self.get_input_embeddings()(input_ids): out[i] = table[ids[i]], one block a row.
-// ids may be Step.token (decode).
 template <typename T> __device__ void embed(T *out, const T *table, const int *ids, int H) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     const T *src = table + (size_t)ids[blockIdx.x] * H;
@@ -124,35 +111,34 @@ template <typename T> __device__ void embed(T *out, const T *table, const int *i
 extern "C" __global__ void iris_embed_f32(float *out, const float *table, const int *ids, int H) { embed(out, table, ids, H); }
 extern "C" __global__ void iris_embed_bf16(bf16 *out, const bf16 *table, const int *ids, int H) { embed(out, table, ids, H); }
 
-// inputs_embeds.masked_scatter(image_mask, image_embeds): row r of src (float, from the host) goes
-// to row slots[r] of out, one block a row.
-template <typename T> __device__ void scatter_f32(T *out, const float *src, const int *slots, int H) {
+// Row moves (the vision tower's window order and its reverse, an image's rows into the prompt,
+// the keys and values of a batch into the KV pool, the last row of each sequence): gather:
+// out[i] = in[index[i]]; scatter: out[index[i]] = in[i]; rows of W values at the given strides,
+// a block a row.
+template <typename T> __device__ void gather(T *out, int ldo, const T *in, int ldi, const int *index, int W) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    const float *s = src + (size_t)blockIdx.x * H;
-    T *d = out + (size_t)slots[blockIdx.x] * H;
-    for (int j = threadIdx.x; j < H; j += blockDim.x) d[j] = st<T>(s[j]);
-}
-extern "C" __global__ void iris_scatter_f32_f32(float *out, const float *src, const int *slots, int H) { scatter_f32(out, src, slots, H); }
-extern "C" __global__ void iris_scatter_f32_bf16(bf16 *out, const float *src, const int *slots, int H) { scatter_f32(out, src, slots, H); }
-
-// Row permutations of the vision tower (permute_input_for_window_attn and merged[reverse]):
-// gather: out[i] = in[index[i]]; scatter: out[index[i]] = in[i]; rows of W values, a block a row.
-template <typename T> __device__ void gather(T *out, const T *in, const int *index, int W) {
-    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    const T *s = in + (size_t)index[blockIdx.x] * W;
-    T *d = out + (size_t)blockIdx.x * W;
+    const T *s = in + (size_t)index[blockIdx.x] * ldi;
+    T *d = out + (size_t)blockIdx.x * ldo;
     for (int j = threadIdx.x; j < W; j += blockDim.x) d[j] = s[j];
 }
-template <typename T> __device__ void scatter(T *out, const T *in, const int *index, int W) {
+template <typename T> __device__ void scatter(T *out, int ldo, const T *in, int ldi, const int *index, int W) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    const T *s = in + (size_t)blockIdx.x * W;
-    T *d = out + (size_t)index[blockIdx.x] * W;
+    const T *s = in + (size_t)blockIdx.x * ldi;
+    T *d = out + (size_t)index[blockIdx.x] * ldo;
     for (int j = threadIdx.x; j < W; j += blockDim.x) d[j] = s[j];
 }
-extern "C" __global__ void iris_gather_f32(float *out, const float *in, const int *index, int W) { gather(out, in, index, W); }
-extern "C" __global__ void iris_gather_bf16(bf16 *out, const bf16 *in, const int *index, int W) { gather(out, in, index, W); }
-extern "C" __global__ void iris_scatter_f32(float *out, const float *in, const int *index, int W) { scatter(out, in, index, W); }
-extern "C" __global__ void iris_scatter_bf16(bf16 *out, const bf16 *in, const int *index, int W) { scatter(out, in, index, W); }
+extern "C" __global__ void iris_gather_f32(float *out, int ldo, const float *in, int ldi, const int *index, int W) {
+    gather(out, ldo, in, ldi, index, W);
+}
+extern "C" __global__ void iris_gather_bf16(bf16 *out, int ldo, const bf16 *in, int ldi, const int *index, int W) {
+    gather(out, ldo, in, ldi, index, W);
+}
+extern "C" __global__ void iris_scatter_f32(float *out, int ldo, const float *in, int ldi, const int *index, int W) {
+    scatter(out, ldo, in, ldi, index, W);
+}
+extern "C" __global__ void iris_scatter_bf16(bf16 *out, int ldo, const bf16 *in, int ldi, const int *index, int W) {
+    scatter(out, ldo, in, ldi, index, W);
+}
 
 // ---------------------------------------------------------------------------------------------
 // normalisation and elementwise steps
@@ -162,14 +148,17 @@ extern "C" __global__ void iris_scatter_bf16(bf16 *out, const bf16 *in, const in
 //   variance = hidden_states.pow(2).mean(-1, keepdim=True)
 //   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
 //   return self.weight * hidden_states.to(input_dtype)
-// With delta != NULL the residual add before it is fused: x = x + delta (hidden_states =
-// residual + hidden_states, rounded to T), and x is written back. One block a row.
+// The residual add before it is fused: xout = x + delta (hidden_states = residual + hidden_states,
+// rounded to T; x alone when delta is NULL), and the norm reads xout. xout may be x. One block a
+// row.
 template <typename T>
-__device__ void rmsnorm(T *out, T *x, const T *delta, const T *w, int n, float eps) {
+__device__ void rmsnorm(T *out, T *xout, const T *x, const T *delta, const T *w, int n, float eps) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    T *row = x + (size_t)blockIdx.x * n;
+    const T *row = x + (size_t)blockIdx.x * n;
+    T *xrow = xout + (size_t)blockIdx.x * n;
     const T *drow = delta ? delta + (size_t)blockIdx.x * n : nullptr;
     T *orow = out + (size_t)blockIdx.x * n;
+    bool write = drow || xrow != row;
     constexpr int V = 16 / sizeof(T);
     int nv = n / V, bs = blockDim.x;
     if (n % V == 0 && nv <= 4 * bs) {
@@ -207,7 +196,7 @@ __device__ void rmsnorm(T *out, T *x, const T *delta, const T *w, int n, float e
         for (int j = 0; j < 4; j++) {
             int c = threadIdx.x + j * bs;
             if (c >= nv) break;
-            if (drow) ((uint4 *)row)[c] = xu[j];
+            if (write) ((uint4 *)xrow)[c] = xu[j];
             const T *xv = (const T *)&xu[j], *wv = (const T *)&wu[j];
             uint4 o;
             T *ov = (T *)&o;
@@ -220,24 +209,24 @@ __device__ void rmsnorm(T *out, T *x, const T *delta, const T *w, int n, float e
     float ss = 0.f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         float v = ld(row[j]);
-        if (drow) {
-            v = rnd<T>(v + ld(drow[j]));
-            row[j] = st<T>(v);
-        }
+        if (drow) v = rnd<T>(v + ld(drow[j]));
+        if (write) xrow[j] = st<T>(v);
         ss += v * v;
     }
     ss = block_sum(ss);
     float inv = rsqrtf(ss / (float)n + eps);
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
-        float h = rnd<T>(ld(row[j]) * inv);
+        float h = rnd<T>(ld(xrow[j]) * inv);
         orow[j] = st<T>(ld(w[j]) * h);
     }
 }
-extern "C" __global__ void iris_rmsnorm_f32(float *out, float *x, const float *delta, const float *w, int n, float eps) {
-    rmsnorm(out, x, delta, w, n, eps);
+extern "C" __global__ void iris_rmsnorm_f32(float *out, float *xout, const float *x, const float *delta, const float *w, int n,
+                                            float eps) {
+    rmsnorm(out, xout, x, delta, w, n, eps);
 }
-extern "C" __global__ void iris_rmsnorm_bf16(bf16 *out, bf16 *x, const bf16 *delta, const bf16 *w, int n, float eps) {
-    rmsnorm(out, x, delta, w, n, eps);
+extern "C" __global__ void iris_rmsnorm_bf16(bf16 *out, bf16 *xout, const bf16 *x, const bf16 *delta, const bf16 *w, int n,
+                                             float eps) {
+    rmsnorm(out, xout, x, delta, w, n, eps);
 }
 
 // ROWS(r, j, rows, n) walks a rows x n matrix with a 2-D grid: grid.y over rows, grid.x and the
@@ -315,77 +304,36 @@ extern "C" __global__ void iris_gelu_bf16(bf16 *x, long n) { gelu(x, n); }
 // ---------------------------------------------------------------------------------------------
 // rotary embeddings
 
-// Text M-RoPE and the KV-cache write, one block a token, for the fused q/k/v projection output
-// qkv [n, qd + 2*kvd]:
-//   Qwen2_5_VLRotaryEmbedding: freqs = inv_freq x position (F32), frequency f taking the t, h or w
-//   position by mrope_section (f < s0: t, f < s0+s1: h, else w); cos/sin cast to the model dtype;
-//   apply_rotary_pos_emb: q_embed = (q * cos) + (rotate_half(q) * sin), each product and the sum
-//   rounding to T.
-// q goes to q_out [n, qd]; k and v to the caches at rows past + i of layer `layer`. pos is [3, n] (t, h, w rows) or NULL for a decode step,
-// which takes Step.pos on every axis.
-template <typename T>
-__device__ void rope_text(T *q_out, const T *qkv, const Step *step, const int *pos, const float *inv_freq, int n,
-                          int heads, int kvh, int hd, int s0, int s1, int layer) {
+// apply_rotary_pos_emb on the heads of each row of x (row stride ldx), one block a row: q*cos +
+// rotate_half(q)*sin with the row's angles (cos and sin: hd/2 F32 values a row at stride ldc; the
+// duplicated halves are implied). once: in F32, rounded to T once (apply_rotary_pos_emb_vision);
+// otherwise cos and sin cast to T and each product and the sum rounding to T (a decoder's
+// apply_rotary_pos_emb in a bf16 model). Equal in F32.
+template <typename T> __device__ void rope_rows(T *x, int ldx, int heads, int hd, const float *cos, const float *sin, int ldc, int once) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    int i = blockIdx.x;
-    int half = hd / 2, qd = heads * hd, kvd = kvh * hd;
-    int past = step->past;
-    size_t layer_off = (size_t)layer * step->cap * kvd;
-    T *kc = (T *)step->kcache + layer_off + (size_t)(past + i) * kvd;
-    T *vc = (T *)step->vcache + layer_off + (size_t)(past + i) * kvd;
-    const T *row = qkv + (size_t)i * (qd + 2 * kvd);
-    extern __shared__ float cs[]; // cos[half], sin[half]
-    for (int f = threadIdx.x; f < half; f += blockDim.x) {
-        int axis = f < s0 ? 0 : (f < s0 + s1 ? 1 : 2);
-        int p = pos ? pos[axis * n + i] : step->pos;
-        float a = __fmul_rn((float)p, inv_freq[f]);
-        cs[f] = rnd<T>(cosf(a));
-        cs[half + f] = rnd<T>(sinf(a));
-    }
-    __syncthreads();
-    int total = (heads + kvh) * half;
-    for (int t = threadIdx.x; t < total; t += blockDim.x) {
+    int i = blockIdx.x, half = hd / 2;
+    const float *cr = cos + (size_t)i * ldc, *sr = sin + (size_t)i * ldc;
+    T *row = x + (size_t)i * ldx;
+    for (int t = threadIdx.x; t < heads * half; t += blockDim.x) {
         int h = t / half, f = t % half;
-        const T *src = row + (size_t)h * hd; // q heads, then k heads (k starts at column qd)
-        float a = ld(src[f]), b = ld(src[f + half]);
-        float c = cs[f], s = cs[half + f];
-        float lo = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(a, c)), rnd<T>(__fmul_rn(-b, s))));
-        float hi = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(b, c)), rnd<T>(__fmul_rn(a, s))));
-        T *dst = h < heads ? q_out + (size_t)i * qd + (size_t)h * hd : kc + (size_t)(h - heads) * hd;
-        dst[f] = st<T>(lo);
-        dst[f + half] = st<T>(hi);
-    }
-    const T *v = row + qd + kvd;
-    for (int j = threadIdx.x; j < kvd; j += blockDim.x) vc[j] = v[j];
-}
-extern "C" __global__ void iris_rope_text_f32(float *q_out, const float *qkv, const Step *step, const int *pos, const float *inv_freq,
-                                              int n, int heads, int kvh, int hd, int s0, int s1, int layer) {
-    rope_text(q_out, qkv, step, pos, inv_freq, n, heads, kvh, hd, s0, s1, layer);
-}
-extern "C" __global__ void iris_rope_text_bf16(bf16 *q_out, const bf16 *qkv, const Step *step, const int *pos, const float *inv_freq,
-                                               int n, int heads, int kvh, int hd, int s0, int s1, int layer) {
-    rope_text(q_out, qkv, step, pos, inv_freq, n, heads, kvh, hd, s0, s1, layer);
-}
-
-// Vision 2-D RoPE in place on q and k of qkv [N, 3*VH] (q at column 0, k at VH), one block a
-// patch. apply_rotary_pos_emb_vision computes in F32 and casts back: q_embed = (q * cos) +
-// (rotate_half(q) * sin). cs holds cos [N, hd/2] then sin [N, hd/2] (the duplicated halves are
-// implied).
-template <typename T> __device__ void rope_vision(T *qkv, const float *cs, int N, int heads, int hd) {
-    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    int i = blockIdx.x, half = hd / 2, VH = heads * hd;
-    const float *cosr = cs + (size_t)i * half, *sinr = cs + (size_t)N * half + (size_t)i * half;
-    T *row = qkv + (size_t)i * 3 * VH;
-    for (int t = threadIdx.x; t < 2 * heads * half; t += blockDim.x) {
-        int h = t / half, f = t % half; // h < heads: q head h; else k head h - heads
-        T *x = row + (h < heads ? 0 : VH) + (size_t)(h % heads) * hd;
-        float a = ld(x[f]), b = ld(x[f + half]), c = cosr[f], s = sinr[f];
-        x[f] = st<T>(__fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, s)));
-        x[f + half] = st<T>(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)));
+        T *p = row + (size_t)h * hd;
+        float a = ld(p[f]), b = ld(p[f + half]), c = cr[f], s = sr[f];
+        if (once) {
+            p[f] = st<T>(__fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, s)));
+            p[f + half] = st<T>(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)));
+        } else {
+            c = rnd<T>(c), s = rnd<T>(s);
+            p[f] = st<T>(__fadd_rn(rnd<T>(__fmul_rn(a, c)), rnd<T>(__fmul_rn(-b, s))));
+            p[f + half] = st<T>(__fadd_rn(rnd<T>(__fmul_rn(b, c)), rnd<T>(__fmul_rn(a, s))));
+        }
     }
 }
-extern "C" __global__ void iris_rope_vision_f32(float *qkv, const float *cs, int N, int heads, int hd) { rope_vision(qkv, cs, N, heads, hd); }
-extern "C" __global__ void iris_rope_vision_bf16(bf16 *qkv, const float *cs, int N, int heads, int hd) { rope_vision(qkv, cs, N, heads, hd); }
+extern "C" __global__ void iris_rope_rows_f32(float *x, int ldx, int heads, int hd, const float *cos, const float *sin, int ldc, int once) {
+    rope_rows(x, ldx, heads, hd, cos, sin, ldc, once);
+}
+extern "C" __global__ void iris_rope_rows_bf16(bf16 *x, int ldx, int heads, int hd, const float *cos, const float *sin, int ldc, int once) {
+    rope_rows(x, ldx, heads, hd, cos, sin, ldc, once);
+}
 
 // ---------------------------------------------------------------------------------------------
 // attention
@@ -640,58 +588,63 @@ template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq,
 extern "C" __global__ void iris_softmax_f32(float *P, const float *S, int nq, int nk, int causal) { softmax_rows(P, S, nq, nk, causal); }
 extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, int nk, int causal) { softmax_rows(P, S, nq, nk, causal); }
 
-// Decode attention for one new token, fused with its text M-RoPE and KV-cache write
-// (rope_text's decode path) and with the merge of the key splits (flash-decoding). Latency, not
-// bandwidth, bounds it (a few hundred keys), so every phase issues all its loads at once:
-//   grid (heads, splits), DEC_THREADS threads; block (h, sp) serves query head h over keys
-//   [sp*DEC_SK, (sp+1)*DEC_SK) of the past+1 keys. Splits past the end return at once, so one
-//   captured graph serves every cache length up to splits*DEC_SK.
-//   A. cos/sin at Step.pos (every axis: a decode position); q of head h rotated with
-//      rope_text's roundings; the split holding the new token also rotates the new key and keeps
-//      it and the new value in shared memory, and the first head of each KV group writes them to
-//      the caches (the other heads never read that row from memory, so there is no race);
+// Decode attention over a KV pool for a batch of new tokens, one a sequence, fused with their
+// rotary embedding and KV-pool write (ml.RopeCachedAttention) and with the merge of the key splits
+// (flash-decoding). Latency, not bandwidth, bounds it (a few hundred keys), so every phase issues
+// all its loads at once:
+//   grid (heads, splits, rows), DEC_THREADS threads; block (h, sp, r) serves query head h of
+//   batch row r over keys [sp*DEC_SK, (sp+1)*DEC_SK) of the row's L keys, pool rows [start,
+//   start+L) (spans[2r], spans[2r+1]); the new token's key is the last, written to pool row
+//   slots[r] = start+L-1. Splits past the end return at once, so one captured graph serves every
+//   cache length up to splits*DEC_SK.
+//   A. cos/sin of the row (rounded to T, as rope_rows); q of head h rotated with rope_rows'
+//      roundings; the split holding the new token also rotates the new key and keeps it and the
+//      new value in shared memory, and the first head of each KV group writes them to the pool
+//      (the other heads never read that row from memory, so there is no race);
 //   B. scores, four threads a key, 16-byte loads;
 //   C. softmax statistics of the split, p rounded to T before p*v (as the flash SDPA kernels);
 //   D. p*v, threads over (key group, 16 bytes of dimensions), summed over key groups in shared
-//      memory; the split writes its max, sum and unnormalised output to part [heads, splits,
-//      hd + 2];
-//   E. the last split of the head to finish (a ticket per head, reset by it for the next step)
-//      merges: out[h] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
-// Needs hd <= 256 and hd a multiple of 8.
+//      memory; the split writes its max, sum and unnormalised output to part [rows, heads,
+//      splits, hd + 2];
+//   E. the last split of (row, head) to finish (a ticket each, reset by it for the next step)
+//      merges: out[r, h] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+// Needs hd <= 256 and hd a multiple of 8, and 16-byte aligned rows.
 #define DEC_SK 64
 #define DEC_THREADS 256
 template <typename T>
-__device__ void attn_decode(T *out, float *part, int *ticket, const T *qkv, const Step *step, const float *inv_freq,
-                            int layer, int heads, int kvh, int hd, float scale) {
+__device__ void attn_pool(T *out, int ldo, float *part, int *ticket, const T *qm, int ldq, const T *km, int ldk, const T *vm,
+                          int ldv, const float *cos, const float *sin, int ldc, T *kpool, T *vpool, const int *slots,
+                          const int *spans, int heads, int kvh, int hd, float scale) {
     constexpr int V = 16 / sizeof(T); // values per 16-byte load
     __shared__ float qs[256], kn[256], vn[256], sc[DEC_SK];
     __shared__ float red[DEC_THREADS * 8]; // D's key-group partial sums: G*hd = blockDim*V values
     static_assert(DEC_THREADS == 4 * DEC_SK, "B: four threads a key");
     __shared__ int last;
-    int h = blockIdx.x, sp = blockIdx.y, splits = gridDim.y;
+    int h = blockIdx.x, sp = blockIdx.y, splits = gridDim.y, br = blockIdx.z;
     int tid = threadIdx.x;
-    const Step sa = *step; // written before the graph's first kernel
-    pdl_wait();            // qkv comes from the previous kernel
+    int start = spans[2 * br], L = spans[2 * br + 1], slot = slots[br]; // written before the graph's first kernel
+    pdl_wait(); // q, k and v come from the previous kernel
     pdl_launch();
-    int L = sa.past + 1, j0 = sp * DEC_SK;
+    int j0 = sp * DEC_SK;
     if (j0 >= L) return;
     int j1 = min(L, j0 + DEC_SK), n = j1 - j0, nact = (L + DEC_SK - 1) / DEC_SK;
-    int r = heads / kvh, g = h / r, half = hd / 2, qd = heads * hd, kvd = kvh * hd;
+    int r = heads / kvh, g = h / r, half = hd / 2, kvd = kvh * hd;
     bool has_new = L - 1 < j1;
-    size_t layer_off = (size_t)layer * sa.cap * kvd + (size_t)g * hd;
-    const T *kc = (const T *)sa.kcache + layer_off;
-    const T *vc = (const T *)sa.vcache + layer_off;
+    const T *kc = kpool + (size_t)start * kvd + (size_t)g * hd;
+    const T *vc = vpool + (size_t)start * kvd + (size_t)g * hd;
+    part += (size_t)br * heads * splits * (hd + 2);
+    ticket += (size_t)br * heads;
+    out += (size_t)br * ldo;
 
     // A
     if (tid < half) {
         int f = tid;
-        float inv = inv_freq[f];
-        const T *qr = qkv + (size_t)h * hd, *kr = qkv + qd + (size_t)g * hd, *vr = qkv + qd + kvd + (size_t)g * hd;
+        const T *qr = qm + (size_t)br * ldq + (size_t)h * hd, *kr = km + (size_t)br * ldk + (size_t)g * hd,
+                *vr = vm + (size_t)br * ldv + (size_t)g * hd;
         float qa = ld(qr[f]), qb = ld(qr[f + half]);
         float ka = 0.f, kb = 0.f, va = 0.f, vb = 0.f;
         if (has_new) ka = ld(kr[f]), kb = ld(kr[f + half]), va = ld(vr[f]), vb = ld(vr[f + half]);
-        float a = __fmul_rn((float)sa.pos, inv);
-        float c = rnd<T>(cosf(a)), s = rnd<T>(sinf(a));
+        float c = rnd<T>(cos[(size_t)br * ldc + f]), s = rnd<T>(sin[(size_t)br * ldc + f]);
         qs[f] = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(qa, c)), rnd<T>(__fmul_rn(-qb, s))));
         qs[f + half] = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(qb, c)), rnd<T>(__fmul_rn(qa, s))));
         if (has_new) {
@@ -699,8 +652,8 @@ __device__ void attn_decode(T *out, float *part, int *ticket, const T *qkv, cons
             float hi = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(kb, c)), rnd<T>(__fmul_rn(ka, s))));
             kn[f] = lo, kn[f + half] = hi, vn[f] = va, vn[f + half] = vb;
             if (h % r == 0) {
-                T *kw = (T *)sa.kcache + layer_off + (size_t)(L - 1) * kvd;
-                T *vw = (T *)sa.vcache + layer_off + (size_t)(L - 1) * kvd;
+                T *kw = kpool + (size_t)slot * kvd + (size_t)g * hd;
+                T *vw = vpool + (size_t)slot * kvd + (size_t)g * hd;
                 kw[f] = st<T>(lo), kw[f + half] = st<T>(hi);
                 vw[f] = st<T>(va), vw[f + half] = st<T>(vb);
             }
@@ -841,15 +794,14 @@ __device__ void attn_decode(T *out, float *part, int *ticket, const T *qkv, cons
     }
     if (tid == 0) ticket[h] = 0;
 }
-extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_decode_f32(float *out, float *part, int *ticket, const float *qkv,
-                                                                                const Step *step, const float *inv_freq, int layer,
-                                                                                int heads, int kvh, int hd, float scale) {
-    attn_decode(out, part, ticket, qkv, step, inv_freq, layer, heads, kvh, hd, scale);
+#define ATTN_POOL_ARGS(T)                                                                                                          \
+    T *out, int ldo, float *part, int *ticket, const T *q, int ldq, const T *k, int ldk, const T *v, int ldv, const float *cos,     \
+        const float *sin, int ldc, T *kpool, T *vpool, const int *slots, const int *spans, int heads, int kvh, int hd, float scale
+extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_pool_f32(ATTN_POOL_ARGS(float)) {
+    attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale);
 }
-extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_decode_bf16(bf16 *out, float *part, int *ticket, const bf16 *qkv,
-                                                                                 const Step *step, const float *inv_freq, int layer,
-                                                                                 int heads, int kvh, int hd, float scale) {
-    attn_decode(out, part, ticket, qkv, step, inv_freq, layer, heads, kvh, hd, scale);
+extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_pool_bf16(ATTN_POOL_ARGS(bf16)) {
+    attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale);
 }
 
 // ---------------------------------------------------------------------------------------------

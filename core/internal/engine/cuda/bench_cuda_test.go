@@ -8,7 +8,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/gpu"
 )
 
@@ -94,14 +93,18 @@ func BenchmarkDecodeKernels(b *testing.B) {
 		)
 		small = append(small,
 			tcase{"rmsnorm (one row)", 0, layers, func(int) error {
-				return k.rmsnorm.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(x), gpu.P(delta), gpu.P(nw), gpu.I(H), gpu.F(1e-6))
+				return k.rmsnorm.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(xo), gpu.P(x), gpu.P(delta), gpu.P(nw), gpu.I(H), gpu.F(1e-6))
 			}},
 			tcase{"embed (one row)", 0, layers, func(int) error {
 				return k.embed.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(wlm), gpu.P(ids), gpu.I(H))
 			}},
 		)
 		// decode attention over caches of several lengths (the graph's 128 splits)
-		inv := f.put(f32, textInvFreq(&engine.TextConfig{HeadDim: hd, RopeTheta: 1e6}))
+		cs := make([]float32, hd)
+		for i := range cs {
+			cs[i] = float32(i%7) / 7
+		}
+		cos := f.put(f32, cs)
 		for _, past := range []int{200, 420, 1000, 4000} {
 			const capacity = 4096 + 64
 			kc, vc := alloc(int64(layers*capacity*kvd)), alloc(int64(layers*capacity*kvd))
@@ -109,12 +112,14 @@ func BenchmarkDecodeKernels(b *testing.B) {
 			const splits = 128 // the captured graph's, for a 8192-token context
 			part := alloc(int64(heads*splits*(hd+2)) * 2)
 			ticket := f.putI32(make([]int32, heads))
-			st := stepArgs{Past: int32(past), Pos: int32(past), Cap: capacity, KCache: uint64(kc), VCache: uint64(vc)}
-			sb := f.put(f32, (*[8]float32)(unsafe.Pointer(&st))[:])
+			slots, spans := f.putI32([]int32{int32(past)}), f.putI32([]int32{0, int32(past + 1)})
 			small = append(small, tcase{fmt.Sprintf("attention decode, %d cached", past), 0, layers, func(l int) error {
-				return k.attnDecode.Launch(gpu.Dim3{X: heads, Y: splits}, gpu.Dim3{X: decThreads}, 0, f.s,
-					gpu.P(out), gpu.P(part), gpu.P(ticket), gpu.P(qkv), gpu.P(sb), gpu.P(inv),
-					gpu.I(l), gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(0.088))
+				lo := int64(l*capacity*kvd) * dt.size()
+				return k.attnPool.Launch(gpu.Dim3{X: heads, Y: splits, Z: 1}, gpu.Dim3{X: decThreads}, 0, f.s,
+					gpu.P(out), gpu.I(qd), gpu.P(part), gpu.P(ticket), gpu.P(qkv), gpu.I(qd+2*kvd),
+					gpu.P(qkv.Add(int64(qd)*dt.size())), gpu.I(qd+2*kvd), gpu.P(qkv.Add(int64(qd+kvd)*dt.size())), gpu.I(qd+2*kvd),
+					gpu.P(cos), gpu.P(cos), gpu.I(0), gpu.P(kc.Add(lo)), gpu.P(vc.Add(lo)), gpu.P(slots), gpu.P(spans),
+					gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(0.088))
 			}})
 		}
 		// prefill attention (causal GQA, a fresh sequence): the flash kernel on CUDA cores

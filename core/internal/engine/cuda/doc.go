@@ -1,55 +1,46 @@
-// Package cuda is Iris's GPU engine: the Qwen2.5-VL graph of engine/native (vision tower with
-// window attention and 2-D RoPE, patch merger, GQA decoder with M-RoPE) on one NVIDIA GPU,
-// implementing engine.Model.
+// Package cuda is Iris's GPU backend: the ops of core/internal/ml on one NVIDIA GPU. It knows no
+// model family; a family's forward pass (core/internal/models/...) runs on it through ml.Backend.
 //
-// Weights stay resident on the device in bf16 (or f32 for exact-parity runs); the vision tower's
-// and the prefill's matrix products run in cuBLAS (bf16 or f32 storage, f32 accumulation),
-// everything between them is a kernel of core/internal/kernels, launched through
-// core/internal/gpu (gorgonia.org/cu). A decode step is one CUDA graph of five memory-bound
-// kernels a layer (norm-fused gemv products and a fused RoPE/cache/attention kernel, launched
-// as programmatic dependent launches): the host writes the step's token, position and cache
-// pointers to pinned memory and launches it, and the step copies its logits back without any
-// host synchronisation inside.
+// Weights stay resident on the device in bf16 (or f32 for exact-parity runs); products run in
+// cuBLAS(Lt) (bf16 or f32 storage, f32 accumulation), everything between them is a kernel of
+// core/internal/kernels, launched through core/internal/gpu (gorgonia.org/cu). The fused forms
+// of ml are implemented: a one-row product streams its weights through the gemv kernel with the
+// RMSNorm (and SwiGLU) fused in, and a decode step's attention is one kernel that rotates q and
+// k, writes the KV pool and attends (flash-decoding over key splits). A family's decode step is
+// recorded as a CUDA graph per batch size (ml.Graph) and replayed: only the pinned inputs (token
+// ids, rotary tables, pool rows) change between steps. Kernels are programmatic dependent
+// launches: each starts while the one before it ends.
 //
-// The engine is built only with the cuda tag (it needs the CUDA 13 headers and link stubs of
-// scripts/gpu/setup-cuda.sh); without it, Load returns gpu.ErrNoCUDA.
+// The backend is built only with the cuda tag (it needs the CUDA 13 headers and link stubs of
+// scripts/gpu/setup-cuda.sh); without it, NewBackend returns gpu.ErrNoCUDA.
 //
 // # Notes
 //
-//   - A Model is safe for concurrent use; its calls are serialised on one CUDA stream.
-//   - A Sequence (one KV cache, taken from a pool sized by the request's capacity) belongs to
-//     one request at a time; Close returns its cache to the pool.
+//   - Ops run on the device thread: a family issues them inside Backend.Do (ml.Do).
 //   - Precision "fp32" reproduces transformers run in float32 (greedy tokens identical on the
 //     parity cases); "bf16" rounds where a bf16 transformers model rounds (kernels/iris.cu).
 package cuda
 
-import "github.com/iris-vlm/iris/core/internal/engine"
-
-// Options tune a load.
+// Options tune a backend.
 type Options struct {
 	// Device is the CUDA device ordinal.
 	Device int
 	// Precision is "bf16" (the default) or "fp32": the storage type of weights and activations.
 	Precision string
-	// Limits bound requests; nil means engine.DefaultLimits of the config.
-	Limits *engine.Limits
-	// NoGraph runs decode steps as plain launches instead of a captured CUDA graph.
+	// NoGraph runs every op plainly instead of recording decode steps as CUDA graphs.
 	NoGraph bool
-	// Profile records GPU time per stage (see Model.Profile); it adds events to every call.
+	// Profile records GPU time per stage (see Backend.Profile); it adds events to every call.
 	Profile bool
 	// FlashOnly runs every attention through the flash kernel on CUDA cores, never through
 	// cuBLAS (long segments are faster through cuBLAS; the two agree to rounding).
 	FlashOnly bool
-	// DecodeCuBLAS runs the one-row products of a decode step through cuBLAS (with separate
-	// RMSNorm and SwiGLU kernels) instead of the engine's gemv kernel with those fused in; for
-	// comparison (docs/gpu.md).
+	// DecodeCuBLAS runs one-row products through cuBLAS (with separate RMSNorm and SwiGLU
+	// kernels) instead of the gemv kernel with those fused in; for comparison.
 	DecodeCuBLAS bool
-	// NoPDL launches the engine's kernels plainly instead of as programmatic dependent launches
-	// (each kernel starting while the one before it ends, a decode step's kernels prefetching
-	// their weights meanwhile); for comparison.
-	NoPDL bool
-	// GemmEx runs the linear layers through cublasGemmEx (the bias broadcast into the output
-	// by a kernel first) instead of cuBLASLt plans with the bias in the epilogue; for
+	// NoPDL launches kernels plainly instead of as programmatic dependent launches; for
 	// comparison.
+	NoPDL bool
+	// GemmEx runs products through cublasGemmEx (the bias broadcast into the output by a kernel
+	// first) instead of cuBLASLt plans with the bias in the epilogue; for comparison.
 	GemmEx bool
 }

@@ -11,16 +11,15 @@ import (
 
 // kernelSet holds the kernels of kernels/iris.cu for one storage type.
 type kernelSet struct {
-	mod                                *gpu.Module
-	bf16ToF32, f32ToBF16               *gpu.Function
-	embed, scatterF32, gather, scatter *gpu.Function
-	rmsnorm, bias, siluMul, gelu       *gpu.Function
-	padRows                            *gpu.Function
-	ropeText, ropeVision               *gpu.Function
-	softmax, attnDecode                *gpu.Function
-	flash                              map[int]*gpu.Function // by head dim
-	window                             map[int]*gpu.Function // by head dim; bf16 only
-	argmax, argmaxPart, gemv, gemvGLU  *gpu.Function
+	mod                               *gpu.Module
+	bf16ToF32, f32ToBF16              *gpu.Function
+	embed, gather, scatter            *gpu.Function
+	rmsnorm, bias, siluMul, gelu      *gpu.Function
+	padRows, ropeRows                 *gpu.Function
+	softmax, attnPool                 *gpu.Function
+	flash                             map[int]*gpu.Function // by head dim
+	window                            map[int]*gpu.Function // by head dim; bf16 only
+	argmax, argmaxPart, gemv, gemvGLU *gpu.Function
 }
 
 // flashHeadDims are the head sizes iris_attn_flash is instantiated for.
@@ -51,7 +50,6 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	get(&k.bf16ToF32, "iris_bf16_to_f32")
 	get(&k.f32ToBF16, "iris_f32_to_bf16")
 	get(&k.embed, "iris_embed"+sfx)
-	get(&k.scatterF32, "iris_scatter_f32"+sfx)
 	get(&k.gather, "iris_gather"+sfx)
 	get(&k.scatter, "iris_scatter"+sfx)
 	get(&k.rmsnorm, "iris_rmsnorm"+sfx)
@@ -59,10 +57,9 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	get(&k.siluMul, "iris_silu_mul"+sfx)
 	get(&k.padRows, "iris_pad_rows"+sfx)
 	get(&k.gelu, "iris_gelu"+sfx)
-	get(&k.ropeText, "iris_rope_text"+sfx)
-	get(&k.ropeVision, "iris_rope_vision"+sfx)
+	get(&k.ropeRows, "iris_rope_rows"+sfx)
 	get(&k.softmax, "iris_softmax"+sfx)
-	get(&k.attnDecode, "iris_attn_decode"+sfx)
+	get(&k.attnPool, "iris_attn_pool"+sfx)
 	get(&k.argmax, "iris_argmax_top2")
 	get(&k.argmaxPart, "iris_argmax_part")
 	get(&k.gemv, "iris_gemv"+sfx)

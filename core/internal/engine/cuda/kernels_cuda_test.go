@@ -10,7 +10,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/gpu"
 )
 
@@ -228,28 +227,32 @@ func TestKernelRMSNorm(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range []struct {
-		n     int
-		delta bool
-	}{{1280, true}, {2048, false}, {1300, true}, {8000, true}} {
-		t.Run(fmt.Sprintf("n%d-delta%v", tc.n, tc.delta), func(t *testing.T) {
+		n            int
+		delta, apart bool
+	}{{1280, true, false}, {2048, false, false}, {1300, true, false}, {8000, true, false}, {1280, true, true}, {1300, false, true}, {2048, true, true}} {
+		t.Run(fmt.Sprintf("n%d-delta%v-apart%v", tc.n, tc.delta, tc.apart), func(t *testing.T) {
 			forTypes(t, func(t *testing.T, dt dtype) {
 				const rows = 7
 				n := tc.n
 				x := randn(r, dt, rows*n, 1)
 				d := randn(r, dt, rows*n, 1)
 				w := randn(r, dt, n, 1)
-				var got, gotX []float32
+				var got, gotX, gotIn []float32
 				f.do(func() error {
 					xp, dp, wp, out := f.put(dt, x), f.put(dt, d), f.put(dt, w), f.poisoned(dt, rows*n)
+					xo := xp // the residual in place
+					if tc.apart {
+						xo = f.poisoned(dt, rows*n)
+					}
 					if !tc.delta {
 						dp = 0
 					}
 					err := f.ks[dt].rmsnorm.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s,
-						gpu.P(out), gpu.P(xp), gpu.P(dp), gpu.P(wp), gpu.I(n), gpu.F(1e-6))
+						gpu.P(out), gpu.P(xo), gpu.P(xp), gpu.P(dp), gpu.P(wp), gpu.I(n), gpu.F(1e-6))
 					if err == nil {
 						err = f.s.Sync()
 					}
-					got, gotX = f.get(dt, out, rows*n), f.get(dt, xp, rows*n)
+					got, gotX, gotIn = f.get(dt, out, rows*n), f.get(dt, xo, rows*n), f.get(dt, xp, rows*n)
 					return err
 				})
 				want := make([]float64, rows*n)
@@ -271,6 +274,13 @@ func TestKernelRMSNorm(t *testing.T) {
 				}
 				check(t, "residual", gotX, wantX, tolFor(dt))
 				check(t, "norm", got, want, tolFor(dt))
+				if tc.apart {
+					in := make([]float64, len(x))
+					for i, v := range x {
+						in[i] = float64(v)
+					}
+					check(t, "input left alone", gotIn, in, 0)
+				}
 			})
 		})
 	}
@@ -348,68 +358,86 @@ func TestKernelSiluGelu(t *testing.T) {
 	})
 }
 
-func TestKernelRopeText(t *testing.T) {
+// TestKernelRopeRows rotates the heads of strided rows (q inside a fused q/k/v matrix) with both
+// roundings, and leaves the other columns alone.
+func TestKernelRopeRows(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(5, 6))
+	for _, once := range []int{0, 1} {
+		t.Run(fmt.Sprintf("once%d", once), func(t *testing.T) {
+			forTypes(t, func(t *testing.T, dt dtype) {
+				const n, heads, hd, ld = 3, 4, 80, 4*80 + 2*2*80
+				half := hd / 2
+				x := randn(r, dt, n*ld, 1)
+				cs := randn(r, f32, 2*n*half, 1) // cos rows, then sin rows
+				var got []float32
+				f.do(func() error {
+					xp, cp := f.put(dt, x), f.put(f32, cs)
+					err := f.ks[dt].ropeRows.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(xp), gpu.I(ld), gpu.I(heads), gpu.I(hd),
+						gpu.P(cp), gpu.P(cp.Add(int64(n*half)*4)), gpu.I(half), gpu.I(once))
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got = f.get(dt, xp, n*ld)
+					return err
+				})
+				want := make([]float64, n*ld)
+				for i := range want {
+					want[i] = float64(x[i])
+				}
+				for i := range n {
+					for h := range heads {
+						for fq := range half {
+							c, s := float64(cs[i*half+fq]), float64(cs[n*half+i*half+fq])
+							x1, x2 := float64(x[i*ld+h*hd+fq]), float64(x[i*ld+h*hd+fq+half])
+							var lo, hi float64
+							if once == 1 {
+								lo, hi = round(dt, x1*c-x2*s), round(dt, x2*c+x1*s)
+							} else {
+								c, s = round(dt, c), round(dt, s)
+								lo = round(dt, round(dt, x1*c)+round(dt, -x2*s))
+								hi = round(dt, round(dt, x2*c)+round(dt, x1*s))
+							}
+							want[i*ld+h*hd+fq], want[i*ld+h*hd+fq+half] = lo, hi
+						}
+					}
+				}
+				check(t, "rotated rows", got, want, tolFor(dt))
+			})
+		})
+	}
+}
+
+// TestKernelGatherScatter moves strided rows both ways.
+func TestKernelGatherScatter(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(15, 16))
 	forTypes(t, func(t *testing.T, dt dtype) {
-		const n, heads, kvh, hd, past, capacity, layer = 3, 4, 2, 128, 2, 8, 1
-		sec := [3]int{16, 24, 24}
-		qd, kvd := heads*hd, kvh*hd
-		qkv := randn(r, dt, n*(qd+2*kvd), 1)
-		pos := []int32{5, 6, 9, 5, 7, 10, 5, 8, 11} // t, h, w rows
-		inv := textInvFreq(&engine.TextConfig{HeadDim: hd, RopeTheta: 1e6})
-		var gotQ, gotK, gotV []float32
+		const rows, W, ldi, ldo = 5, 36, 100, 40
+		in := randn(r, dt, rows*ldi, 1)
+		idx := []int32{3, 0, 4, 1, 2}
+		var gathered, scattered []float32
 		f.do(func() error {
-			cache := 2 * capacity * kvd // two layers
-			qp, qkvp := f.poisoned(dt, n*qd), f.put(dt, qkv)
-			kc, vc := f.poisoned(dt, cache), f.poisoned(dt, cache)
-			st := stepArgs{Past: past, Cap: capacity, KCache: uint64(kc), VCache: uint64(vc)}
-			sb := f.put(f32, (*[8]float32)(unsafe.Pointer(&st))[:])
-			posp, invp := f.putI32(pos), f.put(f32, inv)
-			err := f.ks[dt].ropeText.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 128}, hd*4, f.s, gpu.P(qp), gpu.P(qkvp), gpu.P(sb),
-				gpu.P(posp), gpu.P(invp), gpu.I(n), gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.I(sec[0]), gpu.I(sec[1]), gpu.I(layer))
+			ip, ix := f.put(dt, in), f.putI32(idx)
+			g, sc := f.poisoned(dt, rows*ldo), f.poisoned(dt, rows*ldo)
+			k := f.ks[dt]
+			err := k.gather.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(g), gpu.I(ldo), gpu.P(ip), gpu.I(ldi), gpu.P(ix), gpu.I(W))
+			if err == nil {
+				err = k.scatter.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(sc), gpu.I(ldo), gpu.P(ip), gpu.I(ldi), gpu.P(ix), gpu.I(W))
+			}
 			if err == nil {
 				err = f.s.Sync()
 			}
-			base := kc.Add(int64(layer*capacity*kvd+past*kvd) * dt.size())
-			gotQ, gotK = f.get(dt, qp, n*qd), f.get(dt, base, n*kvd)
-			gotV = f.get(dt, vc.Add(int64(layer*capacity*kvd+past*kvd)*dt.size()), n*kvd)
+			gathered, scattered = f.get(dt, g, rows*ldo), f.get(dt, sc, rows*ldo)
 			return err
 		})
-		wantQ := make([]float64, n*qd)
-		wantK := make([]float64, n*kvd)
-		wantV := make([]float64, n*kvd)
-		half := hd / 2
-		for i := range n {
-			row := qkv[i*(qd+2*kvd):]
-			for h := range heads + kvh {
-				for fq := range half {
-					axis := 2
-					if fq < sec[0] {
-						axis = 0
-					} else if fq < sec[0]+sec[1] {
-						axis = 1
-					}
-					a := float64(float32(pos[axis*n+i]) * inv[fq])
-					c, s := round(dt, math.Cos(a)), round(dt, math.Sin(a))
-					x1, x2 := float64(row[h*hd+fq]), float64(row[h*hd+fq+half])
-					lo := round(dt, round(dt, x1*c)+round(dt, -x2*s))
-					hi := round(dt, round(dt, x2*c)+round(dt, x1*s))
-					if h < heads {
-						wantQ[i*qd+h*hd+fq], wantQ[i*qd+h*hd+fq+half] = lo, hi
-					} else {
-						kh := h - heads
-						wantK[i*kvd+kh*hd+fq], wantK[i*kvd+kh*hd+fq+half] = lo, hi
-					}
+		for i, j := range idx {
+			for c := range W {
+				if gathered[i*ldo+c] != in[int(j)*ldi+c] || scattered[int(j)*ldo+c] != in[i*ldi+c] {
+					t.Fatalf("row %d column %d: gathered %v scattered %v", i, c, gathered[i*ldo+c], scattered[int(j)*ldo+c])
 				}
 			}
-			for j := range kvd {
-				wantV[i*kvd+j] = float64(row[qd+kvd+j])
-			}
 		}
-		check(t, "q", gotQ, wantQ, tolFor(dt))
-		check(t, "k", gotK, wantK, tolFor(dt))
-		check(t, "v", gotV, wantV, 0)
 	})
 }
 
@@ -509,7 +537,7 @@ func TestKernelFlashAttention(t *testing.T) {
 
 // TestKernelWindowAttention checks the tensor-core window kernel (bf16) on segments of at most
 // WIN_MAX rows, full and partial, against float64; with a rope table it rotates q and k first,
-// as iris_rope_vision (rounded the same way on the host).
+// as rope_rows in F32 (RoundOnce; rounded the same way on the host).
 func TestKernelWindowAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(23, 24))
@@ -574,82 +602,97 @@ func TestKernelWindowAttention(t *testing.T) {
 // key, the cache write, attention over the cache split in DEC_SK-key pieces and the merge by the
 // last split (run twice, so that the tickets must have been reset), against rope_text's rule and
 // float64 attention.
-func TestKernelDecodeAttention(t *testing.T) {
+// TestKernelPoolAttention runs iris_attn_pool on a batch of decode rows, each its own sequence
+// in one KV pool (other starts and lengths, the new key at the end), twice (the tickets reset).
+func TestKernelPoolAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, tc := range []struct {
-		name                           string
-		heads, kvh, hd, past, capacity int
-		splits                         int // grid splits (>= the active ones)
+		name           string
+		heads, kvh, hd int
+		pasts          []int // cached keys of each row's sequence
+		splits         int   // grid splits (>= the active ones)
 	}{
-		{"3b-long", 16, 2, 128, 600, 700, 64},
-		{"one-split", 16, 2, 128, 40, 64, 8},
-		{"split-edge", 16, 2, 128, 63, 64, 1}, // the new token last in the only split
-		{"mha-hd16", 2, 2, 16, 129, 200, 3},
-		{"gqa7-hd64", 14, 2, 64, 0, 8, 4},
-		{"hd256", 4, 1, 256, 70, 80, 2},
+		{"3b-long", 16, 2, 128, []int{600}, 64},
+		{"batch3", 16, 2, 128, []int{40, 0, 129}, 8},
+		{"split-edge", 16, 2, 128, []int{63}, 1}, // the new token last in the only split
+		{"mha-hd16", 2, 2, 16, []int{129, 3}, 3},
+		{"gqa7-hd64", 14, 2, 64, []int{0, 70}, 4},
+		{"hd256", 4, 1, 256, []int{70}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forTypes(t, func(t *testing.T, dt dtype) {
-				const layer, pos = 1, 777
-				heads, kvh, hd, past, capacity := tc.heads, tc.kvh, tc.hd, tc.past, tc.capacity
-				qd, kvd := heads*hd, kvh*hd
-				qkv := randn(r, dt, qd+2*kvd, 1)
-				kc := randn(r, dt, 2*capacity*kvd, 1)
-				vc := randn(r, dt, 2*capacity*kvd, 1)
-				inv := textInvFreq(&engine.TextConfig{HeadDim: hd, RopeTheta: 1e6})
+				heads, kvh, hd := tc.heads, tc.kvh, tc.hd
+				qd, kvd, rows, half := heads*hd, kvh*hd, len(tc.pasts), hd/2
+				ld := qd + 2*kvd
+				qkv := randn(r, dt, rows*ld, 1)
+				cs := randn(r, f32, 2*rows*half, 1)
+				// sequences one after another in the pool, 16 rows of room apart
+				var starts, slots, spans []int32
+				poolRows := 0
+				for _, p := range tc.pasts {
+					starts = append(starts, int32(poolRows))
+					slots = append(slots, int32(poolRows+p))
+					spans = append(spans, int32(poolRows), int32(p+1))
+					poolRows += p + 17
+				}
+				kc := randn(r, dt, poolRows*kvd, 1)
+				vc := randn(r, dt, poolRows*kvd, 1)
 				scale := 1 / math.Sqrt(float64(hd))
 				var got [2][]float32
 				var gotK, gotV []float32
 				f.do(func() error {
-					qkvp, kp, vp, invp := f.put(dt, qkv), f.put(dt, kc), f.put(dt, vc), f.put(f32, inv)
-					part := f.poisoned(f32, heads*tc.splits*(hd+2))
-					ticket := f.putI32(make([]int32, heads))
-					st := stepArgs{Past: int32(past), Pos: pos, Cap: int32(capacity), KCache: uint64(kp), VCache: uint64(vp)}
-					sb := f.put(f32, (*[8]float32)(unsafe.Pointer(&st))[:])
+					qp, kp, vp, cp := f.put(dt, qkv), f.put(dt, kc), f.put(dt, vc), f.put(f32, cs)
+					part := f.poisoned(f32, rows*heads*tc.splits*(hd+2))
+					ticket := f.putI32(make([]int32, rows*heads))
+					sl, sp := f.putI32(slots), f.putI32(spans)
 					k := f.ks[dt]
 					for i := range got {
-						out := f.poisoned(dt, qd)
-						err := k.attnDecode.Launch(gpu.Dim3{X: heads, Y: tc.splits}, gpu.Dim3{X: decThreads}, 0, f.s,
-							gpu.P(out), gpu.P(part), gpu.P(ticket), gpu.P(qkvp), gpu.P(sb), gpu.P(invp),
-							gpu.I(layer), gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)))
+						out := f.poisoned(dt, rows*qd)
+						err := k.attnPool.Launch(gpu.Dim3{X: heads, Y: tc.splits, Z: rows}, gpu.Dim3{X: decThreads}, 0, f.s,
+							gpu.P(out), gpu.I(qd), gpu.P(part), gpu.P(ticket), gpu.P(qp), gpu.I(ld),
+							gpu.P(qp.Add(int64(qd)*dt.size())), gpu.I(ld), gpu.P(qp.Add(int64(qd+kvd)*dt.size())), gpu.I(ld),
+							gpu.P(cp), gpu.P(cp.Add(int64(rows*half)*4)), gpu.I(half), gpu.P(kp), gpu.P(vp), gpu.P(sl), gpu.P(sp),
+							gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)))
 						if err == nil {
 							err = f.s.Sync()
 						}
 						if err != nil {
 							return err
 						}
-						got[i] = f.get(dt, out, qd)
+						got[i] = f.get(dt, out, rows*qd)
 					}
-					row := int64(layer*capacity*kvd+past*kvd) * dt.size()
-					gotK, gotV = f.get(dt, kp.Add(row), kvd), f.get(dt, vp.Add(row), kvd)
+					gotK, gotV = f.get(dt, kp, poolRows*kvd), f.get(dt, vp, poolRows*kvd)
 					return nil
 				})
-				// rope_text's decode rule (every axis at pos), then float64 attention
-				half := hd / 2
-				roped := make([]float32, qd+kvd)
-				for h := range heads + kvh {
-					for fq := range half {
-						a := float64(float32(pos) * inv[fq])
-						c, s := round(dt, math.Cos(a)), round(dt, math.Sin(a))
-						x1, x2 := float64(qkv[h*hd+fq]), float64(qkv[h*hd+fq+half])
-						roped[h*hd+fq] = float32(round(dt, round(dt, x1*c)+round(dt, -x2*s)))
-						roped[h*hd+fq+half] = float32(round(dt, round(dt, x2*c)+round(dt, x1*s)))
+				// rope_rows' decoder rounding, then float64 attention per row
+				want := make([]float64, rows*qd)
+				for b, p := range tc.pasts {
+					row := qkv[b*ld:]
+					roped := make([]float32, qd+kvd)
+					for h := range heads + kvh {
+						for fq := range half {
+							c, s := round(dt, float64(cs[b*half+fq])), round(dt, float64(cs[rows*half+b*half+fq]))
+							x1, x2 := float64(row[h*hd+fq]), float64(row[h*hd+fq+half])
+							roped[h*hd+fq] = float32(round(dt, round(dt, x1*c)+round(dt, -x2*s)))
+							roped[h*hd+fq+half] = float32(round(dt, round(dt, x2*c)+round(dt, x1*s)))
+						}
 					}
+					at := int(slots[b]) * kvd
+					copy(kc[at:], roped[qd:])
+					copy(vc[at:], row[qd+kvd:qd+2*kvd])
+					st := int(starts[b]) * kvd
+					copy(want[b*qd:], attnRef(roped[:qd], kc[st:], vc[st:], 1, p+1, heads, kvh, hd, qd, kvd, kvd, false, scale))
 				}
-				off := layer * capacity * kvd
-				copy(kc[off+past*kvd:], roped[qd:])
-				copy(vc[off+past*kvd:], qkv[qd+kvd:])
-				want := attnRef(roped[:qd], kc[off:], vc[off:], 1, past+1, heads, kvh, hd, qd, kvd, kvd, false, scale)
-				wantK := make([]float64, kvd)
-				wantV := make([]float64, kvd)
-				for i := range kvd {
-					wantK[i], wantV[i] = float64(roped[qd+i]), float64(qkv[qd+kvd+i])
+				wantK := make([]float64, len(kc))
+				wantV := make([]float64, len(vc))
+				for i := range kc {
+					wantK[i], wantV[i] = float64(kc[i]), float64(vc[i])
 				}
-				check(t, "new key in the cache", gotK, wantK, tolFor(dt))
-				check(t, "new value in the cache", gotV, wantV, 0)
-				check(t, "decode attention", got[0], want, 2*tolFor(dt))
-				check(t, "decode attention, second launch", got[1], want, 2*tolFor(dt))
+				check(t, "keys in the pool", gotK, wantK, tolFor(dt))
+				check(t, "values in the pool", gotV, wantV, 0)
+				check(t, "pool attention", got[0], want, 2*tolFor(dt))
+				check(t, "pool attention, second launch", got[1], want, 2*tolFor(dt))
 			})
 		})
 	}

@@ -4,69 +4,39 @@ package cuda
 
 import (
 	"context"
-	"math"
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/models"
 )
 
-// Tolerances against transformers in float32 on the same bf16 checkpoint (the CPU engine's, the
+// Tolerances against transformers in float32 on the same bf16 checkpoint (the CPU backend's; the
 // GPU adds accumulation-order noise only).
 const (
 	logitTol  = 2e-4 // max |diff| of the stored first-step logits
 	visionTol = 2e-5 // max |diff| of the first vision outputs, relative to their largest magnitude
 )
 
-func loadFixture(t testing.TB, model string, opts Options) *Model {
+// loadDir binds the checkpoint in dir on a new GPU backend.
+func loadDir(t testing.TB, dir string, opts Options) (engine.Model, *Backend) {
 	t.Helper()
-	m, err := LoadModel(context.Background(), fixture.ModelDir(model), nil, opts)
+	b, err := NewBackend(opts)
 	if err != nil {
-		t.Fatalf("loading %s: %v", model, err)
+		t.Fatal(err)
+	}
+	m, err := models.Load(dir, b, models.Options{})
+	if err != nil {
+		t.Fatalf("loading %s: %v", dir, err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return m
+	return m, b
 }
 
-// TestParityFP32 runs every golden case of both fixture models in fp32: the vision tower output,
-// the first-step logits and 24 greedy tokens must match transformers, with and without the
-// decode graph.
-func TestParityFP32(t *testing.T) {
-	for _, tc := range []struct {
-		model string
-		opts  Options
-	}{
-		{"tiny-untied", Options{Precision: "fp32"}},
-		{"tiny-tied", Options{Precision: "fp32"}},
-		{"tiny-untied", Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
-		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true, NoPDL: true}},
-		{"tiny-untied", Options{Precision: "fp32", GemmEx: true}},
-	} {
-		golden, err := fixture.LoadGolden(tc.model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := loadFixture(t, tc.model, tc.opts)
-		name := tc.model
-		if tc.opts.NoGraph {
-			name += "-nograph-flash"
-		}
-		if tc.opts.DecodeCuBLAS {
-			name += "-cublas-nopdl"
-		}
-		if tc.opts.GemmEx {
-			name += "-gemmex"
-		}
-		t.Run(name, func(t *testing.T) {
-			for _, g := range golden.Cases {
-				t.Run(g.Case, func(t *testing.T) { checkCase(t, m, g) })
-			}
-			if err := m.GraphError(); err != nil && !tc.opts.NoGraph {
-				t.Errorf("decode graph not used: %v", err)
-			}
-		})
-	}
+func loadFixture(t testing.TB, model string, opts Options) (engine.Model, *Backend) {
+	return loadDir(t, fixture.ModelDir(model), opts)
 }
 
 func loadCase(t testing.TB, name string) (*fixture.Case, engine.Image) {
@@ -82,146 +52,89 @@ func loadCase(t testing.TB, name string) (*fixture.Case, engine.Image) {
 	return c, img
 }
 
-func checkCase(t *testing.T, m *Model, g fixture.GoldenCase) {
-	ctx := context.Background()
-	c, img := loadCase(t, g.Case)
-	emb, err := m.EncodeVision(ctx, img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if emb.Tokens != g.VisionRows || emb.Dim != g.VisionDim {
-		t.Fatalf("vision output %dx%d, want %dx%d", emb.Tokens, emb.Dim, g.VisionRows, g.VisionDim)
-	}
-	scale := 0.0
-	for _, v := range g.VisionHead {
-		scale = max(scale, math.Abs(float64(v)))
-	}
-	if d := maxDiff(emb.Data[:len(g.VisionHead)], g.VisionHead); !(d <= visionTol*scale) {
-		t.Errorf("vision head max |diff| %.3g > %.0e x %.3g", d, visionTol, scale)
-	}
-	var sum, sumAbs float64
-	for _, v := range emb.Data {
-		sum += float64(v)
-		sumAbs += math.Abs(float64(v))
-	}
-	if math.Abs(sumAbs-g.VisionSumAbs) > 1e-4*g.VisionSumAbs+1e-3 || math.Abs(sum-g.VisionSum) > 1e-4*g.VisionSumAbs+1e-3 {
-		t.Errorf("vision sums %.6g/%.6g, want %.6g/%.6g", sum, sumAbs, g.VisionSum, g.VisionSumAbs)
-	}
-
-	pos, err := engine.Positions3D(c.InputIDs, m.Config().ImageTokenID, []engine.Grid{c.Grid()}, m.Config().Vision.MergeSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// newSeq is a sequence with room for the prompt and a decode step, closed with the test.
-	newSeq := func() engine.Sequence {
-		seq, err := m.NewSequence(len(c.InputIDs) + 2)
+// TestParityFP32 runs every golden case of both fixture models in fp32: the vision tower output,
+// the first-step logits and 24 greedy tokens must match transformers, with and without graphs,
+// with each comparison path.
+func TestParityFP32(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		opts  Options
+	}{
+		{"tiny-untied", Options{Precision: "fp32"}},
+		{"tiny-tied", Options{Precision: "fp32"}},
+		{"tiny-untied", Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
+		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true, NoPDL: true}},
+		{"tiny-untied", Options{Precision: "fp32", GemmEx: true}},
+	} {
+		golden, err := fixture.LoadGolden(tc.model)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { seq.Close() })
-		return seq
-	}
-	prompt := func(e *engine.Embeddings) engine.Prompt {
-		return engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{e}}
-	}
-	logits, err := m.Prefill(ctx, newSeq(), prompt(emb))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]float32, len(g.LogitIDs))
-	for i, id := range g.LogitIDs {
-		got[i] = logits[id]
-	}
-	if d := maxDiff(got, g.LogitValues); !(d <= logitTol) {
-		t.Errorf("first-step logits max |diff| %.3g > %.0e", d, logitTol)
-	} else {
-		t.Logf("first-step logits max |diff| %.3g over %d ids", d, len(got))
-	}
-	if a := engine.Argmax(logits); a != g.Argmax {
-		t.Errorf("first-step argmax %d, want %d", a, g.Argmax)
-	}
-	// the same prefill from rows left on the device (what Generate uses) gives the same logits
-	dev, err := m.EncodeVisionDevice(ctx, img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Device.Release()
-	seq2 := newSeq()
-	logits2, err := m.Prefill(ctx, seq2, prompt(dev))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := maxDiff(logits2, logits); d != 0 {
-		t.Errorf("prefill from device rows: logits differ from host rows' by %.3g", d)
-	}
-	// the device's greedy choice is the host's, at the prefill and at a decode step
-	seq3 := newSeq()
-	tok, err := m.PrefillGreedy(ctx, seq3, prompt(emb))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := engine.Argmax(logits); tok != want {
-		t.Errorf("PrefillGreedy = %d, Argmax of the logits %d", tok, want)
-	}
-	at := int32(len(c.InputIDs) + pos.Delta)
-	next, err := m.DecodeStepGreedy(ctx, seq3, tok, at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stepLogits, err := m.DecodeStep(ctx, seq2, tok, at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := engine.Argmax(stepLogits); next != want {
-		t.Errorf("DecodeStepGreedy = %d, Argmax of DecodeStep's logits %d", next, want)
-	}
-
-	res, err := engine.Generate(ctx, m, engine.Request{
-		IDs:          c.InputIDs,
-		Images:       []engine.Image{img},
-		MaxNewTokens: len(g.Tokens),
-		IgnoreEOS:    true,
-		StopIDs:      m.Config().EOSTokenIDs,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(res.Tokens, g.Tokens) {
-		t.Errorf("greedy tokens (min reference margin %.3g):\n got %v\nwant %v", g.MinMargin, res.Tokens, g.Tokens)
+		m, b := loadFixture(t, tc.model, tc.opts)
+		name := fmt.Sprintf("%s/graph=%v,flash=%v,cublas=%v,gemmex=%v", tc.model, !tc.opts.NoGraph, tc.opts.FlashOnly, tc.opts.DecodeCuBLAS, tc.opts.GemmEx)
+		t.Run(name, func(t *testing.T) {
+			for _, g := range golden.Cases {
+				t.Run(g.Case, func(t *testing.T) { fixture.CheckGolden(t, m, g, logitTol, visionTol) })
+			}
+			if err := b.GraphError(); err != nil && !tc.opts.NoGraph {
+				t.Errorf("graphs not used: %v", err)
+			}
+			if n := b.GraphRuns(); (n > 0) == tc.opts.NoGraph {
+				t.Errorf("%d passes ran as graphs (NoGraph %v)", n, tc.opts.NoGraph)
+			}
+		})
 	}
 }
 
-func maxDiff(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	d := 0.0
-	for i := range a {
-		x := math.Abs(float64(a[i]) - float64(b[i]))
-		if math.IsNaN(x) {
-			return math.Inf(1)
+// TestBatchEqualsSingleFP32: on the GPU too, a batch of N mixed sequences (joining while others
+// decode, prefilled in chunks, leaving at different steps) gives exactly the greedy tokens each
+// gives alone.
+func TestBatchEqualsSingleFP32(t *testing.T) {
+	ctx := context.Background()
+	for _, model := range []string{"tiny-untied", "tiny-tied"} {
+		m, _ := loadFixture(t, model, Options{Precision: "fp32"})
+		reqs, err := fixture.MixedRequests(m.Config())
+		if err != nil {
+			t.Fatal(err)
 		}
-		d = max(d, x)
+		alone, err := fixture.Alone(ctx, m, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ width, chunk int }{{2, 1 << 20}, {3, 64}, {7, 37}, {7, 1 << 20}} {
+			t.Run(fmt.Sprintf("%s/width%d/chunk%d", model, tc.width, tc.chunk), func(t *testing.T) {
+				got, err := fixture.Batched(ctx, m, reqs, tc.width, tc.chunk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range reqs {
+					if !slices.Equal(got[i], alone[i]) {
+						t.Errorf("request %d: batched %v, alone %v", i, got[i], alone[i])
+					}
+				}
+				if used, _ := m.(engine.Pooled).KVUse(); used != 0 {
+					t.Errorf("%d KV blocks in use after every sequence closed", used)
+				}
+			})
+		}
 	}
-	return d
 }
 
-// TestBF16Runs runs the fixture cases in bf16: the graph and plain decode paths give the same
-// tokens. Agreement with the fp32 golden tokens is logged (bf16
-// changes near-ties; the full-size parity run measures agreement against transformers in bf16).
+// TestBF16Runs runs the fixture cases in bf16: graphs and plain launches give the same tokens.
+// Agreement with the fp32 golden tokens is logged (bf16 changes near-ties of random weights).
 func TestBF16Runs(t *testing.T) {
 	golden, err := fixture.LoadGolden("tiny-untied")
 	if err != nil {
 		t.Fatal(err)
 	}
-	graph := loadFixture(t, "tiny-untied", Options{})
-	plain := loadFixture(t, "tiny-untied", Options{NoGraph: true})
+	graph, gb := loadFixture(t, "tiny-untied", Options{})
+	plain, _ := loadFixture(t, "tiny-untied", Options{NoGraph: true})
 	ctx := context.Background()
 	agree, total := 0, 0
 	for _, g := range golden.Cases {
 		c, img := loadCase(t, g.Case)
 		var toks [2][]int32
-		for i, m := range []*Model{graph, plain} {
+		for i, m := range []engine.Model{graph, plain} {
 			res, err := engine.Generate(ctx, m, engine.Request{IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: 8, IgnoreEOS: true})
 			if err != nil {
 				t.Fatal(err)
@@ -238,19 +151,19 @@ func TestBF16Runs(t *testing.T) {
 			total++
 		}
 	}
-	if err := graph.GraphError(); err != nil {
-		t.Errorf("decode graph not used: %v", err)
+	if err := gb.GraphError(); err != nil || gb.GraphRuns() == 0 {
+		t.Errorf("graphs not used (%d runs): %v", gb.GraphRuns(), err)
 	}
 	t.Logf("bf16 vs fp32 golden: %d/%d tokens agree", agree, total)
 }
 
-// TestGraphMatchesPlain compares the logits of the captured decode step with plain launches,
-// step by step, in both precisions.
+// TestGraphMatchesPlain compares the logits of recorded decode steps with plain launches, step by
+// step, in both precisions.
 func TestGraphMatchesPlain(t *testing.T) {
 	for _, prec := range []string{"fp32", "bf16"} {
 		t.Run(prec, func(t *testing.T) {
-			graph := loadFixture(t, "tiny-untied", Options{Precision: prec})
-			plain := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true})
+			graph, _ := loadFixture(t, "tiny-untied", Options{Precision: prec})
+			plain, _ := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true})
 			c, img := loadCase(t, "rect_320x240")
 			ctx := context.Background()
 			var seqs [2]engine.Sequence
@@ -259,7 +172,7 @@ func TestGraphMatchesPlain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, m := range []*Model{graph, plain} {
+			for i, m := range []engine.Model{graph, plain} {
 				emb, err := m.EncodeVision(ctx, img)
 				if err != nil {
 					t.Fatal(err)
@@ -268,20 +181,24 @@ func TestGraphMatchesPlain(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer seqs[i].Close()
-				if last[i], err = m.Prefill(ctx, seqs[i], engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}}); err != nil {
+				l, err := m.Prefill(ctx, seqs[i], engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+				if err != nil {
 					t.Fatal(err)
 				}
+				last[i] = slices.Clone(l)
 			}
 			for step := range 6 {
-				if d := maxDiff(last[0], last[1]); d != 0 {
+				if d := fixture.MaxDiff(last[0], last[1]); d != 0 {
 					t.Fatalf("step %d: graph and plain logits differ by %.3g", step, d)
 				}
 				tok := engine.Argmax(last[0])
 				at := int32(len(c.InputIDs) + step + pos.Delta)
-				for i, m := range []*Model{graph, plain} {
-					if last[i], err = m.DecodeStep(ctx, seqs[i], tok, at); err != nil {
+				for i, m := range []engine.Model{graph, plain} {
+					l, err := m.DecodeStep(ctx, seqs[i], tok, at)
+					if err != nil {
 						t.Fatal(err)
 					}
+					last[i] = slices.Clone(l)
 				}
 			}
 		})

@@ -2,14 +2,10 @@
 
 package cuda
 
-import (
-	"context"
+import "github.com/iris-vlm/iris/core/internal/gpu"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/gpu"
-)
+// Backend is the GPU backend; without the cuda tag there is none.
+type Backend struct{}
 
-// Load reports gpu.ErrNoCUDA: this binary was built without the cuda tag.
-func Load(ctx context.Context, dir string, cfg *engine.Config, opts Options) (engine.Model, error) {
-	return nil, gpu.ErrNoCUDA
-}
+// NewBackend reports gpu.ErrNoCUDA: this binary was built without the cuda tag.
+func NewBackend(Options) (*Backend, error) { return nil, gpu.ErrNoCUDA }

@@ -144,6 +144,13 @@ func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, er
 	key := ""
 	if p.decode {
 		key = fmt.Sprintf("decode/%d", nb)
+		for _, o := range outs {
+			if o.Logits != nil { // the logits' copies are part of the recording
+				key += "+"
+			} else {
+				key += "-"
+			}
+		}
 	}
 	err := ml.Do(b, func() error {
 		ml.Graph(b, key, func() { m.decoderOps(p, n, nb, picks, outs) })

@@ -1,9 +1,7 @@
 package qwen25vl
 
 import (
-	"context"
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
@@ -87,90 +85,9 @@ func TestParity(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			for _, g := range golden.Cases {
-				t.Run(g.Case, func(t *testing.T) { checkCase(t, m, g) })
+				t.Run(g.Case, func(t *testing.T) { fixture.CheckGolden(t, m, g, logitTol, visionTol) })
 			}
 		})
-	}
-}
-
-func checkCase(t *testing.T, m *Model, g fixture.GoldenCase) {
-	ctx := context.Background()
-	c, img := loadCase(t, g.Case)
-
-	emb, err := m.EncodeVision(ctx, img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if emb.Tokens != g.VisionRows || emb.Dim != g.VisionDim {
-		t.Fatalf("vision output %dx%d, want %dx%d", emb.Tokens, emb.Dim, g.VisionRows, g.VisionDim)
-	}
-	scale := 0.0
-	for _, v := range g.VisionHead {
-		scale = max(scale, math.Abs(float64(v)))
-	}
-	if d := maxDiff(emb.Data[:len(g.VisionHead)], g.VisionHead); d > visionTol*scale {
-		t.Errorf("vision head max |diff| %.3g > %.0e x %.3g", d, visionTol, scale)
-	} else {
-		t.Logf("vision head max |diff| %.3g (scale %.3g)", d, scale)
-	}
-	var sum, sumAbs float64
-	for _, v := range emb.Data {
-		sum += float64(v)
-		sumAbs += math.Abs(float64(v))
-	}
-	if math.Abs(sumAbs-g.VisionSumAbs) > 1e-5*g.VisionSumAbs+1e-3 || math.Abs(sum-g.VisionSum) > 1e-5*g.VisionSumAbs+1e-3 {
-		t.Errorf("vision sums %.6g/%.6g, want %.6g/%.6g", sum, sumAbs, g.VisionSum, g.VisionSumAbs)
-	}
-
-	pos, err := engine.Positions3D(c.InputIDs, m.Config().ImageTokenID, []engine.Grid{c.Grid()}, m.Config().Vision.MergeSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq, err := m.NewSequence(len(c.InputIDs) + 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seq.Close()
-	logits, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]float32, len(g.LogitIDs))
-	for i, id := range g.LogitIDs {
-		got[i] = logits[id]
-	}
-	if d := maxDiff(got, g.LogitValues); d > logitTol {
-		t.Errorf("first-step logits max |diff| %.3g > %.0e", d, logitTol)
-	} else {
-		t.Logf("first-step logits max |diff| %.3g over %d ids", d, len(got))
-	}
-	if a := engine.Argmax(logits); a != g.Argmax {
-		t.Errorf("first-step argmax %d, want %d", a, g.Argmax)
-	}
-	var lsum, lsumsq float64
-	for _, v := range logits {
-		lsum += float64(v)
-		lsumsq += float64(v) * float64(v)
-	}
-	if math.Abs(lsum-g.LogitSum) > 1e-4*float64(len(logits))*logitTol+1e-3 || math.Abs(lsumsq-g.LogitSumSq) > 1e-4*g.LogitSumSq {
-		t.Errorf("logit sums %.6g/%.6g, want %.6g/%.6g", lsum, lsumsq, g.LogitSum, g.LogitSumSq)
-	}
-
-	res, err := engine.Generate(ctx, m, engine.Request{
-		IDs:          c.InputIDs,
-		Images:       []engine.Image{img},
-		MaxNewTokens: len(g.Tokens),
-		IgnoreEOS:    true,
-		StopIDs:      m.Config().EOSTokenIDs,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(res.Tokens, g.Tokens) {
-		t.Errorf("greedy tokens (min reference margin %.3g):\n got %v\nwant %v", g.MinMargin, res.Tokens, g.Tokens)
-	}
-	if res.Finish != engine.FinishLength || res.ImageTokens != g.VisionRows || res.PromptTokens != len(c.InputIDs) {
-		t.Errorf("result finish %q, image tokens %d, prompt tokens %d", res.Finish, res.ImageTokens, res.PromptTokens)
 	}
 }
 

@@ -20,7 +20,21 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/cuda"
+	"github.com/iris-vlm/iris/core/internal/models"
 )
+
+// load binds the checkpoint in dir on a new GPU backend, through the family table.
+func load(dir string, opts cuda.Options) (engine.Model, *cuda.Backend, error) {
+	b, err := cuda.NewBackend(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := models.Load(dir, b, models.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, b, nil
+}
 
 func run(args []string) error {
 	if len(args) == 0 {
@@ -246,11 +260,11 @@ func parity(args []string) error {
 			return fmt.Errorf("reference %s: %w", prec, err)
 		}
 		t := time.Now()
-		m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: prec})
+		m, be, err := load(*model, cuda.Options{Precision: prec})
 		if err != nil {
 			return err
 		}
-		fmt.Printf("loaded %s in %s on %s\n", prec, time.Since(t).Round(time.Millisecond), m.Info().Name)
+		fmt.Printf("loaded %s in %s on %s\n", prec, time.Since(t).Round(time.Millisecond), be.Info().Name)
 		agree, total, forcedAgree := 0, 0, 0
 		for _, c := range loaded {
 			r, ok := refs[c.Name]
@@ -315,8 +329,8 @@ func parity(args []string) error {
 		}
 		fmt.Printf("%s parity %s total: %d/%d tokens agree free-running (%.2f%%), %d/%d teacher-forced (%.2f%%)\n",
 			verdict, prec, agree, total, pct, forcedAgree, total, fpct)
-		if err := m.GraphError(); err != nil {
-			fmt.Printf("FAIL graph %s: decode ran without a CUDA graph: %v\n", prec, err)
+		if err := be.GraphError(); err != nil || be.GraphRuns() == 0 {
+			fmt.Printf("FAIL graph %s: decode ran without a CUDA graph (%d graph runs): %v\n", prec, be.GraphRuns(), err)
 			failed = true
 		}
 		m.Close()
@@ -418,13 +432,12 @@ func bench(args []string) error {
 	}
 	ctx := context.Background()
 	t := time.Now()
-	m, err := cuda.LoadModel(ctx, *model, nil, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL,
-		GemmEx: *gemmEx})
+	m, be, err := load(*model, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL, GemmEx: *gemmEx})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	res := benchOut{Device: m.Info().Name, Precision: *prec, Case: c.Name, Prompt: len(c.InputIDs), Patches: c.PixelRows,
+	res := benchOut{Device: be.Info().Name, Precision: *prec, Case: c.Name, Prompt: len(c.InputIDs), Patches: c.PixelRows,
 		LoadS: time.Since(t).Seconds(), Stages: map[string]string{}}
 	for range 3 { // warm-up: graph capture, cuBLAS heuristics, scratch growth
 		if _, _, err := request(ctx, m, c, 10); err != nil {
@@ -498,18 +511,18 @@ func bench(args []string) error {
 	}
 
 	// GPU time per stage over 10 requests of 10 tokens
-	m.SetProfile(true)
+	be.SetProfile(true)
 	for range 10 {
 		if _, _, err := request(ctx, m, c, 10); err != nil {
 			return err
 		}
 	}
-	for _, s := range m.Profile() {
-		per := float64(s.Total.Microseconds()) / 1000 / float64(s.Calls)
+	for _, s := range be.Profile() {
+		per := s.TotalMS / float64(s.Calls)
 		res.Stages[s.Stage] = fmt.Sprintf("%.3f x %d", per, s.Calls/10)
 		fmt.Printf("bench stage %-16s %8.3f ms/call  (%d calls per request)\n", s.Stage, per, s.Calls/10)
 	}
-	m.SetProfile(false)
+	be.SetProfile(false)
 	if *out != "" {
 		return writeJSON(*out, res)
 	}

@@ -1,0 +1,774 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/gpu"
+	"github.com/iris-vlm/iris/core/internal/ml"
+)
+
+// ----------------------------------------------------------------------------------------------
+// launches
+
+func (b *Backend) launch(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
+	if !b.live() {
+		return
+	}
+	b.fail(f.Launch(grid, block, shmem, b.stream, args...))
+	b.afterKernel = true
+}
+
+// launchDep is launch, as a programmatic dependent launch when a kernel comes just before (the
+// kernels of iris.cu wait, pdl_wait, before they touch the previous kernel's data): each then
+// starts while the one before it ends, a decode step's kernels prefetching their weights.
+func (b *Backend) launchDep(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
+	if !b.live() {
+		return
+	}
+	if !b.opts.NoPDL && b.afterKernel {
+		b.fail(f.LaunchDependent(grid, block, shmem, b.stream, args...))
+		return
+	}
+	b.launch(f, grid, block, shmem, args...)
+}
+
+// rows launches f with one 256-thread block per row.
+func (b *Backend) rows(f *gpu.Function, rows int, args ...gpu.Arg) {
+	b.launchDep(f, gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, args...)
+}
+
+// elems launches f over n elements with a strided 1-D grid.
+func (b *Backend) elems(f *gpu.Function, n int64, args ...gpu.Arg) {
+	b.launchDep(f, grid1(n), gpu.Dim3{X: 256}, 0, args...)
+}
+
+// grid1 is a 1-D grid for n elements of 256-thread blocks, capped (the kernels stride).
+func grid1(n int64) gpu.Dim3 {
+	return gpu.Dim3{X: int(max(1, min((n+255)/256, 65535*4)))}
+}
+
+// grid2 is the 2-D grid of the ROWS kernels (iris.cu): rows on y, n columns on x and 256-thread
+// blocks.
+func grid2(rows, n int) gpu.Dim3 {
+	return gpu.Dim3{X: max(1, min((n+255)/256, 1024)), Y: max(1, min(rows, 65535))}
+}
+
+// bad fails the pass with an invalid-argument error (a family asking for what no kernel does).
+func (b *Backend) bad(format string, args ...any) {
+	b.fail(fmt.Errorf("cuda "+format+": %w", append(args, engine.ErrInvalidInput)...))
+}
+
+// same checks that tensors have the backend's storage type.
+func (b *Backend) same(op string, ts ...ml.Tensor) bool {
+	for _, t := range ts {
+		if t.Valid() && t.DType != b.dt.ml() {
+			b.bad("%s: a %s operand in a %s backend", op, t.DType, b.dt.ml())
+			return false
+		}
+	}
+	return b.err == nil
+}
+
+func packed(ts ...ml.Tensor) bool {
+	for _, t := range ts {
+		if t.Valid() && !t.Contiguous() {
+			return false
+		}
+	}
+	return true
+}
+
+// ----------------------------------------------------------------------------------------------
+// products
+
+// adjacent reports whether the outputs' weights (and biases, and outputs) follow each other in
+// memory, so that one product computes them all.
+func adjacent(outs []ml.Out) bool {
+	for i := 1; i < len(outs); i++ {
+		p, o := outs[i-1], outs[i]
+		if !p.W.Contiguous() || p.W.Stride != o.W.Stride ||
+			o.W.Addr != p.W.Addr+uintptr(int64(p.W.Rows)*int64(p.W.Stride)*p.W.DType.Size()) ||
+			o.Y.Addr != p.Y.Addr+uintptr(int64(p.Y.Cols)*p.Y.DType.Size()) || o.Y.Stride != p.Y.Stride ||
+			p.B.Valid() != o.B.Valid() ||
+			(p.B.Valid() && o.B.Addr != p.B.Addr+uintptr(int64(p.B.Cols)*p.B.DType.Size())) {
+			return false
+		}
+	}
+	return true
+}
+
+// merge is the one product of adjacent outputs.
+func merge(outs []ml.Out) ml.Out {
+	o := outs[0]
+	for _, x := range outs[1:] {
+		o.W.Rows += x.W.Rows
+		o.Y.Cols += x.Y.Cols
+		if o.B.Valid() {
+			o.B.Cols += x.B.Cols
+		}
+	}
+	return o
+}
+
+// Linears implements ml.Backend: adjacent outputs are one product; each through cuBLASLt (or
+// cublasGemmEx), with an F32 output of a bf16 backend widened after.
+func (b *Backend) Linears(x ml.Tensor, outs ...ml.Out) {
+	if !b.same("linear", x) {
+		return
+	}
+	if len(outs) > 1 && adjacent(outs) {
+		outs = []ml.Out{merge(outs)}
+	}
+	for _, o := range outs {
+		b.linear(x, o)
+	}
+}
+
+func (b *Backend) linear(x ml.Tensor, o ml.Out) {
+	if !b.same("linear", o.W, o.B) {
+		return
+	}
+	M, N, K := x.Rows, o.W.Rows, x.Cols
+	if o.W.Cols != K || o.Y.Rows != M || o.Y.Cols != N {
+		b.bad("linear: x %dx%d, w %dx%d, y %dx%d", x.Rows, x.Cols, o.W.Rows, o.W.Cols, o.Y.Rows, o.Y.Cols)
+		return
+	}
+	if !b.live() {
+		return
+	}
+	y := o.Y
+	if y.DType != b.dt.ml() { // an F32 output (logits) of a bf16 backend
+		y = b.scratchT("linear.y", M, N, b.dt.ml())
+	}
+	xp, ldx := dp(x), x.Stride
+	if o.W.Stride != o.W.Cols { // a padded weight: the input padded to match (zero columns)
+		if !x.Contiguous() {
+			b.bad("linear: a padded weight over a strided input")
+			return
+		}
+		pad := b.Scratch("linear.xpad", M, o.W.Stride)
+		b.launchDep(b.k.padRows, grid2(M, o.W.Stride), gpu.Dim3{X: 256}, 0, gpu.P(dp(pad)), gpu.P(dp(x)), gpu.I(M), gpu.I(K), gpu.I(o.W.Stride))
+		xp, ldx, K = dp(pad), o.W.Stride, o.W.Stride
+	}
+	if b.err != nil {
+		return
+	}
+	if M == 1 && b.gemvOK(K) && y.DType == o.W.DType && xp == dp(x) { // one row: stream the weights
+		b.gemvLaunch(b.k.gemv, N, K, gpu.P(dp(y)), gpu.P(0), gpu.P(dp(o.W)), gpu.P(xp), gpu.P(dp(o.B)), gpu.I(N), gpu.I(K),
+			gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
+		return
+	}
+	if b.opts.GemmEx {
+		if o.B.Valid() {
+			b.launchDep(b.k.bias, grid2(M, N), gpu.Dim3{X: 256}, 0, gpu.P(dp(y)), gpu.P(dp(o.B)), gpu.I(M), gpu.I(N), gpu.I(y.Stride))
+		}
+		if b.err == nil {
+			b.fail(b.blas.linear(b.dt, dp(y), y.Stride, xp, ldx, dp(o.W), M, N, K, o.B.Valid()))
+		}
+	} else {
+		b.fail(b.blas.ltLinear(b.dt, dp(y), y.Stride, xp, ldx, dp(o.W), dp(o.B), M, N, K))
+	}
+	b.afterKernel = true // cuBLAS ends with its kernel
+	if y != o.Y {
+		b.widen(o.Y, y)
+	}
+}
+
+// widen copies a bf16 matrix into an F32 one (contiguous, or row by row).
+func (b *Backend) widen(dst, src ml.Tensor) {
+	if packed(dst, src) {
+		n := int64(src.Rows) * int64(src.Cols)
+		b.elems(b.k.bf16ToF32, n, gpu.P(dp(dst)), gpu.P(dp(src)), gpu.L(n))
+		return
+	}
+	for r := range src.Rows {
+		n := int64(src.Cols)
+		b.elems(b.k.bf16ToF32, n, gpu.P(dp(dst.RowsAt(r, 1))), gpu.P(dp(src.RowsAt(r, 1))), gpu.L(n))
+	}
+}
+
+// gemvOK reports whether a product of one row over K inputs runs through the gemv kernel (its
+// input row must fit the 48 KiB of shared memory) rather than cuBLAS.
+func (b *Backend) gemvOK(K int) bool {
+	return !b.opts.DecodeCuBLAS && int64(K)*b.dt.size() <= gemvMaxShared
+}
+
+// gemvLaunch launches iris_gemv(_glu) over N outputs: a warp a row, at most gemvBlocksPerSM
+// blocks an SM (the warps then stride over the rows).
+func (b *Backend) gemvLaunch(f *gpu.Function, N, K int, args ...gpu.Arg) {
+	blocks := min((N+gemvWarps-1)/gemvWarps, gemvBlocksPerSM*max(1, b.dev.Info().SMs))
+	b.launchDep(f, gpu.Dim3{X: blocks}, gpu.Dim3{X: 32 * gemvWarps}, int((int64(K)*b.dt.size()+15)&^15), args...)
+}
+
+// NormLinears implements ml.NormLinearer: for one row (a decode step), the norm rides in the
+// gemv kernel that streams the weights (y widened to F32 inside it when asked for); otherwise
+// RMSNorm then the products.
+func (b *Backend) NormLinears(xn, xOut, x, delta, w ml.Tensor, eps float32, outs ...ml.Out) {
+	if len(outs) > 1 && adjacent(outs) {
+		outs = []ml.Out{merge(outs)}
+	}
+	o := outs[0]
+	if x.Rows != 1 || len(outs) != 1 || !b.gemvOK(x.Cols) || o.W.Stride != o.W.Cols || xOut.Addr == x.Addr {
+		b.RMSNorm(xn, xOut, x, delta, w, eps)
+		b.Linears(xn, outs...)
+		return
+	}
+	if !b.same("linear", x, xOut, delta, w, o.W, o.B) {
+		return
+	}
+	y, yf := dp(o.Y), gpu.DevPtr(0)
+	if o.Y.DType != b.dt.ml() {
+		y, yf = 0, dp(o.Y)
+	}
+	b.gemvLaunch(b.k.gemv, o.W.Rows, x.Cols, gpu.P(y), gpu.P(yf), gpu.P(dp(o.W)), gpu.P(dp(x)), gpu.P(dp(o.B)), gpu.I(o.W.Rows), gpu.I(x.Cols),
+		gpu.I(1), gpu.P(dp(delta)), gpu.P(dp(w)), gpu.P(dp(xOut)), gpu.F(eps))
+}
+
+// NormSwiGLU implements ml.NormSwiGLUer: for one row with adjacent gate and up weights and no
+// biases, one gemv kernel computes the norm, both products and the activation.
+func (b *Backend) NormSwiGLU(act, gu, xn, xOut, x, delta, w ml.Tensor, eps float32, mlp ml.MLP) {
+	I := act.Cols
+	gate, up := ml.Out{Y: gu.ColsAt(0, I), W: mlp.Gate, B: mlp.GateB}, ml.Out{Y: gu.ColsAt(I, I), W: mlp.Up, B: mlp.UpB}
+	if x.Rows == 1 && b.gemvOK(x.Cols) && !mlp.GateB.Valid() && !mlp.UpB.Valid() && adjacent([]ml.Out{gate, up}) &&
+		mlp.Gate.Stride == mlp.Gate.Cols && xOut.Addr != x.Addr {
+		if !b.same("swiglu", act, x, xOut, delta, w, mlp.Gate) {
+			return
+		}
+		b.gemvLaunch(b.k.gemvGLU, I, x.Cols, gpu.P(dp(act)), gpu.P(0), gpu.P(dp(mlp.Gate)), gpu.P(dp(x)), gpu.P(0), gpu.I(I), gpu.I(x.Cols),
+			gpu.I(1), gpu.P(dp(delta)), gpu.P(dp(w)), gpu.P(dp(xOut)), gpu.F(eps))
+		return
+	}
+	b.RMSNorm(xn, xOut, x, delta, w, eps)
+	b.Linears(xn, gate, up)
+	b.SiluMul(act, gu.ColsAt(0, I), gu.ColsAt(I, I))
+}
+
+// ----------------------------------------------------------------------------------------------
+// row ops
+
+// RMSNorm implements ml.Backend.
+func (b *Backend) RMSNorm(y, xOut, x, delta, w ml.Tensor, eps float32) {
+	if !b.same("rmsnorm", y, xOut, x, delta, w) {
+		return
+	}
+	if !packed(y, xOut, x, delta) {
+		b.bad("rmsnorm: strided rows")
+		return
+	}
+	b.rows(b.k.rmsnorm, x.Rows, gpu.P(dp(y)), gpu.P(dp(xOut)), gpu.P(dp(x)), gpu.P(dp(delta)), gpu.P(dp(w)), gpu.I(x.Cols), gpu.F(eps))
+}
+
+// SiluMul implements ml.Backend for gate and up side by side in one matrix (gate's columns,
+// then up's), as the products leave them.
+func (b *Backend) SiluMul(y, gate, up ml.Tensor) {
+	if !b.same("silu", y, gate, up) {
+		return
+	}
+	I := y.Cols
+	if gate.Stride != 2*I || up.Addr != gate.Addr+uintptr(int64(I)*gate.DType.Size()) || up.Stride != gate.Stride {
+		b.bad("silu: gate and up are not the halves of one matrix")
+		return
+	}
+	cols := I
+	if per := int(16 / b.dt.size()); I%per == 0 && y.Stride%per == 0 {
+		cols = I / per // 16-byte chunks
+	}
+	b.launchDep(b.k.siluMul, grid2(y.Rows, cols), gpu.Dim3{X: 256}, 0, gpu.P(dp(y)), gpu.P(dp(gate)), gpu.I(y.Rows), gpu.I(I), gpu.I(y.Stride))
+}
+
+// GELU implements ml.Backend.
+func (b *Backend) GELU(x ml.Tensor) {
+	if !b.same("gelu", x) {
+		return
+	}
+	if !x.Contiguous() {
+		b.bad("gelu: strided rows")
+		return
+	}
+	n := int64(x.Rows) * int64(x.Cols)
+	b.elems(b.k.gelu, n, gpu.P(dp(x)), gpu.L(n))
+}
+
+// Embed implements ml.Backend.
+func (b *Backend) Embed(dst, table ml.Tensor, ids ml.Ints) {
+	if !b.same("embed", dst, table) {
+		return
+	}
+	if !packed(dst) || table.Stride != table.Cols || dst.Cols != table.Cols {
+		b.bad("embed: rows of %d into %d (strided)", table.Cols, dst.Cols)
+		return
+	}
+	b.rows(b.k.embed, ids.Len, gpu.P(dp(dst)), gpu.P(dp(table)), gpu.P(gpu.DevPtr(ids.Addr)), gpu.I(dst.Cols))
+}
+
+// Gather implements ml.Backend.
+func (b *Backend) Gather(dst, src ml.Tensor, idx ml.Ints) {
+	if !b.same("gather", dst, src) || idx.Len == 0 {
+		return
+	}
+	b.rows(b.k.gather, idx.Len, gpu.P(dp(dst)), gpu.I(dst.Stride), gpu.P(dp(src)), gpu.I(src.Stride), gpu.P(gpu.DevPtr(idx.Addr)), gpu.I(dst.Cols))
+}
+
+// Scatter implements ml.Backend.
+func (b *Backend) Scatter(dst, src ml.Tensor, idx ml.Ints) {
+	if !b.same("scatter", dst, src) || idx.Len == 0 {
+		return
+	}
+	b.rows(b.k.scatter, idx.Len, gpu.P(dp(dst)), gpu.I(dst.Stride), gpu.P(dp(src)), gpu.I(src.Stride), gpu.P(gpu.DevPtr(idx.Addr)), gpu.I(src.Cols))
+}
+
+// Rope implements ml.Backend.
+func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
+	if !b.same("rope", x) || x.Rows == 0 {
+		return
+	}
+	if rot.Cos.Stride != rot.Sin.Stride {
+		b.bad("rope: cos and sin of other strides")
+		return
+	}
+	once := 0
+	if rot.RoundOnce {
+		once = 1
+	}
+	b.rows(b.k.ropeRows, x.Rows, gpu.P(dp(x)), gpu.I(x.Stride), gpu.I(heads), gpu.I(hd), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)),
+		gpu.I(rot.Cos.Stride), gpu.I(once))
+}
+
+// ----------------------------------------------------------------------------------------------
+// attention
+
+// Attention implements ml.Backend: through cuBLAS for large segments, else the flash kernel.
+func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
+	if !b.same("attention", out, q, k, v) {
+		return
+	}
+	b.attend(attnArgs{out: dp(out), q: dp(q), k: dp(k), v: dp(v), ldo: out.Stride, ldq: q.Stride, ldk: k.Stride, ldv: v.Stride,
+		nq: q.Rows, nk: k.Rows, heads: a.Heads, kvh: a.KVHeads, hd: a.HeadDim, causal: a.Causal, scale: a.Scale})
+}
+
+// attend runs one segment (the flash kernel reads its bounds from the device).
+func (b *Backend) attend(a attnArgs) {
+	if !b.live() || a.nq == 0 {
+		return
+	}
+	area := int64(a.nq) * int64(a.nk)
+	if area >= gemmAttnMin && !b.opts.FlashOnly {
+		per := a.heads / a.kvh
+		if per == 1 {
+			per = a.heads
+		}
+		if a.kvh < a.heads && attnChunk(a.heads, area, b.dt) == a.heads {
+			// grouped kv heads: every head in one batch of pointers a product
+			s := b.scratchT("attn.s", a.heads, int(area), ml.F32)
+			p := b.scratchT("attn.p", a.heads, int(area), b.dt.ml())
+			ptrs := b.WriteInts("attn.ptrs", u64s(gqaPointers(b.dt, a, dp(s), dp(p))))
+			if b.err != nil {
+				return
+			}
+			a.ptrs = gpu.DevPtr(ptrs.Addr)
+			b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), a.heads))
+			b.afterKernel = true
+			return
+		}
+		chunk := attnChunk(per, area, b.dt)
+		s := b.scratchT("attn.s", chunk, int(area), ml.F32)
+		p := b.scratchT("attn.p", chunk, int(area), b.dt.ml())
+		if b.err == nil {
+			b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), chunk))
+			b.afterKernel = true
+		}
+		return
+	}
+	f := b.k.flash[a.hd]
+	if f == nil {
+		b.bad("attention: head dim %d has no flash kernel", a.hd)
+		return
+	}
+	causal := 0
+	if a.causal {
+		causal = 1
+	}
+	seg := b.WriteInts(fmt.Sprintf("attn.seg%d", b.segs), []int32{0, int32(a.nq), 0, int32(a.nk)})
+	b.segs++
+	b.launchDep(f, gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
+		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
+		gpu.P(gpu.DevPtr(seg.Addr)), gpu.P(gpu.DevPtr(seg.Addr).Add(8)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
+}
+
+// u64s views pointers as pairs of int32 for WriteInts.
+func u64s(v []uint64) []int32 {
+	out := make([]int32, 2*len(v))
+	for i, p := range v {
+		out[2*i], out[2*i+1] = int32(uint32(p)), int32(uint32(p>>32))
+	}
+	return out
+}
+
+// SegmentAttention implements ml.Backend: windows within the flash kernel's tile on tensor cores
+// (bf16) or in one flash launch; frames one at a time.
+func (b *Backend) SegmentAttention(out, q, k, v ml.Tensor, bounds []int32, a ml.Attn) {
+	b.segmentAttention(out, q, k, v, ml.Rotary{}, bounds, a)
+}
+
+// RopeSegmentAttention implements ml.RopeSegmentAttentioner: bf16 windows on tensor cores rotate
+// q and k inside the window kernel.
+func (b *Backend) RopeSegmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds []int32, a ml.Attn) {
+	b.segmentAttention(out, q, k, v, rot, bounds, a)
+}
+
+func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds []int32, a ml.Attn) {
+	if !b.same("attention", out, q, k, v) || len(bounds) < 2 {
+		return
+	}
+	longest := maxSegment(bounds)
+	segs := len(bounds) - 1
+	win := b.k.window[a.HeadDim]
+	ropeInKernel := rot.Cos.Valid() && rot.RoundOnce && rot.Cos.Stride == a.HeadDim/2 &&
+		rot.Sin.Addr == rot.Cos.Addr+uintptr(int64(rot.Cos.Rows)*int64(rot.Cos.Stride)*4)
+	if win != nil && longest <= winMax && segs > 1 && !b.opts.FlashOnly && ropeInKernel && a.KVHeads == a.Heads {
+		bd := b.WriteInts("attn.windows", bounds)
+		b.launchDep(win, gpu.Dim3{X: segs, Y: a.Heads}, gpu.Dim3{X: winThreads}, 0,
+			gpu.P(dp(out)), gpu.P(dp(q)), gpu.P(dp(k)), gpu.P(dp(v)),
+			gpu.I(q.Stride), gpu.I(k.Stride), gpu.I(v.Stride), gpu.I(out.Stride), gpu.P(gpu.DevPtr(bd.Addr)), gpu.F(a.Scale),
+			gpu.P(dp(rot.Cos)), gpu.I(q.Rows))
+		return
+	}
+	if rot.Cos.Valid() {
+		b.Rope(q, a.Heads, a.HeadDim, rot)
+		b.Rope(k, a.KVHeads, a.HeadDim, rot)
+	}
+	if int64(longest)*int64(longest) < gemmAttnMin || b.opts.FlashOnly {
+		// every segment in one flash launch
+		f := b.k.flash[a.HeadDim]
+		if f == nil {
+			b.bad("attention: head dim %d has no flash kernel", a.HeadDim)
+			return
+		}
+		bd := b.WriteInts("attn.bounds", bounds)
+		b.launchDep(f, gpu.Dim3{X: (longest + attBQ - 1) / attBQ, Y: a.Heads, Z: segs}, gpu.Dim3{X: 4 * attBQ}, 0,
+			gpu.P(dp(out)), gpu.P(dp(q)), gpu.P(dp(k)), gpu.P(dp(v)), gpu.I(q.Stride), gpu.I(k.Stride), gpu.I(v.Stride), gpu.I(out.Stride),
+			gpu.P(gpu.DevPtr(bd.Addr)), gpu.P(gpu.DevPtr(bd.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(0), gpu.F(a.Scale))
+		return
+	}
+	a.Causal = false
+	for i := range segs {
+		r0, n := int(bounds[i]), int(bounds[i+1]-bounds[i])
+		b.Attention(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)
+	}
+}
+
+// maxSegment is the longest of the segments between bounds.
+func maxSegment(bounds []int32) int {
+	longest := 0
+	for i := 1; i < len(bounds); i++ {
+		longest = max(longest, int(bounds[i]-bounds[i-1]))
+	}
+	return longest
+}
+
+// CachedAttention implements ml.Backend: rows that continue one sequence (prefill) as one
+// causal segment over its keys; single rows (decode) through the pool kernel.
+func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
+	b.cachedAttention(out, q, ml.Tensor{}, ml.Tensor{}, ml.Rotary{}, k, v, ml.Ints{}, spans, a)
+}
+
+// RopeCachedAttention implements ml.RopeCachedAttentioner: when every sequence brings one row (a
+// decode step), one kernel rotates q and k, writes k and v to the pool and attends; otherwise
+// the composition.
+func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
+	if !b.decodeRows(spans) || !b.poolKernelOK(a) {
+		b.Rope(q, a.Heads, a.HeadDim, rot)
+		b.Rope(k, a.KVHeads, a.HeadDim, rot)
+		b.Scatter(kPool, k, slots)
+		b.Scatter(vPool, v, slots)
+		b.CachedAttention(out, q, kPool, vPool, spans, a)
+		return
+	}
+	b.cachedAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
+}
+
+// decodeRows reports whether each row of spans is its own sequence (no two rows share a start).
+func (b *Backend) decodeRows(spans ml.Ints) bool {
+	sp := spans.Host
+	seen := map[int32]bool{}
+	for i := 0; i+1 < len(sp); i += 2 {
+		if seen[sp[i]] {
+			return false
+		}
+		seen[sp[i]] = true
+	}
+	return true
+}
+
+func (b *Backend) poolKernelOK(a ml.Attn) bool {
+	return a.HeadDim <= 256 && a.HeadDim%8 == 0 && a.Heads%a.KVHeads == 0
+}
+
+// graphSplits is the decode attention's key splits in a recorded graph: every cache length up to
+// graphSplits*decSK keys; a longer one runs plainly.
+const graphSplits = 8192 / decSK
+
+// cachedAttention runs attention over the pool: the pool kernel for decode rows (with the rotary
+// embedding and pool write fused when k and v are given), else per sequence.
+func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
+	if !b.same("attention", out, q, k, v, kPool, vPool) {
+		return
+	}
+	sp := spans.Host
+	if len(sp) != 2*q.Rows {
+		b.bad("attention: %d span values for %d rows", len(sp), q.Rows)
+		return
+	}
+	if b.decodeRows(spans) && b.poolKernelOK(a) {
+		longest := 0
+		for i := 1; i < len(sp); i += 2 {
+			longest = max(longest, int(sp[i]))
+		}
+		splits := (longest + decSK - 1) / decSK
+		if b.mode != plain {
+			if splits > graphSplits {
+				b.fail(errMoved) // a graph's grid covers graphSplits: run this step plainly
+				return
+			}
+			splits = graphSplits
+		}
+		rows := q.Rows
+		part := b.scratchT("attn.part", rows*a.Heads*splits, a.HeadDim+2, ml.F32)
+		ticket := b.scratchT("attn.ticket", rows, a.Heads, ml.F32) // int32s, zero between launches
+		if b.err != nil {
+			return
+		}
+		fused := k.Valid()
+		if !fused { // the rows are in the pool already: rotate nothing, write nothing new
+			b.bad("attention: decode rows over the pool need their new keys (RopeCachedAttention)")
+			return
+		}
+		b.launchDep(b.k.attnPool, gpu.Dim3{X: a.Heads, Y: splits, Z: rows}, gpu.Dim3{X: decThreads}, 0,
+			gpu.P(dp(out)), gpu.I(out.Stride), gpu.P(dp(part)), gpu.P(dp(ticket)), gpu.P(dp(q)), gpu.I(q.Stride),
+			gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride),
+			gpu.P(dp(kPool)), gpu.P(dp(vPool)), gpu.P(gpu.DevPtr(slots.Addr)), gpu.P(gpu.DevPtr(spans.Addr)),
+			gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim), gpu.F(a.Scale))
+		return
+	}
+	for i := 0; i < q.Rows && b.err == nil; {
+		start, n0 := int(sp[2*i]), int(sp[2*i+1])
+		j := i + 1
+		for j < q.Rows && int(sp[2*j]) == start && int(sp[2*j+1]) == n0+(j-i) {
+			j++
+		}
+		keys := n0 + (j - i) - 1
+		if start < 0 || n0 < 1 || start+keys > kPool.Rows {
+			b.bad("attention: keys [%d, %d) of %d", start, start+keys, kPool.Rows)
+			return
+		}
+		c := a
+		c.Causal, c.Past = true, n0-1
+		b.Attention(out.RowsAt(i, j-i), q.RowsAt(i, j-i), kPool.RowsAt(start, keys), vPool.RowsAt(start, keys), c)
+		i = j
+	}
+}
+
+// ----------------------------------------------------------------------------------------------
+// graphs
+
+// Graph implements ml.Grapher. A key's first run is plain (its buffers come to exist), the
+// second is recorded and launched, later ones replay the recording: the ops are called but
+// skipped, except that Write and WriteInts refresh the pinned data the graph's copies read.
+// When a buffer moved since the recording (or would move), the run is plain and the key is
+// recorded again next time.
+func (b *Backend) Graph(key string, fn func()) {
+	if b.opts.NoGraph || b.graphErr != nil || b.err != nil || b.prof != nil || len(b.reads) > 0 || b.stageAt != 0 {
+		fn()
+		return
+	}
+	e := b.graphs[key]
+	if e == nil {
+		b.graphs[key] = &graphEntry{}
+		fn()
+		return
+	}
+	b.segs = 0
+	if e.g != nil && e.epoch == b.epoch {
+		b.mode = replaying
+		fn()
+		b.mode = plain
+		if b.err == nil && e.epoch == b.epoch {
+			b.fail(e.g.Launch(b.stream))
+			b.afterKernel = false
+			b.replays++
+			return
+		}
+		if !errors.Is(b.err, errMoved) && b.err != nil {
+			return
+		}
+		b.err = nil
+		b.reset()
+		_ = e.g.Destroy()
+		e.g = nil
+		fn()
+		return
+	}
+	if e.g != nil {
+		_ = e.g.Destroy()
+		e.g = nil
+	}
+	if err := b.stream.BeginCapture(); err != nil {
+		b.graphErr = err
+		fn()
+		return
+	}
+	b.mode = recording
+	b.afterKernel = false
+	fn()
+	b.mode = plain
+	g, err := b.stream.EndCapture() // always ends the capture, also after a failed enqueue
+	switch {
+	case b.err != nil:
+		if g != nil {
+			_ = g.Destroy()
+		}
+		if !errors.Is(b.err, errMoved) {
+			return
+		}
+		b.err = nil
+		b.reset()
+		fn() // run plainly; record next time
+	case err != nil:
+		b.graphErr = fmt.Errorf("recording %s: %w", key, err)
+		b.reset()
+		fn()
+	default:
+		e.g, e.epoch = g, b.epoch
+		b.fail(g.Launch(b.stream))
+		b.afterKernel = false
+		b.replays++
+	}
+}
+
+// GraphRuns counts the passes run as a recorded graph (tests check that decode steps are).
+func (b *Backend) GraphRuns() int {
+	n := 0
+	_ = b.Do(func() error { n = b.replays; return nil })
+	return n
+}
+
+// reset forgets the pinned areas' contents and pending reads of an abandoned run.
+func (b *Backend) reset() {
+	b.reads = b.reads[:0]
+	b.stageAt, b.backAt, b.segs = 0, 0, 0
+}
+
+// ----------------------------------------------------------------------------------------------
+// profiling
+
+// profiler accumulates GPU time between named marks of a pass.
+type profiler struct {
+	events []*gpu.Event
+	names  []string
+	n      int
+	totals map[string]float64 // ms
+	counts map[string]int
+}
+
+// Mark implements ml.Marker (with Options.Profile or SetProfile; graphs are off then).
+func (b *Backend) Mark(stage string) {
+	p := b.prof
+	if p == nil || b.mode != plain || b.err != nil {
+		return
+	}
+	if p.totals == nil {
+		p.totals, p.counts = map[string]float64{}, map[string]int{}
+	}
+	if p.n == len(p.events) {
+		e, err := gpu.NewEvent()
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		p.events = append(p.events, e)
+		p.names = append(p.names, "")
+	}
+	if p.n == 0 { // the pass's opening event
+		b.fail(p.events[0].Record(b.stream))
+		p.names[0] = ""
+		p.n = 1
+		if p.n == len(p.events) {
+			e, err := gpu.NewEvent()
+			if err != nil {
+				b.fail(err)
+				return
+			}
+			p.events = append(p.events, e)
+			p.names = append(p.names, "")
+		}
+	}
+	p.names[p.n] = stage
+	b.fail(p.events[p.n].Record(b.stream))
+	b.afterKernel = false
+	p.n++
+}
+
+// collect adds the durations of the pass's marks (after its final sync).
+func (b *Backend) collect() {
+	p := b.prof
+	if p == nil || p.n == 0 {
+		return
+	}
+	for i := 1; i < p.n; i++ {
+		if d, err := p.events[i].Since(p.events[i-1]); err == nil {
+			p.totals[p.names[i]] += float64(d.Microseconds()) / 1e3
+			p.counts[p.names[i]]++
+		}
+	}
+	p.n = 0
+}
+
+func (p *profiler) destroy() {
+	for _, e := range p.events {
+		_ = e.Destroy()
+	}
+}
+
+// SetProfile turns the per-stage GPU timing of Options.Profile on or off (graphs are not used
+// while it is on: a mark between a graph's kernels cannot be recorded).
+func (b *Backend) SetProfile(on bool) {
+	_ = b.Do(func() error {
+		switch {
+		case on && b.prof == nil:
+			b.prof = &profiler{}
+		case !on && b.prof != nil:
+			b.prof.destroy()
+			b.prof = nil
+		}
+		return nil
+	})
+}
+
+// StageTime is the GPU time of one stage over the passes since the last Profile.
+type StageTime struct {
+	Stage   string
+	TotalMS float64
+	Calls   int
+}
+
+// Profile returns and clears the per-stage GPU times, sorted by stage name.
+func (b *Backend) Profile() []StageTime {
+	var out []StageTime
+	_ = b.Do(func() error {
+		if b.prof == nil {
+			return nil
+		}
+		for k, v := range b.prof.totals {
+			out = append(out, StageTime{Stage: k, TotalMS: v, Calls: b.prof.counts[k]})
+		}
+		b.prof.totals, b.prof.counts = nil, nil
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Stage < out[j].Stage })
+	return out
+}
