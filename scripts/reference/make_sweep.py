@@ -7,21 +7,21 @@ this: it reads core/internal/engine/testdata/sweep/golden.json, regenerates each
 the same generator in Go (core/internal/engine/fixture/seeded.go) and compares the engine with
 the outputs recorded here.
 
-Why seeded: a checkpoint with the real 151936-token vocabulary is 10-40 MB, and a sweep needs a
+Why seeded: a checkpoint with the real 151936-token vocabulary is 10-100 MB, and a sweep needs a
 dozen of them; the generator below is a few lines in both languages and bit-identical in both.
 
   u(name, i) = top 24 bits of splitmix64((seed ^ fnv1a64(name)) + i), mapped to [-1, 1) exactly
-  value      = u * sqrt(3)                 model.norm.weight, the final RMSNorm gain: zero-mean, because
+  value      = 0.05u                       biases
+               u * sqrt(3)                 model.norm.weight, the final RMSNorm gain: zero-mean, because
                                            with a positive gain a tied model's hidden state, which
                                            holds the input token's own embedding, makes every token
                                            predict itself (greedy answers of one repeated token)
                1 + 0.1u                    the other 1-D weights (every one is an RMSNorm gain)
-               0.05u                       biases
-               u * sqrt(3 / fan_in)        matrices, fan_in = product of the dims after the first
-                                           (unit-variance outputs from unit-variance inputs)
                u * sqrt(3)                 embed_tokens (unit-variance rows)
                u * 4 * sqrt(3 / hidden)    lm_head: logits of std ~4, as tied ones have, so greedy
                                            margins stay far above float32 rounding
+               u * sqrt(3 / fan_in)        other matrices, fan_in = product of the dims after the
+                                           first (unit-variance outputs from unit-variance inputs)
 
 all in float32 with one rounding per operation. Pixel values use the same generator under the
 name "pixels/<image>" with value 0.15 + 1.95u (the range of normalised CLIP pixels).
