@@ -1,0 +1,27 @@
+package native
+
+import (
+	"testing"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+)
+
+// TestSweep runs the shape sweep (fixture.RunSweep, docs/testing.md) on the CPU engine with each
+// kernel level, since odd sizes are what exercise the SIMD kernels' tails: 14 seeded checkpoints
+// of odd sizes, GQA ratios 1-8, vision depths 1-4, several mrope sections and windows, tied and
+// untied, each on three images in both part orders. A level the CPU lacks falls back to the next
+// one down, so each load states the level it got.
+func TestSweep(t *testing.T) {
+	var loaders []fixture.SweepLoader
+	for _, k := range []string{"avx512", "avx2", "generic"} {
+		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
+			m, err := Load(dir, Options{Kernels: k})
+			if err == nil {
+				t.Logf("kernels %s: running %s", k, m.Kernels())
+			}
+			return m, err
+		}})
+	}
+	fixture.RunSweep(t, loaders...)
+}

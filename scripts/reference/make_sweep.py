@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""Build the engine's shape sweep golden: transformers' outputs for tiny Qwen2.5-VL checkpoints of
+many shapes, whose weights come from a seeded generator instead of a committed file.
+
+Run with the reference stack (`just sweep-golden`, i.e. .build/refenv/bin/python). CI never runs
+this: it reads core/internal/engine/testdata/sweep/golden.json, regenerates each checkpoint with
+the same generator in Go (core/internal/engine/fixture/seeded.go) and compares the engine with
+the outputs recorded here.
+
+Why seeded: a checkpoint with the real 151936-token vocabulary is 10-100 MB, and a sweep needs a
+dozen of them; the generator below is a few lines in both languages and bit-identical in both.
+
+  u(name, i) = top 24 bits of splitmix64((seed ^ fnv1a64(name)) + i), mapped to [-1, 1) exactly
+  value      = 0.05u                       biases
+               u * sqrt(3)                 model.norm.weight, the final RMSNorm gain: zero-mean, because
+                                           with a positive gain a tied model's hidden state, which
+                                           holds the input token's own embedding, makes every token
+                                           predict itself (greedy answers of one repeated token)
+               1 + 0.1u                    the other 1-D weights (every one is an RMSNorm gain)
+               u * sqrt(3)                 embed_tokens (unit-variance rows)
+               u * 4 * sqrt(3 / hidden)    lm_head: logits of std ~4, as tied ones have, so greedy
+                                           margins stay far above float32 rounding
+               u * sqrt(3 / fan_in)        other matrices, fan_in = product of the dims after the
+                                           first (unit-variance outputs from unit-variance inputs)
+
+all in float32 with one rounding per operation. Pixel values use the same generator under the
+name "pixels/<image>" with value 0.15 + 1.95u (the range of normalised CLIP pixels).
+
+The golden holds, per model: the config.json transformers writes, the tensor manifest (name,
+shape, float64 sum and sha256 of the little-endian float32 bytes), and per case the greedy tokens
+(EOS never stops), the smallest top-1/top-2 margin, the first-step argmax and a subset of the
+first-step logits; per image the vision tower's output shape and sums (to tell a vision bug from
+a text one).
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from safetensors.numpy import save_file
+from transformers import AutoTokenizer, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOKENIZER_DIR = os.path.join(ROOT, ".build", "tokenizer", "qwen3")
+OUT = os.path.join(ROOT, "core", "internal", "engine", "testdata", "sweep", "golden.json")
+
+SEED = 20261201
+MAX_NEW_TOKENS = 8
+# Logits kept per case: the top TOP_K ids plus every STRIDE-th id of the vocabulary.
+TOP_K = 64
+STRIDE = 1499
+# A case whose greedy margin is below this would make token parity a coin toss; refuse it.
+MIN_MARGIN = 1e-3
+
+IMAGE_TOKEN = "<|image_pad|>"
+IMAGE_TOKEN_ID = 151655
+
+# What the Qwen2.5-VL hub chat template renders for one user turn (make_fixtures.py CHAT_TEMPLATE).
+SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+VISION = "<|vision_start|>" + IMAGE_TOKEN + "<|vision_end|>"
+
+# (name, grid h, grid w) in patches of 14 px, t = 1: an extreme aspect ratio with an odd number of
+# merged columns (partial windows everywhere), a small one, and one of 32x33 = 1056 image tokens.
+IMAGES = [
+    ("wide_4x202", 4, 202),
+    ("small_4x6", 4, 6),
+    ("large_64x66", 64, 66),
+]
+QUESTIONS = {
+    "wide_4x202": "Read the text in the banner.",
+    "small_4x6": "What is it?",
+    "large_64x66": "List every object you can find, from left to right, with its colour. 这是什么？",
+}
+ORDERS = ["image_first", "question_first"]
+
+# name: text (layers, heads, kv_heads, head_dim, intermediate, mrope_section, rope_theta, tied),
+#       vision (depth, heads, head_dim, intermediate, window_size, fullatt_block_indexes).
+# hidden = heads * head_dim; vision hidden = heads * head_dim (a multiple of 4 per head).
+MODELS = [
+    ("g1-h30", (2, 3, 3, 10, 45, [1, 2, 2], 1e6, False), (2, 3, 12, 50, 112, [1])),
+    ("g2-h28", (2, 2, 1, 14, 75, [3, 2, 2], 1e4, True), (1, 5, 4, 37, 56, [0])),
+    ("g3-h54", (1, 3, 1, 18, 99, [3, 3, 3], 1e6, False), (3, 3, 20, 90, 168, [1])),
+    ("g4-h24", (2, 4, 1, 6, 57, [1, 1, 1], 1e6, True), (4, 7, 4, 43, 112, [0, 3])),
+    ("g5-h70", (2, 5, 1, 14, 101, [2, 2, 3], 1e4, False), (2, 1, 36, 66, 84, [0])),
+    ("g7-h42", (1, 7, 1, 6, 85, [2, 1, 0], 1e6, True), (3, 3, 12, 53, 56, [2])),
+    ("g8-h48", (2, 8, 1, 6, 93, [1, 1, 1], 1e6, False), (2, 5, 12, 77, 112, [])),
+    ("g1-h22", (2, 1, 1, 22, 61, [5, 3, 3], 1e4, True), (1, 1, 12, 30, 224, [])),
+    ("g2-h60", (3, 6, 3, 10, 109, [2, 1, 2], 1e6, False), (4, 3, 12, 70, 112, [1, 2])),
+    ("g3-h54b", (2, 9, 3, 6, 83, [1, 1, 1], 1e6, True), (2, 7, 4, 59, 168, [0])),
+    ("g4-h80", (2, 8, 2, 10, 125, [1, 2, 2], 1e4, False), (3, 5, 4, 46, 56, [0, 2])),
+    ("g5-h60", (2, 10, 2, 6, 95, [3, 0, 0], 1e6, True), (1, 3, 4, 27, 84, [0])),
+    ("g7-h84", (2, 14, 2, 6, 131, [0, 1, 2], 1e6, False), (4, 1, 28, 41, 168, [3])),
+    ("g1-h68", (1, 2, 2, 34, 63, [9, 4, 4], 1e6, True), (2, 3, 28, 63, 28, [])),
+]
+
+M64 = (1 << 64) - 1
+
+
+def fnv1a64(s):
+    h = 0xCBF29CE484222325
+    for b in s.encode():
+        h = ((h ^ b) * 0x100000001B3) & M64
+    return h
+
+
+def uniform(seed, name, n):
+    """n values u in [-1, 1), exact multiples of 2^-23 (see the module doc)."""
+    key = np.uint64((seed ^ fnv1a64(name)) & M64)
+    out = np.empty(n, dtype=np.float32)
+    chunk = 1 << 22
+    for lo in range(0, n, chunk):
+        z = np.arange(lo, min(n, lo + chunk), dtype=np.uint64) + key  # wraps mod 2^64
+        z += np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+        top = (z >> np.uint64(40)).astype(np.int64) - (1 << 23)
+        out[lo : lo + len(z)] = top.astype(np.float32) / np.float32(1 << 23)
+    return out
+
+
+def seeded_tensor(seed, name, shape):
+    u = uniform(seed, name, int(np.prod(shape)))
+    if name.endswith(".bias"):
+        v = np.float32(0.05) * u
+    elif name == "model.norm.weight":
+        v = np.float32(math.sqrt(3.0)) * u
+    elif len(shape) == 1:
+        v = np.float32(1) + np.float32(0.1) * u
+    elif name.endswith("embed_tokens.weight"):
+        v = np.float32(math.sqrt(3.0)) * u
+    elif name == "lm_head.weight":
+        v = np.float32(4 * math.sqrt(3.0 / shape[1])) * u
+    else:
+        fan_in = int(np.prod(shape[1:]))
+        v = np.float32(math.sqrt(3.0 / fan_in)) * u
+    return v.astype(np.float32).reshape(shape)
+
+
+def seeded_pixels(seed, image, rows, cols):
+    u = uniform(seed, "pixels/" + image, rows * cols)
+    return (np.float32(1.95) * u + np.float32(0.15)).astype(np.float32).reshape(rows, cols)
+
+
+def sha256_f32(a):
+    return hashlib.sha256(np.ascontiguousarray(a, dtype="<f4").tobytes()).hexdigest()
+
+
+def f32(v):
+    """The shortest decimal that reads back as the same float32."""
+    return float(str(np.float32(v)))
+
+
+def make_config(text, vision):
+    layers, heads, kv, hd, inter, mrope, theta, tie = text
+    depth, vheads, vhd, vinter, window, fullatt = vision
+    return Qwen2_5_VLConfig(
+        text_config=dict(
+            hidden_size=heads * hd,
+            intermediate_size=inter,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv,
+            vocab_size=151936,
+            rope_theta=theta,
+            rms_norm_eps=1e-6,
+            max_position_embeddings=4096,
+            rope_scaling={"type": "mrope", "mrope_section": mrope},
+            tie_word_embeddings=tie,
+        ),
+        vision_config=dict(
+            depth=depth,
+            hidden_size=vheads * vhd,
+            intermediate_size=vinter,
+            num_heads=vheads,
+            out_hidden_size=heads * hd,
+            window_size=window,
+            fullatt_block_indexes=fullatt,
+            tokens_per_second=2,
+        ),
+        tie_word_embeddings=tie,
+    )
+
+
+def read_header(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    header.pop("__metadata__", None)
+    return {k: v["shape"] for k, v in header.items()}
+
+
+def build_cases(tok):
+    cases = []
+    for image, h, w in IMAGES:
+        n = (h // 2) * (w // 2)
+        for order in ORDERS:
+            q = QUESTIONS[image]
+            body = VISION + q if order == "image_first" else q + VISION
+            prompt = SYSTEM + "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant\n"
+            # The processor expands the one placeholder to the grid's token count before tokenizing.
+            ids = tok(prompt.replace(IMAGE_TOKEN, IMAGE_TOKEN * n))["input_ids"]
+            if sum(1 for i in ids if i == IMAGE_TOKEN_ID) != n:
+                raise SystemExit(f"{image}/{order}: placeholder count differs from {n}")
+            cases.append({"name": f"{image}/{order}", "image": image, "order": order, "prompt": prompt, "input_ids": ids})
+    return cases
+
+
+def run_case(model, case, pixels, grid):
+    ids = torch.tensor([case["input_ids"]])
+    inputs = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "mm_token_type_ids": (ids == IMAGE_TOKEN_ID).to(torch.int32),
+        "pixel_values": torch.from_numpy(pixels),
+        "image_grid_thw": torch.tensor([grid]),
+    }
+    # Ignore-EOS semantics, as make_fixtures.py: EOS is cleared from the generation config.
+    saved = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = None
+    try:
+        with torch.no_grad():
+            gen = model.generate(
+                **inputs,
+                do_sample=False,
+                num_beams=1,
+                repetition_penalty=1.0,
+                max_new_tokens=MAX_NEW_TOKENS,
+                pad_token_id=151643,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
+    finally:
+        model.generation_config.eos_token_id = saved
+    tokens = gen.sequences[0, ids.shape[1] :].tolist()
+    if len(tokens) != MAX_NEW_TOKENS:
+        raise SystemExit(f"generate returned {len(tokens)} tokens")
+    margins = []
+    for step, s in enumerate(gen.logits):
+        top2 = torch.topk(s[0].float(), 2)
+        if int(top2.indices[0]) != tokens[step]:
+            raise SystemExit(f"step {step}: generate chose {tokens[step]}, raw argmax is {int(top2.indices[0])}")
+        margins.append(float(top2.values[0] - top2.values[1]))
+    logits = gen.logits[0][0].float().numpy()
+    order = np.argsort(-logits, kind="stable")
+    ids_kept = sorted(set(order[:TOP_K].tolist()) | set(range(0, logits.shape[0], STRIDE)))
+    return {
+        "case": case["name"],
+        "tokens": tokens,
+        "min_margin": f32(min(margins)),
+        "argmax": int(order[0]),
+        "logit_ids": ids_kept,
+        "logit_values": [f32(logits[i]) for i in ids_kept],
+    }
+
+
+def make_model(index, name, text, vision, cases, pixels, work):
+    seed = SEED + index
+    config = make_config(text, vision)
+    model_dir = os.path.join(work, name)
+    shutil.rmtree(model_dir, ignore_errors=True)
+    # save_pretrained names the tensors as a transformers 5.17 checkpoint does; its random values
+    # are then replaced by the seeded ones.
+    Qwen2_5_VLForConditionalGeneration(config).save_pretrained(model_dir)
+    st = os.path.join(model_dir, "model.safetensors")
+    shapes = read_header(st)
+    tensors, manifest = {}, []
+    for tname in sorted(shapes):
+        t = seeded_tensor(seed, tname, shapes[tname])
+        tensors[tname] = t
+        manifest.append({"name": tname, "shape": shapes[tname], "sum": float(np.sum(t, dtype=np.float64)), "sha256": sha256_f32(t)})
+    save_file(tensors, st, metadata={"format": "pt"})
+    del tensors
+    model, info = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True)
+    if any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")):
+        raise SystemExit(f"{name}: loading the seeded weights: {info}")
+    model.eval()
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg_json = json.load(f)
+
+    vision_out = []
+    with torch.no_grad():
+        for image, h, w in IMAGES:
+            v = model.model.get_image_features(torch.from_numpy(pixels[image]), torch.tensor([[1, h, w]])).pooler_output
+            v = torch.cat(v, dim=0).double().numpy()
+            vision_out.append({"image": image, "rows": v.shape[0], "dim": v.shape[1], "sum": float(v.sum()), "sumabs": float(np.abs(v).sum())})
+    results = []
+    grids = {image: [1, h, w] for image, h, w in IMAGES}
+    for case in cases:
+        r = run_case(model, case, pixels[case["image"]], grids[case["image"]])
+        if r["min_margin"] < MIN_MARGIN:
+            raise SystemExit(f"{name} {case['name']}: greedy margin {r['min_margin']:.3g} below {MIN_MARGIN}")
+        if len(set(r["tokens"])) == 1:
+            raise SystemExit(f"{name} {case['name']}: degenerate greedy answer {r['tokens']}")
+        print(f"{name} {case['name']}: margin {r['min_margin']:.3g} tokens {r['tokens']}", flush=True)
+        results.append(r)
+    shutil.rmtree(model_dir)
+    layers, heads, kv, hd, inter, mrope, theta, tie = text
+    depth, vheads, vhd, vinter, window, fullatt = vision
+    return {
+        "name": name,
+        "seed": seed,
+        "summary": {
+            "layers": layers, "heads": heads, "kv_heads": kv, "head_dim": hd, "hidden": heads * hd,
+            "intermediate": inter, "mrope_section": mrope, "rope_theta": theta, "tied": tie,
+            "vision_depth": depth, "vision_heads": vheads, "vision_hidden": vheads * vhd,
+            "vision_intermediate": vinter, "window_size": window, "fullatt_block_indexes": fullatt,
+        },
+        "config": cfg_json,
+        "tensors": manifest,
+        "vision": vision_out,
+        "results": results,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", help="comma-separated model names (for a quick look; writes nothing)")
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
+    cases = build_cases(tok)
+    pixels, images = {}, []
+    for image, h, w in IMAGES:
+        px = seeded_pixels(SEED, image, h * w, 3 * 2 * 14 * 14)
+        pixels[image] = px
+        images.append({"name": image, "grid": [1, h, w], "sha256": sha256_f32(px)})
+    only = set(args.only.split(",")) if args.only else None
+    models = []
+    with tempfile.TemporaryDirectory() as work:
+        for i, (name, text, vision) in enumerate(MODELS):
+            if only is None or name in only:
+                models.append(make_model(i, name, text, vision, cases, pixels, work))
+    if only is not None:
+        return
+    golden = {
+        "meta": {
+            "generator": "scripts/reference/make_sweep.py",
+            "transformers": __import__("transformers").__version__,
+            "torch": torch.__version__,
+            "max_new_tokens": MAX_NEW_TOKENS,
+            "semantics": "fp32 reference from seeded F32 weights; greedy, repetition_penalty 1.0, EOS never stops",
+        },
+        "seed": SEED,
+        "pixel_rule": "0.15 + 1.95u under the name pixels/<image>",
+        "images": images,
+        "cases": [{k: c[k] for k in ("name", "image", "order", "input_ids")} for c in cases],
+        "models": models,
+    }
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        json.dump(golden, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"wrote {OUT} ({os.path.getsize(OUT)} bytes)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
