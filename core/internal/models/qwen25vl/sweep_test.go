@@ -1,13 +1,14 @@
-package native
+package qwen25vl
 
 import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/engine/native"
 )
 
-// TestSweep runs the shape sweep (fixture.RunSweep, docs/testing.md) on the CPU engine with each
+// TestSweep runs the shape sweep (fixture.RunSweep, docs/testing.md) on the CPU backend with each
 // kernel level, since odd sizes are what exercise the SIMD kernels' tails: 14 seeded checkpoints
 // of odd sizes, GQA ratios 1-8, vision depths 1-4, several mrope sections and windows, tied and
 // untied, each on three images in both part orders. A level the CPU lacks falls back to the next
@@ -16,9 +17,9 @@ func TestSweep(t *testing.T) {
 	var loaders []fixture.SweepLoader
 	for _, k := range []string{"avx512", "avx2", "generic"} {
 		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
-			m, err := Load(dir, Options{Kernels: k})
+			m, err := Load(dir, native.Options{Kernels: k}, nil)
 			if err == nil {
-				t.Logf("kernels %s: running %s", k, m.Kernels())
+				t.Logf("kernels %s: running %s", k, kernels(m))
 			}
 			return m, err
 		}})
