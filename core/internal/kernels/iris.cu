@@ -101,15 +101,16 @@ extern "C" __global__ void iris_f32_to_bf16(bf16 *out, const float *in, long n) 
 // ---------------------------------------------------------------------------------------------
 // embeddings
 
-// inputs_embeds = self.get_input_embeddings()(input_ids): out[i] = table[ids[i]], one block a row.
-template <typename T> __device__ void embed(T *out, const T *table, const int *ids, int H) {
+// inputs_embeds = self.get_input_embeddings()(input_ids): out[i] = table[ids[i]] (table rows at
+// stride ldt), one block a row.
+template <typename T> __device__ void embed(T *out, const T *table, int ldt, const int *ids, int H) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    const T *src = table + (size_t)ids[blockIdx.x] * H;
+    const T *src = table + (size_t)ids[blockIdx.x] * ldt;
     T *dst = out + (size_t)blockIdx.x * H;
     for (int j = threadIdx.x; j < H; j += blockDim.x) dst[j] = src[j];
 }
-extern "C" __global__ void iris_embed_f32(float *out, const float *table, const int *ids, int H) { embed(out, table, ids, H); }
-extern "C" __global__ void iris_embed_bf16(bf16 *out, const bf16 *table, const int *ids, int H) { embed(out, table, ids, H); }
+extern "C" __global__ void iris_embed_f32(float *out, const float *table, int ldt, const int *ids, int H) { embed(out, table, ldt, ids, H); }
+extern "C" __global__ void iris_embed_bf16(bf16 *out, const bf16 *table, int ldt, const int *ids, int H) { embed(out, table, ldt, ids, H); }
 
 // Row moves (the vision tower's window order and its reverse, an image's rows into the prompt,
 // the keys and values of a batch into the KV pool, the last row of each sequence): gather:

@@ -96,7 +96,7 @@ func BenchmarkDecodeKernels(b *testing.B) {
 				return k.rmsnorm.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(xo), gpu.P(x), gpu.P(delta), gpu.P(nw), gpu.I(H), gpu.F(1e-6))
 			}},
 			tcase{"embed (one row)", 0, layers, func(int) error {
-				return k.embed.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(wlm), gpu.P(ids), gpu.I(H))
+				return k.embed.Launch(gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(y), gpu.P(wlm), gpu.I(H), gpu.P(ids), gpu.I(H))
 			}},
 		)
 		// decode attention over caches of several lengths (the graph's 128 splits)

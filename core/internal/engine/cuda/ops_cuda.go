@@ -158,7 +158,7 @@ func (b *Backend) linear(x ml.Tensor, o ml.Out) {
 	if b.err != nil {
 		return
 	}
-	if M == 1 && b.gemvOK(K) && y.DType == o.W.DType && xp == dp(x) { // one row: stream the weights
+	if b.gemvOK(x, o.W) && y.DType == o.W.DType && xp == dp(x) { // one row: stream the weights
 		b.gemvLaunch(b.k.gemv, N, K, gpu.P(dp(y)), gpu.P(0), gpu.P(dp(o.W)), gpu.P(xp), gpu.P(dp(o.B)), gpu.I(N), gpu.I(K),
 			gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
 		return
@@ -192,10 +192,13 @@ func (b *Backend) widen(dst, src ml.Tensor) {
 	}
 }
 
-// gemvOK reports whether a product of one row over K inputs runs through the gemv kernel (its
-// input row must fit the 48 KiB of shared memory) rather than cuBLAS.
-func (b *Backend) gemvOK(K int) bool {
-	return !b.opts.DecodeCuBLAS && int64(K)*b.dt.size() <= gemvMaxShared
+// gemvOK reports whether a product of one row x over the weight w runs through the gemv kernel
+// rather than cuBLAS: the input row must fit the 48 KiB of shared memory, and both must be whole
+// 16-byte chunks (the kernel's loads).
+func (b *Backend) gemvOK(x, w ml.Tensor) bool {
+	K := int64(x.Cols) * b.dt.size()
+	return !b.opts.DecodeCuBLAS && K <= gemvMaxShared && K%16 == 0 && x.Addr%16 == 0 && w.Addr%16 == 0 &&
+		w.Stride == w.Cols && x.Rows == 1
 }
 
 // gemvLaunch launches iris_gemv(_glu) over N outputs: a warp a row, at most gemvBlocksPerSM
@@ -213,7 +216,7 @@ func (b *Backend) NormLinears(xn, xOut, x, delta, w ml.Tensor, eps float32, outs
 		outs = []ml.Out{merge(outs)}
 	}
 	o := outs[0]
-	if x.Rows != 1 || len(outs) != 1 || !b.gemvOK(x.Cols) || o.W.Stride != o.W.Cols || xOut.Addr == x.Addr {
+	if len(outs) != 1 || !b.gemvOK(x, o.W) || xOut.Addr == x.Addr {
 		b.RMSNorm(xn, xOut, x, delta, w, eps)
 		b.Linears(xn, outs...)
 		return
@@ -234,8 +237,7 @@ func (b *Backend) NormLinears(xn, xOut, x, delta, w ml.Tensor, eps float32, outs
 func (b *Backend) NormSwiGLU(act, gu, xn, xOut, x, delta, w ml.Tensor, eps float32, mlp ml.MLP) {
 	I := act.Cols
 	gate, up := ml.Out{Y: gu.ColsAt(0, I), W: mlp.Gate, B: mlp.GateB}, ml.Out{Y: gu.ColsAt(I, I), W: mlp.Up, B: mlp.UpB}
-	if x.Rows == 1 && b.gemvOK(x.Cols) && !mlp.GateB.Valid() && !mlp.UpB.Valid() && adjacent([]ml.Out{gate, up}) &&
-		mlp.Gate.Stride == mlp.Gate.Cols && xOut.Addr != x.Addr {
+	if b.gemvOK(x, mlp.Gate) && !mlp.GateB.Valid() && !mlp.UpB.Valid() && adjacent([]ml.Out{gate, up}) && xOut.Addr != x.Addr {
 		if !b.same("swiglu", act, x, xOut, delta, w, mlp.Gate) {
 			return
 		}
@@ -299,11 +301,11 @@ func (b *Backend) Embed(dst, table ml.Tensor, ids ml.Ints) {
 	if !b.same("embed", dst, table) {
 		return
 	}
-	if !packed(dst) || table.Stride != table.Cols || dst.Cols != table.Cols {
+	if !packed(dst) || dst.Cols != table.Cols {
 		b.bad("embed: rows of %d into %d (strided)", table.Cols, dst.Cols)
 		return
 	}
-	b.rows(b.k.embed, ids.Len, gpu.P(dp(dst)), gpu.P(dp(table)), gpu.P(gpu.DevPtr(ids.Addr)), gpu.I(dst.Cols))
+	b.rows(b.k.embed, ids.Len, gpu.P(dp(dst)), gpu.P(dp(table)), gpu.I(table.Stride), gpu.P(gpu.DevPtr(ids.Addr)), gpu.I(dst.Cols))
 }
 
 // Gather implements ml.Backend.
@@ -357,7 +359,7 @@ func (b *Backend) attend(a attnArgs) {
 		return
 	}
 	area := int64(a.nq) * int64(a.nk)
-	if area >= gemmAttnMin && !b.opts.FlashOnly {
+	if (area >= gemmAttnMin || b.k.flash[a.hd] == nil) && !b.opts.FlashOnly {
 		per := a.heads / a.kvh
 		if per == 1 {
 			per = a.heads
@@ -430,7 +432,8 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 	win := b.k.window[a.HeadDim]
 	ropeInKernel := rot.Cos.Valid() && rot.RoundOnce && rot.Cos.Stride == a.HeadDim/2 &&
 		rot.Sin.Addr == rot.Cos.Addr+uintptr(int64(rot.Cos.Rows)*int64(rot.Cos.Stride)*4)
-	if win != nil && longest <= winMax && segs > 1 && !b.opts.FlashOnly && ropeInKernel && a.KVHeads == a.Heads {
+	aligned := (int64(q.Stride)*b.dt.size())%16 == 0 && (int64(out.Stride)*b.dt.size())%16 == 0 && q.Addr%16 == 0 && out.Addr%16 == 0
+	if win != nil && longest <= winMax && segs > 1 && !b.opts.FlashOnly && ropeInKernel && a.KVHeads == a.Heads && aligned {
 		bd := b.WriteInts("attn.windows", bounds)
 		b.launchDep(win, gpu.Dim3{X: segs, Y: a.Heads}, gpu.Dim3{X: winThreads}, 0,
 			gpu.P(dp(out)), gpu.P(dp(q)), gpu.P(dp(k)), gpu.P(dp(v)),
@@ -442,13 +445,8 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 		b.Rope(q, a.Heads, a.HeadDim, rot)
 		b.Rope(k, a.KVHeads, a.HeadDim, rot)
 	}
-	if int64(longest)*int64(longest) < gemmAttnMin || b.opts.FlashOnly {
+	if f := b.k.flash[a.HeadDim]; f != nil && (int64(longest)*int64(longest) < gemmAttnMin || b.opts.FlashOnly) {
 		// every segment in one flash launch
-		f := b.k.flash[a.HeadDim]
-		if f == nil {
-			b.bad("attention: head dim %d has no flash kernel", a.HeadDim)
-			return
-		}
 		bd := b.WriteInts("attn.bounds", bounds)
 		b.launchDep(f, gpu.Dim3{X: (longest + attBQ - 1) / attBQ, Y: a.Heads, Z: segs}, gpu.Dim3{X: 4 * attBQ}, 0,
 			gpu.P(dp(out)), gpu.P(dp(q)), gpu.P(dp(k)), gpu.P(dp(v)), gpu.I(q.Stride), gpu.I(k.Stride), gpu.I(v.Stride), gpu.I(out.Stride),
@@ -481,7 +479,7 @@ func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.At
 // decode step), one kernel rotates q and k, writes k and v to the pool and attends; otherwise
 // the composition.
 func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
-	if !b.decodeRows(spans) || !b.poolKernelOK(a) {
+	if !b.decodeRows(spans) || !b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
 		b.Rope(q, a.Heads, a.HeadDim, rot)
 		b.Rope(k, a.KVHeads, a.HeadDim, rot)
 		b.Scatter(kPool, k, slots)
@@ -505,7 +503,14 @@ func (b *Backend) decodeRows(spans ml.Ints) bool {
 	return true
 }
 
-func (b *Backend) poolKernelOK(a ml.Attn) bool {
+// poolKernelOK reports whether iris_attn_pool serves these rows: head dims of whole 16-byte
+// loads up to 256, rows 16-byte aligned.
+func (b *Backend) poolKernelOK(a ml.Attn, ts ...ml.Tensor) bool {
+	for _, t := range ts {
+		if t.Valid() && ((int64(t.Stride)*b.dt.size())%16 != 0 || t.Addr%16 != 0) {
+			return false
+		}
+	}
 	return a.HeadDim <= 256 && a.HeadDim%8 == 0 && a.Heads%a.KVHeads == 0
 }
 
@@ -524,7 +529,7 @@ func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, 
 		b.bad("attention: %d span values for %d rows", len(sp), q.Rows)
 		return
 	}
-	if b.decodeRows(spans) && b.poolKernelOK(a) {
+	if k.Valid() && b.decodeRows(spans) && b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
 		longest := 0
 		for i := 1; i < len(sp); i += 2 {
 			longest = max(longest, int(sp[i]))
@@ -541,11 +546,6 @@ func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, 
 		part := b.scratchT("attn.part", rows*a.Heads*splits, a.HeadDim+2, ml.F32)
 		ticket := b.scratchT("attn.ticket", rows, a.Heads, ml.F32) // int32s, zero between launches
 		if b.err != nil {
-			return
-		}
-		fused := k.Valid()
-		if !fused { // the rows are in the pool already: rotate nothing, write nothing new
-			b.bad("attention: decode rows over the pool need their new keys (RopeCachedAttention)")
 			return
 		}
 		b.launchDep(b.k.attnPool, gpu.Dim3{X: a.Heads, Y: splits, Z: rows}, gpu.Dim3{X: decThreads}, 0,

@@ -204,3 +204,17 @@ func TestGraphMatchesPlain(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepFP32 runs the shape sweep (fixture.RunSweep, docs/testing.md) on the GPU in fp32: 14
+// seeded checkpoints of odd sizes (head dims no kernel is specialised for take the cuBLAS and
+// composed paths), three images each in both part orders; greedy tokens identical to
+// transformers, first-step logits within the sweep's tolerance.
+func TestSweepFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepLoader{Name: "cuda-fp32", Load: func(dir string) (engine.Model, error) {
+		b, err := NewBackend(Options{Precision: "fp32"})
+		if err != nil {
+			return nil, err
+		}
+		return models.Load(dir, b, models.Options{})
+	}})
+}
