@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pkg='^github.com/iris-vlm/iris/core/internal/'
 allowed_default="$pkg(engine/native|tokenize)\$"
-allowed_cuda="$pkg(engine/native|tokenize|gpu|engine/cuda)\$"
+allowed_cuda="$pkg(engine/native|tokenize|gpu)\$"
 
 status=0
 check() { # check <build name> <allowed regexp> [go list flags...]
