@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -381,6 +382,35 @@ func percentile(v []float64, p float64) float64 {
 	}
 	i := int(math.Ceil(p/100*float64(len(s)))) - 1
 	return s[max(0, min(i, len(s)-1))]
+}
+
+// closedLoop runs do from c goroutines until d has passed (a closed loop: each sends its next
+// request when the last is answered) and returns how many completed, the elapsed seconds and the
+// first error.
+func closedLoop(c int, d time.Duration, do func() error) (done int, seconds float64, err error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for range c {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				e := do()
+				mu.Lock()
+				if e != nil {
+					if err == nil {
+						err = e
+					}
+					mu.Unlock()
+					return
+				}
+				done++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return done, time.Since(start).Seconds(), err
 }
 
 func request(ctx context.Context, m engine.Model, c *caseFile, n int) (total, ttft time.Duration, err error) {

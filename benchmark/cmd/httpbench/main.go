@@ -1,3 +1,13 @@
+// Command httpbench drives a running OpenAI-compatible chat server (`iris serve` in the GPU speed
+// runs: scripts/gpu/run.sh, docs/gpu.md) over HTTP with streamed one-image requests
+// (ignore_eos) and reports latency at 3 and 10 new tokens (p50, p95, TTFT, TPOT), the server's
+// own stage timings (p50 of the iris extension's timings_ms) and images/s at several
+// concurrencies in a closed loop:
+//
+//	httpbench -url http://127.0.0.1:PORT -model NAME -image FILE -question TEXT [-runs 30] [-concurrency 1,8,32] [-seconds 5] [-out http.json]
+//
+// It lives outside core, which speaks no HTTP; `iris profile` is the AIPerf-compatible profiler,
+// this is the short fixed-shape run whose figures docs/gpu.md compares across sessions.
 package main
 
 import (
@@ -130,8 +140,15 @@ func pctl(v []float64, p float64) float64 {
 	return s[max(0, min(i, len(s)-1))]
 }
 
+func main() {
+	if err := httpBench(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "httpbench:", err)
+		os.Exit(1)
+	}
+}
+
 func httpBench(args []string) error {
-	fs := flag.NewFlagSet("http", flag.ContinueOnError)
+	fs := flag.NewFlagSet("httpbench", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080", "server base URL")
 	model := fs.String("model", "", "model name")
 	image := fs.String("image", "", "PNG or JPEG file to send")
