@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fails if a package outside the sanctioned list has cgo files of its own (aesthetics §8.4): the
-# C engine and the tokenizer wrapper in every build, and under the cuda tag also the GPU
-# packages. Both builds are listed: without -tags cuda the GPU packages' cgo files are excluded
-# by their build constraints and would never be checked.
+# Fails if a package outside the sanctioned list has cgo files of its own (docs/ARCHITECTURE.md,
+# "Rules"): the C engine and the tokenizer wrapper in every build, and under the cuda tag also
+# the GPU package. Both builds are listed: without -tags cuda the GPU package's cgo files are
+# excluded by their build constraints and would never be checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkg='^github.com/iris-vlm/iris/core/internal/'
