@@ -50,6 +50,7 @@ demo-bundle: build plugins
 
 # Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module,
 # the cuda build vetted and linked against PyPI's CUDA headers, and the real AIPerf end to end.
+# The GPU tests are linked, not run (no GPU here): vet-cuda lists them, the last line says so.
 test: setup tools plugins
     go vet ./...
     go -C sdk-wasm vet ./... && GOOS=wasip1 GOARCH=wasm go -C sdk-wasm vet ./...
@@ -63,6 +64,7 @@ test: setup tools plugins
     IRIS_PLUGIN_CACHE={{root}}/.build/wazero-cache go test -race -timeout 30m ./...
     {{just_executable()}} vet-cuda
     {{just_executable()}} test-aiperf
+    @scripts/gpu/not-run.sh --brief {{cuda_test_pkgs}}
 
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.
 refenv:

@@ -5,7 +5,6 @@
 package loadgen
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/iris-vlm/iris/benchmark/aiperf"
+	"github.com/iris-vlm/iris/benchmark/sse"
 )
 
 // ChatPath is appended to a base URL that names no path, as AIPerf does for chat endpoints.
@@ -309,33 +309,18 @@ func transportError(err error) *aiperf.ErrorDetails {
 	return &aiperf.ErrorDetails{Type: "ClientConnectionError", Message: err.Error()}
 }
 
-// readSSE splits the stream into messages at blank lines, stamping each when its last line
-// arrived.
+// readSSE records the stream's messages, each stamped when its last line arrived.
 func (g *generator) readSSE(r io.Reader, raw *aiperf.RawRecord) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var msg bytes.Buffer
-	flush := func() {
-		if msg.Len() > 0 {
-			raw.Responses = append(raw.Responses, aiperf.ParseSSE(msg.Bytes(), g.clock.now()))
-			msg.Reset()
-		}
-	}
+	rd := sse.NewReader(r)
 	for {
-		line, err := br.ReadBytes('\n')
-		trimmed := bytes.TrimRight(line, "\r\n")
-		if len(trimmed) == 0 && len(line) > 0 {
-			flush()
-		} else if len(trimmed) > 0 {
-			msg.Write(trimmed)
-			msg.WriteByte('\n')
-		}
+		msg, err := rd.Next()
 		if errors.Is(err, io.EOF) {
-			flush()
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read event stream: %w", err)
+			return err
 		}
+		raw.Responses = append(raw.Responses, aiperf.ParseSSE(msg, g.clock.now()))
 	}
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds what a GPU run needs into .carry/ (git-ignored) and prints the device call to make:
-# test binaries of the cuda packages, gpucheck, the cuda iris binary when the gateway links the
-# CUDA engine, the tokenizer files, the family plugin and (optional first argument) a reference
-# JSON of an earlier run. Binaries are stripped and gzipped: the carried tree must stay under the
+# test binaries of the cuda packages, gpucheck, httpbench, the cuda iris binary when the gateway
+# links the CUDA engine, the tokenizer files, the family plugin and (optional first argument) a
+# reference JSON of an earlier run. Binaries are stripped and gzipped: the carried tree must stay under the
 # device tool's 64 MiB together with the working tree.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,6 +14,7 @@ flags=(-tags cuda -trimpath -ldflags '-s -w')
 go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
 go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
 go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
+go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench # the HTTP load of `run.sh speed`
 go test -c -ldflags '-s -w' -o "$out/bin/imageio.test" ./core/internal/imageio # the host's JPEG decoding
 go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
 cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"

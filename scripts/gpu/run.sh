@@ -146,10 +146,10 @@ if [[ $phase == speed ]]; then
       if curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1; then break; fi
       sleep 1
     done
-    timeout 150 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
+    timeout 150 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
       -question "What is the main object in this image? Answer in one word." -runs 30 -seconds 4 -out "$OUT/http.json"; verdict http $?
     if [[ -z ${IRIS_HTTP_ONLY:-} ]]; then
-      timeout 60 "$bin/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
+      timeout 60 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
         -question "Is there any text in the image?" -runs 20 -seconds 2 -out "$OUT/http-vga.json"; verdict http-vga $?
     fi
     kill "$srv"; wait "$srv" 2>/dev/null

@@ -1,7 +1,8 @@
 // Package gpu runs CUDA work on one device: a context owned by a dedicated goroutine locked to
 // its OS thread, device and pinned host memory, modules loaded from cubin/PTX images, streams,
-// events and CUDA graphs captured from a stream. It wraps gorgonia.org/cu (the driver API) under
-// the `cuda` build tag; without the tag, Open returns ErrNoCUDA and nothing links against CUDA.
+// events and CUDA graphs captured from a stream, and cuBLAS/cuBLASLt products on a stream (BLAS).
+// It wraps gorgonia.org/cu (the driver API) and holds all of the GPU's cgo, under the `cuda` build
+// tag; without the tag, Open returns ErrNoCUDA and nothing links against CUDA.
 //
 // # Notes
 //

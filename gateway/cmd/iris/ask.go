@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iris-vlm/iris/benchmark/sse"
 	"github.com/iris-vlm/iris/gateway/openai"
 )
 
@@ -101,15 +101,24 @@ func ask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ttft   time.Duration
 	)
 	if *stream {
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		for sc.Scan() {
-			line, ok := strings.CutPrefix(sc.Text(), "data: ")
-			if !ok || line == "[DONE]" {
+		rd := sse.NewReader(resp.Body)
+		for {
+			msg, err := rd.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("ask: %w", err)
+			}
+			event, data := sse.Data(msg)
+			if event == "error" {
+				return fmt.Errorf("ask: the server's stream failed: %s", data)
+			}
+			if data == "" || data == "[DONE]" {
 				continue
 			}
 			var ch openai.ChatCompletionChunk
-			if err := json.Unmarshal([]byte(line), &ch); err != nil {
+			if err := json.Unmarshal([]byte(data), &ch); err != nil {
 				return fmt.Errorf("ask: bad chunk: %w", err)
 			}
 			for _, c := range ch.Choices {
@@ -130,9 +139,6 @@ func ask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if ch.Iris != nil {
 				iris = ch.Iris
 			}
-		}
-		if err := sc.Err(); err != nil {
-			return fmt.Errorf("ask: %w", err)
 		}
 		fmt.Fprintln(stdout)
 	} else {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/cuda"
 	"github.com/iris-vlm/iris/core/internal/models"
+	"github.com/iris-vlm/iris/internal/speed"
 )
 
 // load binds the checkpoint in dir on a new GPU backend, through the family table.
@@ -387,16 +387,6 @@ type benchOut struct {
 	LoadS      float64           `json:"load_s"`
 }
 
-func percentile(v []float64, p float64) float64 {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 func request(ctx context.Context, m engine.Model, c *caseFile, n int) (total, ttft time.Duration, err error) {
 	start := time.Now()
 	first := time.Duration(0)
@@ -459,8 +449,8 @@ func bench(args []string) error {
 			ttfts = append(ttfts, ms(first))
 			tpot += ms(tot-first) / float64(n-1)
 		}
-		l := latency{NewTokens: n, Runs: *runs, P50MS: percentile(totals, 50), P95MS: percentile(totals, 95),
-			TTFTMS: percentile(ttfts, 50), TPOTMS: tpot / float64(*runs)}
+		l := latency{NewTokens: n, Runs: *runs, P50MS: speed.Percentile(totals, 50), P95MS: speed.Percentile(totals, 95),
+			TTFTMS: speed.Percentile(ttfts, 50), TPOTMS: tpot / float64(*runs)}
 		res.Latency = append(res.Latency, l)
 		fmt.Printf("bench engine c=1 %2d tokens: p50 %.2f ms  p95 %.2f ms  TTFT %.2f ms  TPOT %.3f ms\n", n, l.P50MS, l.P95MS, l.TTFTMS, l.TPOTMS)
 	}
@@ -498,7 +488,7 @@ func bench(args []string) error {
 		if err != nil {
 			return err
 		}
-		done, el, err := closedLoop(cc, time.Duration(*secs*float64(time.Second)), func() error {
+		done, el, err := speed.ClosedLoop(cc, time.Duration(*secs*float64(time.Second)), func() error {
 			_, _, err := request(ctx, m, c, 10)
 			return err
 		})

@@ -3,13 +3,12 @@
 //
 //	gpucheck parity -model DIR -cases DIR -ref ref.json [-new 32] [-out parity.json]
 //	gpucheck bench  -model DIR -cases DIR -case NAME [-precision bf16] [-runs 30] [-out bench.json]
-//	gpucheck http   -url http://127.0.0.1:PORT -model NAME -image FILE.png -question TEXT [-out http.json]
 //
 // parity feeds the case files of scripts/reference/gpu_parity.py (processor outputs) to the
 // engine in fp32 and bf16 and compares its greedy tokens with transformers'. bench times the
 // engine on one case: latency at 3 and 10 new tokens (p50, p95, TTFT, TPOT), images/s at several
-// concurrencies, and the GPU time per stage. http drives a running `iris serve` over loopback with
-// OpenAI chat requests (streamed, ignore_eos) and reports the same latency and throughput figures.
+// concurrencies, and the GPU time per stage. The same figures over HTTP, from a running `iris
+// serve`, come from benchmark/cmd/httpbench (core speaks no HTTP).
 //
 // It is built only with the cuda tag; without it, it says so.
 package main
@@ -20,13 +19,7 @@ import (
 )
 
 func main() {
-	var err error
-	if len(os.Args) > 1 && os.Args[1] == "http" {
-		err = httpBench(os.Args[2:])
-	} else {
-		err = run(os.Args[1:])
-	}
-	if err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "gpucheck:", err)
 		os.Exit(1)
 	}

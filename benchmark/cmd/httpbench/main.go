@@ -1,23 +1,33 @@
+// Command httpbench drives a running OpenAI-compatible chat server (`iris serve` in the GPU speed
+// runs: scripts/gpu/run.sh, docs/gpu.md) over HTTP with streamed one-image requests
+// (ignore_eos) and reports latency at 3 and 10 new tokens (p50, p95, TTFT, TPOT), the server's
+// own stage timings (p50 of the iris extension's timings_ms) and images/s at several
+// concurrencies in a closed loop:
+//
+//	httpbench -url http://127.0.0.1:PORT -model NAME -image FILE -question TEXT [-runs 30] [-concurrency 1,8,32] [-seconds 5] [-out http.json]
+//
+// It lives outside core, which speaks no HTTP; `iris profile` is the AIPerf-compatible profiler,
+// this is the short fixed-shape run whose figures docs/gpu.md compares across sessions.
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/iris-vlm/iris/benchmark/sse"
+	"github.com/iris-vlm/iris/internal/speed"
 )
 
 // httpResult is one streamed chat completion as the client saw it: the time to the first chunk
@@ -47,14 +57,19 @@ func chatOnce(ctx context.Context, client *http.Client, url string, body []byte)
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		return r, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<16), 1<<22)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "data: ") {
-			continue
+	rd := sse.NewReader(resp.Body)
+	for {
+		msg, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		data := strings.TrimPrefix(line, "data: ")
+		if err != nil {
+			return r, err
+		}
+		event, data := sse.Data(msg)
+		if event == "error" {
+			return r, fmt.Errorf("the server's stream failed: %s", data)
+		}
 		if data == "[DONE]" {
 			break
 		}
@@ -88,50 +103,18 @@ func chatOnce(ctx context.Context, client *http.Client, url string, body []byte)
 		}
 	}
 	r.total = time.Since(start)
-	return r, sc.Err()
+	return r, nil
 }
 
-// closedLoop runs do from c goroutines until d has passed (a closed loop: each sends its next
-// request when the last is answered) and returns how many completed, the elapsed seconds and the
-// first error.
-func closedLoop(c int, d time.Duration, do func() error) (done int, seconds float64, err error) {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	for range c {
-		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				e := do()
-				mu.Lock()
-				if e != nil {
-					if err == nil {
-						err = e
-					}
-					mu.Unlock()
-					return
-				}
-				done++
-				mu.Unlock()
-			}
-		})
+func main() {
+	if err := httpBench(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "httpbench:", err)
+		os.Exit(1)
 	}
-	wg.Wait()
-	return done, time.Since(start).Seconds(), err
-}
-
-func pctl(v []float64, p float64) float64 {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
 }
 
 func httpBench(args []string) error {
-	fs := flag.NewFlagSet("http", flag.ContinueOnError)
+	fs := flag.NewFlagSet("httpbench", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080", "server base URL")
 	model := fs.String("model", "", "model name")
 	image := fs.String("image", "", "PNG or JPEG file to send")
@@ -187,7 +170,7 @@ func httpBench(args []string) error {
 				stages[k] = append(stages[k], v)
 			}
 		}
-		l := map[string]float64{"p50_ms": pctl(tot, 50), "p95_ms": pctl(tot, 95), "ttft_p50_ms": pctl(first, 50), "tpot_mean_ms": tpot / float64(*runs)}
+		l := map[string]float64{"p50_ms": speed.Percentile(tot, 50), "p95_ms": speed.Percentile(tot, 95), "ttft_p50_ms": speed.Percentile(first, 50), "tpot_mean_ms": tpot / float64(*runs)}
 		res["c1_"+strconv.Itoa(n)+"tok"] = l
 		fmt.Printf("bench http c=1 %2d tokens: p50 %.2f ms  p95 %.2f ms  TTFT %.2f ms  TPOT %.3f ms\n", n, l["p50_ms"], l["p95_ms"], l["ttft_p50_ms"], l["tpot_mean_ms"])
 		// Where the server says the time went (p50 of each stage), to split the client's
@@ -199,8 +182,8 @@ func httpBench(args []string) error {
 		sort.Strings(names)
 		var parts []string
 		for _, k := range names {
-			l["stage_"+k+"_p50_ms"] = pctl(stages[k], 50)
-			parts = append(parts, fmt.Sprintf("%s %.2f", k, pctl(stages[k], 50)))
+			l["stage_"+k+"_p50_ms"] = speed.Percentile(stages[k], 50)
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, speed.Percentile(stages[k], 50)))
 		}
 		if len(parts) > 0 {
 			fmt.Printf("bench http c=1 %2d tokens: server stages p50 ms: %s\n", n, strings.Join(parts, ", "))
@@ -211,7 +194,7 @@ func httpBench(args []string) error {
 		if err != nil {
 			return err
 		}
-		done, el, err := closedLoop(c, time.Duration(*secs*float64(time.Second)), func() error {
+		done, el, err := speed.ClosedLoop(c, time.Duration(*secs*float64(time.Second)), func() error {
 			_, err := chatOnce(ctx, client, *url, body(10))
 			return err
 		})

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestChatOnce reads streamed answers as a speed run does: text chunks, the usage's completion
+// tokens and the server's stage timings; an error event or status fails the request.
+func TestChatOnce(t *testing.T) {
+	chunk := `data: {"choices":[{"delta":{"content":"x"}}]}` + "\n\n"
+	last := `data: {"choices":[{"delta":{}}],"usage":{"completion_tokens":3},"iris":{"timings_ms":{"vision":5.25}}}` + "\n\n"
+	for _, tc := range []struct {
+		name       string
+		status     int
+		stream     string
+		wantChunks int
+		wantTokens int
+		wantErr    string
+	}{
+		{name: "three tokens", status: 200, stream: "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n" + chunk + chunk + chunk + last + "data: [DONE]\n\n", wantChunks: 3, wantTokens: 3},
+		{name: "error event", status: 200, stream: chunk + "event: error\ndata: {\"error\":{}}\n\n", wantErr: "stream failed"},
+		{name: "refused", status: 429, stream: `{"error":{"code":"queue_full"}}`, wantErr: "HTTP 429"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.stream)
+			}))
+			defer srv.Close()
+			r, err := chatOnce(context.Background(), srv.Client(), srv.URL, []byte(`{}`))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.chunks != tc.wantChunks || r.tokens != tc.wantTokens || r.stages["vision"] != 5.25 || r.ttft <= 0 || r.total < r.ttft {
+				t.Errorf("got %d chunks, %d tokens, stages %v, TTFT %v of %v", r.chunks, r.tokens, r.stages, r.ttft, r.total)
+			}
+		})
+	}
+}

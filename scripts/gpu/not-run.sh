@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Says which GPU tests CI compiled and linked (`just vet-cuda`, against link stubs) but could not
+# run: the test functions that only the cuda build of each given package has. The tests both
+# builds share run without a GPU in `go test`. With --brief, one line: the count and where the
+# last device results are.
+#
+#   scripts/gpu/not-run.sh [--brief] <package>...
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+brief=
+if [[ ${1:-} == --brief ]]; then brief=1; shift; fi
+
+# names <dir> <file>...: the Test/Benchmark/Fuzz/Example functions the files declare
+names() {
+  local dir=$1
+  shift
+  (($#)) || return 0
+  (cd "$dir" && grep -hoE '^func (Test|Benchmark|Fuzz|Example)[A-Za-z0-9_]*\(' "$@" | sed -E 's/^func //; s/\($//' | sort -u)
+}
+files='{{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}'
+# the section of docs/gpu.md with the latest H200 figures (its heading carries the date)
+results=$(grep -m1 '^## Results' docs/gpu.md | sed 's/^## //')
+
+total=0 lines=()
+# -e: a package whose embedded kernels are not built yet still lists its files
+while read -r path dir; do
+  # shellcheck disable=SC2046 # file names are words
+  only=$(comm -23 <(names "$dir" $(go list -e -tags cuda -f "$files" "$path")) \
+                  <(names "$dir" $(go list -e -f "$files" "$path")))
+  [[ -n $only ]] || continue
+  n=$(wc -l <<<"$only")
+  total=$((total + n))
+  lines+=("  ${path#github.com/iris-vlm/iris/} ($(basename "$path").test, $n): $(paste -sd' ' <<<"$only")")
+done < <(go list -e -tags cuda -f '{{.ImportPath}} {{.Dir}}' "$@")
+
+if [[ -n $brief ]]; then
+  echo "GPU tests: $total test functions compiled and linked, NOT run here (no GPU; list: just vet-cuda)." \
+    "Last device results: docs/gpu.md, \"$results\"."
+  exit 0
+fi
+echo "GPU tests compiled and linked against the link stubs, NOT run here (no GPU; scripts/gpu/run.sh"
+echo "runs them on an H200, docs/gpu.md \"Running on the GPU machine\"):"
+printf '%s\n' "${lines[@]}" | fold -s -w 110 | sed 's/ *$//; 2,$s/^\([^ ]\)/      \1/'
+echo "  core/internal/engine/cuda/gpucheck: built, not run (parity and bench of the 3B checkpoint)"
+echo "Last device results: docs/gpu.md, section \"$results\"."
