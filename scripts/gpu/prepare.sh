@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/gpu/env.sh
 out=.carry
-rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins"
+rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins" "$out/base"
 flags=(-tags cuda -trimpath -ldflags '-s -w')
 # test binaries keep their source paths: the fixture package finds testdata through them
 go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
@@ -21,6 +21,17 @@ cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
 gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
 if [[ -f bin/plugins/qwen2_5_vl.wasm ]]; then cp bin/plugins/qwen2_5_vl.wasm "$out/plugins/"; fi
 if [[ -n ${1:-} ]]; then cp "$1" "$out/ref.json"; fi
+# IRIS_BASE=<commit>: that commit's iris and gpucheck too, for `run.sh compare` (a worktree under .build)
+if [[ -n ${IRIS_BASE:-} ]]; then
+  wt=.build/base-worktree
+  git worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
+  git worktree add --detach "$wt" "$IRIS_BASE" >/dev/null
+  ln -sfn "$PWD/.build" "$wt/.build"
+  (cd "$wt" && scripts/gpu/build-kernels.sh && go build "${flags[@]}" -o "$OLDPWD/$out/base/iris" ./gateway/cmd/iris &&
+    go build "${flags[@]}" -o "$OLDPWD/$out/base/gpucheck" ./core/internal/engine/cuda/gpucheck)
+  git worktree remove --force "$wt"
+  gzip -6 "$out"/base/*
+fi
 gzip -6 "$out"/bin/* "$out"/plugins/* 2>/dev/null || true
 du -ab "$out" | sort -n | tail -12 >&2
 echo "prepare: carried $(du -sb "$out" | cut -f1) bytes; working tree (tracked + untracked, not ignored):" \

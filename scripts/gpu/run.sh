@@ -8,6 +8,10 @@
 #                                   tokens, and the whole full-run pipeline on the tiny model
 #   bash scripts/gpu/run.sh full    the 3B random checkpoint, parity on 8 cases (fp32, bf16) against
 #                                   transformers, the engine's timings
+#   bash scripts/gpu/run.sh compare the previous main's build (.carry/base, `just gpu-bench` with
+#                                   IRIS_BASE=<commit>) against this one on the 3B checkpoint, in
+#                                   one call: fp32 parity of this build (288 tokens), then engine
+#                                   and HTTP timings of both, alternating
 #   bash scripts/gpu/run.sh speed   HTTP timings (iris serve) and the transformers baselines on the
 #                                   same checkpoint (reused when the machine is still warm);
 #                                   IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs
@@ -57,8 +61,10 @@ if [[ $phase == smoke || $phase == check ]]; then
   (cd core/internal/gpu && timeout 60 "$bin/gpu.test" -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)' ); verdict gpu.test ${PIPESTATUS[0]}
   step "kernels against CPU references"
   (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
-  step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16"
-  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|Plan|Checkpoint|Header' 2>&1 | grep -E -- '--- (PASS|FAIL)|FAIL|ok|parity|agree|error|panic' | head -80); verdict fixtures ${PIPESTATUS[0]}
+  step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
+  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle' 2>&1 | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | head -80); verdict fixtures ${PIPESTATUS[0]}
+  step "shape sweep: 14 seeded checkpoints x 6 cases against transformers (fp32)"
+  (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | grep -E -- '^--- (PASS|FAIL)|--- FAIL|^FAIL|^ok|panic' | head -60); verdict sweep ${PIPESTATUS[0]}
 fi
 if [[ $phase == smoke ]]; then
   step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"
@@ -101,6 +107,10 @@ else
   timeout 300 python3 "$ref/gpu_checkpoint.py" --out "$model" --tokenizer "$root/.build/tokenizer/qwen3" --template "$template"; verdict checkpoint $?
 fi
 
+if [[ ( $phase == full || $phase == compare ) && ! -f $cases/index.json ]]; then
+  timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
+fi
+
 if [[ $phase == full ]]; then
   unit_tests 150
   step "processor outputs and transformers greedy reference (fp32, bf16)"
@@ -108,6 +118,64 @@ if [[ $phase == full ]]; then
   step "engine parity (fp32 tokens identical; bf16 >= 98% agreement)"
   timeout 300 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$OUT/ref.json" -new 32 -out "$OUT/parity.json"; verdict parity $?
   engine_benches 4
+fi
+
+if [[ $phase == compare ]]; then
+  base=/tmp/iris-base
+  mkdir -p "$base"
+  for f in "$carry"/base/*.gz; do [[ -e $f ]] && gunzip -c "$f" >"$base/$(basename "${f%.gz}")"; done
+  chmod +x "$base"/* 2>/dev/null
+  if [[ ! -x $base/iris || ! -x $base/gpucheck ]]; then echo "FAIL compare: no base binaries in .carry/base"; exit 1; fi
+  step "fp32 reference of transformers (9 cases x 32 tokens) and this build's parity"
+  timeout 300 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$OUT/ref.json" --new 32 --precisions fp32; verdict reference $?
+  timeout 150 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$OUT/ref.json" -new 32 -precision fp32 -out "$OUT/parity.json"; verdict parity $?
+  step "engine, c=1: base and this build alternating (gpucheck bench, the photo)"
+  for round in 1 2; do
+    for who in base new; do
+      b=$bin; [[ $who == base ]] && b=$base
+      echo "--- engine $who (round $round)"
+      timeout 90 "$b/gpucheck" bench -model "$model" -cases "$cases" -case photo_426x320 -runs 40 -seconds 1 -concurrency 1 \
+        -out "$work/engine-$who-$round.json" | grep -E 'c=1 |decode step'; verdict "engine-$who-$round" ${PIPESTATUS[0]}
+    done
+  done
+  step "HTTP, c=1: base and this build alternating (iris serve + httpbench, the photo)"
+  for who in base new; do
+    b=$bin; [[ $who == base ]] && b=$base
+    rm -rf "$work/bundle-$who"
+    plugin=(); [[ -f $bin/qwen2_5_vl.wasm ]] && plugin=(--plugin "$bin/qwen2_5_vl.wasm")
+    timeout 120 "$b/iris" bundle build --from "$model" --family qwen2_5_vl --out "$work/bundle-$who" --backend cuda --name qwen25vl-3b --context 4096 "${plugin[@]}" >/dev/null; verdict "bundle-$who" $?
+  done
+  for round in 1 2; do
+    for who in base new; do
+      b=$bin; [[ $who == base ]] && b=$base
+      "$b/iris" serve --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve-$who.log" 2>&1 &
+      srv=$!
+      for _ in $(seq 90); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
+      echo "--- http $who (round $round)"
+      timeout 90 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
+        -question "What is the main object in this image? Answer in one word." -runs 40 -seconds 2 -concurrency 8 \
+        -out "$work/http-$who-$round.json" | grep -E 'c=1|c=8'; verdict "http-$who-$round" ${PIPESTATUS[0]}
+      kill "$srv"; wait "$srv" 2>/dev/null
+    done
+  done
+  python3 - "$work" "$OUT/compare.json" <<'PY'
+import json, sys, glob, os, statistics
+work, out = sys.argv[1], sys.argv[2]
+res = {}
+for kind in ("engine", "http"):
+    for who in ("base", "new"):
+        rows = []
+        for f in sorted(glob.glob(f"{work}/{kind}-{who}-*.json")):
+            d = json.load(open(f))
+            ls = [l for l in d.get("latency", []) if l.get("new_tokens") == 3] + ([d["c1_3tok"]] if "c1_3tok" in d else [])
+            rows += [(l["p50_ms"], l["p95_ms"]) for l in ls]
+        res[f"{kind}-{who}"] = rows
+json.dump(res, open(out, "w"), indent=1)
+print("compare (3 tokens, p50/p95 ms per round):")
+for k, rows in res.items():
+    print(f"  {k:12s} " + "  ".join(f"{a:.2f}/{b:.2f}" for a, b in rows if a is not None))
+PY
+  grep -iE 'error|panic' "$work"/serve-*.log | head -10
 fi
 
 if [[ $phase == speed && ! -f $cases/index.json ]]; then

@@ -135,6 +135,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--only", default="", help="comma-separated case names (default: all)")
     ap.add_argument("--prepare-only", action="store_true", help="write the case files, run no model")
+    ap.add_argument("--precisions", default="fp32,bf16", help="comma-separated: fp32, bf16")
     args = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -148,8 +149,8 @@ def main():
         return
     ref = {"meta": {"transformers": __import__("transformers").__version__, "torch": torch.__version__, "new_tokens": args.new,
                     "semantics": "greedy, repetition_penalty 1.0, EOS ignored, sdpa; fp32 with TF32 off"}}
-    ref["fp32"] = run(args.model, torch.float32, cases, args.new, args.device)
-    ref["bf16"] = run(args.model, torch.bfloat16, cases, args.new, args.device)
+    for prec in args.precisions.split(","):
+        ref[prec] = run(args.model, {"fp32": torch.float32, "bf16": torch.bfloat16}[prec], cases, args.new, args.device)
     with open(args.out, "w") as f:
         json.dump(ref, f)
 

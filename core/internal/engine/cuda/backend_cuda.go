@@ -55,6 +55,7 @@ type Backend struct {
 	segs     int // flash segment bounds written this pass (each its own buffer)
 	replays  int // passes run as a graph
 	graphs   map[string]*graphEntry
+	joined   map[string]ml.Tensor // biases of merged products, side by side (mergeOuts)
 	mode     graphMode
 	graphErr error // why graphs are off, if they are
 	prof     *profiler
@@ -92,7 +93,7 @@ type arena struct {
 
 // NewBackend opens the device and loads the kernels.
 func NewBackend(opts Options) (*Backend, error) {
-	b := &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}}
+	b := &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[string]ml.Tensor{}}
 	switch opts.Precision {
 	case "", "bf16":
 		b.dt = bf16

@@ -86,24 +86,38 @@ func packed(ts ...ml.Tensor) bool {
 // ----------------------------------------------------------------------------------------------
 // products
 
-// adjacent reports whether the outputs' weights (and biases, and outputs) follow each other in
-// memory, so that one product computes them all.
+// adjacent reports whether the outputs' weights and outputs follow each other in memory, so that
+// one product computes them all (their biases too when they are adjacent, see mergeOuts).
 func adjacent(outs []ml.Out) bool {
 	for i := 1; i < len(outs); i++ {
 		p, o := outs[i-1], outs[i]
 		if !p.W.Contiguous() || p.W.Stride != o.W.Stride ||
 			o.W.Addr != p.W.Addr+uintptr(int64(p.W.Rows)*int64(p.W.Stride)*p.W.DType.Size()) ||
 			o.Y.Addr != p.Y.Addr+uintptr(int64(p.Y.Cols)*p.Y.DType.Size()) || o.Y.Stride != p.Y.Stride ||
-			p.B.Valid() != o.B.Valid() ||
-			(p.B.Valid() && o.B.Addr != p.B.Addr+uintptr(int64(p.B.Cols)*p.B.DType.Size())) {
+			p.B.Valid() != o.B.Valid() {
 			return false
 		}
 	}
 	return true
 }
 
-// merge is the one product of adjacent outputs.
-func merge(outs []ml.Out) ml.Out {
+func biasesAdjacent(outs []ml.Out) bool {
+	for i := 1; i < len(outs); i++ {
+		p, o := outs[i-1], outs[i]
+		if p.B.Valid() && o.B.Addr != p.B.Addr+uintptr(int64(p.B.Cols)*p.B.DType.Size()) {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeOuts is the one product of adjacent outputs, or outs itself when they are not. Biases
+// that are not adjacent (each vector is placed on its own alignment) are copied once, side by
+// side, into memory the backend keeps.
+func (b *Backend) mergeOuts(outs []ml.Out) []ml.Out {
+	if len(outs) < 2 || !adjacent(outs) {
+		return outs
+	}
 	o := outs[0]
 	for _, x := range outs[1:] {
 		o.W.Rows += x.W.Rows
@@ -112,7 +126,33 @@ func merge(outs []ml.Out) ml.Out {
 			o.B.Cols += x.B.Cols
 		}
 	}
-	return o
+	if o.B.Valid() && !biasesAdjacent(outs) {
+		key := fmt.Sprint(outs[0].B.Addr, outs[1].B.Addr, len(outs))
+		joined, ok := b.joined[key]
+		if !ok {
+			if b.mode != plain {
+				return outs // made by a plain run first
+			}
+			p, err := b.take(int64(o.B.Cols) * o.B.DType.Size())
+			if err != nil {
+				return outs
+			}
+			at := p
+			for _, x := range outs {
+				n := int64(x.B.Cols) * x.B.DType.Size()
+				if err := b.stream.CopyDtoD(at, dp(x.B), n); err != nil {
+					b.fail(err)
+					return outs
+				}
+				at = at.Add(n)
+			}
+			b.afterKernel = false
+			joined = ml.Tensor{Addr: uintptr(p), Rows: 1, Cols: o.B.Cols, Stride: o.B.Cols, DType: o.B.DType}
+			b.joined[key] = joined
+		}
+		o.B = joined
+	}
+	return []ml.Out{o}
 }
 
 // Linears implements ml.Backend: adjacent outputs are one product; each through cuBLASLt (or
@@ -121,10 +161,7 @@ func (b *Backend) Linears(x ml.Tensor, outs ...ml.Out) {
 	if !b.same("linear", x) {
 		return
 	}
-	if len(outs) > 1 && adjacent(outs) {
-		outs = []ml.Out{merge(outs)}
-	}
-	for _, o := range outs {
+	for _, o := range b.mergeOuts(outs) {
 		b.linear(x, o)
 	}
 }
@@ -212,9 +249,7 @@ func (b *Backend) gemvLaunch(f *gpu.Function, N, K int, args ...gpu.Arg) {
 // gemv kernel that streams the weights (y widened to F32 inside it when asked for); otherwise
 // RMSNorm then the products.
 func (b *Backend) NormLinears(xn, xOut, x, delta, w ml.Tensor, eps float32, outs ...ml.Out) {
-	if len(outs) > 1 && adjacent(outs) {
-		outs = []ml.Out{merge(outs)}
-	}
+	outs = b.mergeOuts(outs)
 	o := outs[0]
 	if len(outs) != 1 || !b.gemvOK(x, o.W) || xOut.Addr == x.Addr {
 		b.RMSNorm(xn, xOut, x, delta, w, eps)
@@ -543,7 +578,8 @@ func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, 
 			splits = graphSplits
 		}
 		rows := q.Rows
-		part := b.scratchT("attn.part", rows*a.Heads*splits, a.HeadDim+2, ml.F32)
+		// sized for a graph's splits in any case, so that a plain run makes what a recording needs
+		part := b.scratchT("attn.part", rows*a.Heads*max(splits, graphSplits), a.HeadDim+2, ml.F32)
 		ticket := b.scratchT("attn.ticket", rows, a.Heads, ml.F32) // int32s, zero between launches
 		if b.err != nil {
 			return

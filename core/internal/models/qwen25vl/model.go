@@ -92,7 +92,7 @@ var (
 // them), also when New fails.
 func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (*Model, error) {
 	m := &Model{b: b, ck: ck, cfg: cfg, lim: lim}
-	if err := m.init(opts); err != nil {
+	if err := ml.Do(b, func() error { return m.init(opts) }); err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -195,9 +195,11 @@ func (m *Model) bind() error {
 		B.qkvBias = ld.Vector(visionPrefixes, p+"attn.qkv.bias", 3*VH)
 		B.proj = ld.Matrix(visionPrefixes, p+"attn.proj.weight", VH, VH)
 		B.projB = ld.Vector(visionPrefixes, p+"attn.proj.bias", VH)
+		// gate then up, their biases after (a backend placing tensors in load order can then run
+		// each pair as one product, as it does q, k and v)
 		B.gate = ld.Matrix(visionPrefixes, p+"mlp.gate_proj.weight", VI, VH)
-		B.gateB = ld.Vector(visionPrefixes, p+"mlp.gate_proj.bias", VI)
 		B.up = ld.Matrix(visionPrefixes, p+"mlp.up_proj.weight", VI, VH)
+		B.gateB = ld.Vector(visionPrefixes, p+"mlp.gate_proj.bias", VI)
 		B.upB = ld.Vector(visionPrefixes, p+"mlp.up_proj.bias", VI)
 		B.down = ld.Matrix(visionPrefixes, p+"mlp.down_proj.weight", VH, VI)
 		B.downB = ld.Vector(visionPrefixes, p+"mlp.down_proj.bias", VH)
