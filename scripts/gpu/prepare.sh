@@ -10,13 +10,24 @@ cd "$(dirname "$0")/../.."
 out=.carry
 rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins" "$out/base"
 flags=(-tags cuda -trimpath -ldflags '-s -w')
-# test binaries keep their source paths: the fixture package finds testdata through them
-go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
-go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
-go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
-go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench # the HTTP load of `run.sh speed`
-go test -c -ldflags '-s -w' -o "$out/bin/imageio.test" ./core/internal/imageio # the host's JPEG decoding
-go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
+# IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~33 MB):
+#   check    the test binaries of the cuda packages (run.sh check)
+#   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare), xz
+#   all      (default) everything the other phases use
+phase=${IRIS_PHASE:-all}
+if [[ $phase == check || $phase == all ]]; then
+  # test binaries keep their source paths: the fixture package finds testdata through them
+  go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
+  go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
+fi
+if [[ $phase == compare || $phase == all ]]; then
+  go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
+  go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
+fi
+if [[ $phase == all ]]; then
+  go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench # the HTTP load of `run.sh speed`
+  go test -c -ldflags '-s -w' -o "$out/bin/imageio.test" ./core/internal/imageio # the host's JPEG decoding
+fi
 cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
 gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
 if [[ -f bin/plugins/qwen2_5_vl.wasm ]]; then cp bin/plugins/qwen2_5_vl.wasm "$out/plugins/"; fi
@@ -30,14 +41,18 @@ if [[ -n ${IRIS_BASE:-} ]]; then
   (cd "$wt" && scripts/gpu/build-kernels.sh && go build "${flags[@]}" -o "$OLDPWD/$out/base/iris" ./gateway/cmd/iris &&
     go build "${flags[@]}" -o "$OLDPWD/$out/base/gpucheck" ./core/internal/engine/cuda/gpucheck)
   git worktree remove --force "$wt"
-  gzip -6 "$out"/base/*
 fi
-gzip -6 "$out"/bin/* "$out"/plugins/* 2>/dev/null || true
+if [[ $phase == compare ]]; then
+  xz -9e -T0 "$out"/bin/* "$out"/base/* "$out"/plugins/* 2>/dev/null || true
+else
+  gzip -6 "$out"/bin/* "$out"/base/* "$out"/plugins/* 2>/dev/null || true
+fi
 du -ab "$out" | sort -n | tail -12 >&2
 echo "prepare: carried $(du -sb "$out" | cut -f1) bytes; working tree (tracked + untracked, not ignored):" \
   "$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1) bytes" >&2
 cat <<'MSG'
-Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says what each runs:
+Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says what each runs
+(IRIS_PHASE=check or compare keep the carry within the tool's 64 MiB):
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh full    (~4 min; writes ref.json)
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh speed   (~6 min; needs a carried ref.json,
       IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs only the photo over HTTP)

@@ -27,6 +27,7 @@ carry=$root/.carry
 bin=/tmp/iris-bin # the carried binaries, unpacked
 mkdir -p "$bin"
 for f in "$carry"/bin/*.gz "$carry"/plugins/*.gz; do [[ -e $f ]] && gunzip -c "$f" >"$bin/$(basename "${f%.gz}")"; done
+for f in "$carry"/bin/*.xz "$carry"/plugins/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$bin/$(basename "${f%.xz}")"; done
 chmod +x "$bin"/* 2>/dev/null
 work=/tmp/iris-gpu
 mkdir -p "$work"
@@ -124,6 +125,7 @@ if [[ $phase == compare ]]; then
   base=/tmp/iris-base
   mkdir -p "$base"
   for f in "$carry"/base/*.gz; do [[ -e $f ]] && gunzip -c "$f" >"$base/$(basename "${f%.gz}")"; done
+  for f in "$carry"/base/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$base/$(basename "${f%.xz}")"; done
   chmod +x "$base"/* 2>/dev/null
   if [[ ! -x $base/iris || ! -x $base/gpucheck ]]; then echo "FAIL compare: no base binaries in .carry/base"; exit 1; fi
   step "fp32 reference of transformers (9 cases x 32 tokens) and this build's parity"
@@ -152,7 +154,8 @@ if [[ $phase == compare ]]; then
       srv=$!
       for _ in $(seq 90); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
       echo "--- http $who (round $round)"
-      timeout 90 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
+      # one client for both servers: the base's gpucheck http (the same driver as httpbench)
+      timeout 90 "$base/gpucheck" http -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
         -question "What is the main object in this image? Answer in one word." -runs 40 -seconds 2 -concurrency 8 \
         -out "$work/http-$who-$round.json" | grep -E 'c=1|c=8'; verdict "http-$who-$round" ${PIPESTATUS[0]}
       kill "$srv"; wait "$srv" 2>/dev/null
