@@ -57,15 +57,20 @@ tiny=$root/core/internal/engine/testdata/qwen2_5_vl
 template=$tiny/tiny-untied
 ref=$root/scripts/reference
 
+if [[ $phase == sweep ]]; then # the sweep alone (while it is being mended)
+  step "shape sweep"
+  (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | head -60); verdict sweep ${PIPESTATUS[0]}
+  exit 0
+fi
 if [[ $phase == smoke || $phase == check ]]; then
   step "gpu package: compat symbols, PTX load, launch, graph capture"
   (cd core/internal/gpu && timeout 60 "$bin/gpu.test" -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)' ); verdict gpu.test ${PIPESTATUS[0]}
   step "kernels against CPU references"
   (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
-  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle' 2>&1 | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | head -80); verdict fixtures ${PIPESTATUS[0]}
+  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | head -80); verdict fixtures ${PIPESTATUS[0]}
   step "shape sweep: 14 seeded checkpoints x 6 cases against transformers (fp32)"
-  (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | grep -E -- '^--- (PASS|FAIL)|--- FAIL|^FAIL|^ok|panic' | head -60); verdict sweep ${PIPESTATUS[0]}
+  (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | head -60); verdict sweep ${PIPESTATUS[0]}
 fi
 if [[ $phase == smoke ]]; then
   step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"

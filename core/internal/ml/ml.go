@@ -50,8 +50,12 @@ type Tensor struct {
 // Valid reports whether t refers to memory.
 func (t Tensor) Valid() bool { return t.Addr != 0 }
 
-// RowsAt is the view of rows [r, r+n).
+// RowsAt is the view of rows [r, r+n). A view of the zero Tensor is the zero Tensor: a backend
+// hands that out after a failure, and the ops that follow do nothing.
 func (t Tensor) RowsAt(r, n int) Tensor {
+	if !t.Valid() {
+		return t
+	}
 	if r < 0 || n < 0 || r+n > t.Rows {
 		panic(fmt.Sprintf("ml: rows [%d, %d) of a %d-row tensor", r, r+n, t.Rows))
 	}
@@ -60,8 +64,11 @@ func (t Tensor) RowsAt(r, n int) Tensor {
 	return t
 }
 
-// ColsAt is the view of columns [c, c+n) of every row.
+// ColsAt is the view of columns [c, c+n) of every row (the zero Tensor stays zero).
 func (t Tensor) ColsAt(c, n int) Tensor {
+	if !t.Valid() {
+		return t
+	}
 	if c < 0 || n < 0 || c+n > t.Cols {
 		panic(fmt.Sprintf("ml: columns [%d, %d) of a %d-column tensor", c, c+n, t.Cols))
 	}
@@ -73,6 +80,9 @@ func (t Tensor) ColsAt(c, n int) Tensor {
 // Reshape views a contiguous tensor as rows x cols (the same elements, e.g. a merger's 2x2
 // patches as one row).
 func (t Tensor) Reshape(rows, cols int) Tensor {
+	if !t.Valid() {
+		return t
+	}
 	if t.Stride != t.Cols || rows*cols != t.Rows*t.Cols {
 		panic(fmt.Sprintf("ml: reshape of %dx%d (stride %d) to %dx%d", t.Rows, t.Cols, t.Stride, rows, cols))
 	}

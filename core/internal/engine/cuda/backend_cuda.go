@@ -72,7 +72,7 @@ const (
 type graphEntry struct {
 	g      *gpu.Graph
 	epoch  int
-	warm   bool // one plain run done: its buffers exist, so the next run can be recorded
+	never  bool // the pass takes launch shapes from host data (errNoGraph): always plain
 	splits int  // the decode attention's splits the graph was recorded with
 }
 
@@ -184,12 +184,31 @@ func (b *Backend) Close() error {
 	return err
 }
 
-// Do implements ml.Runner: fn runs on the device thread.
+// Do implements ml.Runner: fn runs on the device thread. Whatever fn leaves behind (a failure it
+// did not Sync, a recording it did not finish, a panic) is cleared for the next pass.
 func (b *Backend) Do(fn func() error) error {
 	if b.dev == nil {
 		return engine.ErrClosed
 	}
-	return b.dev.Do(fn)
+	return b.dev.Do(func() error {
+		defer b.endPass()
+		return fn()
+	})
+}
+
+// endPass leaves the backend ready for the next pass.
+func (b *Backend) endPass() {
+	if b.mode == recording {
+		if g, _ := b.stream.EndCapture(); g != nil {
+			_ = g.Destroy()
+		}
+	}
+	b.mode = plain
+	if b.err != nil || len(b.reads) > 0 {
+		_ = b.stream.Sync()
+	}
+	b.err = nil
+	b.reset()
 }
 
 // Info describes the device.
@@ -403,6 +422,10 @@ func (b *Backend) buf(name string, n int64) (gpu.DevPtr, error) {
 
 // errMoved stops a recording that would move a buffer (Graph then runs plainly).
 var errMoved = errors.New("a buffer moved while a graph was recorded")
+
+// errNoGraph stops a recording of ops whose launch shapes come from host data that changes
+// between steps (attention composed per sequence): such a pass always runs plainly.
+var errNoGraph = errors.New("launch shapes from host data: no graph")
 
 func (b *Backend) scratchT(name string, rows, cols int, dt ml.DType) ml.Tensor {
 	if b.err != nil {

@@ -462,6 +462,10 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 	if !b.same("attention", out, q, k, v) || len(bounds) < 2 {
 		return
 	}
+	if b.mode != plain { // host bounds become launch shapes
+		b.fail(errNoGraph)
+		return
+	}
 	longest := maxSegment(bounds)
 	segs := len(bounds) - 1
 	win := b.k.window[a.HeadDim]
@@ -591,6 +595,11 @@ func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, 
 			gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim), gpu.F(a.Scale))
 		return
 	}
+	if b.mode != plain {
+		// the sequences' key counts become launch shapes here: a graph would keep this step's
+		b.fail(errNoGraph)
+		return
+	}
 	for i := 0; i < q.Rows && b.err == nil; {
 		start, n0 := int(sp[2*i]), int(sp[2*i+1])
 		j := i + 1
@@ -623,8 +632,10 @@ func (b *Backend) Graph(key string, fn func()) {
 		return
 	}
 	e := b.graphs[key]
-	if e == nil {
-		b.graphs[key] = &graphEntry{}
+	if e == nil || e.never {
+		if e == nil {
+			b.graphs[key] = &graphEntry{}
+		}
 		fn()
 		return
 	}
@@ -668,12 +679,13 @@ func (b *Backend) Graph(key string, fn func()) {
 		if g != nil {
 			_ = g.Destroy()
 		}
-		if !errors.Is(b.err, errMoved) {
+		if !errors.Is(b.err, errMoved) && !errors.Is(b.err, errNoGraph) {
 			return
 		}
+		e.never = errors.Is(b.err, errNoGraph)
 		b.err = nil
 		b.reset()
-		fn() // run plainly; record next time
+		fn() // run plainly; record next time (unless the pass can never be a graph)
 	case err != nil:
 		b.graphErr = fmt.Errorf("recording %s: %w", key, err)
 		b.reset()
