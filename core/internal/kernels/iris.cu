@@ -336,6 +336,44 @@ extern "C" __global__ void iris_rope_rows_bf16(bf16 *x, int ldx, int heads, int 
     rope_rows(x, ldx, heads, hd, cos, sin, ldc, once);
 }
 
+// The prefill's half of ml.RopeCachedAttention, one block a row: q rotated in place (rope_rows'
+// roundings), k rotated into row slots[i] of the key pool and v copied into the value pool's
+// (pool rows of kvh*hd values).
+template <typename T>
+__device__ void rope_kv(T *q, int ldq, const T *k, int ldk, const T *v, int ldv, const float *cos, const float *sin, int ldc, int once,
+                        T *kpool, T *vpool, const int *slots, int heads, int kvh, int hd) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    int i = blockIdx.x, half = hd / 2, kvd = kvh * hd;
+    const float *cr = cos + (size_t)i * ldc, *sr = sin + (size_t)i * ldc;
+    T *qr = q + (size_t)i * ldq;
+    const T *kr = k + (size_t)i * ldk, *vr = v + (size_t)i * ldv;
+    T *kw = kpool + (size_t)slots[i] * kvd, *vw = vpool + (size_t)slots[i] * kvd;
+    for (int t = threadIdx.x; t < (heads + kvh) * half; t += blockDim.x) {
+        int h = t / half, f = t % half;
+        const T *src = h < heads ? qr + (size_t)h * hd : kr + (size_t)(h - heads) * hd;
+        T *dst = h < heads ? qr + (size_t)h * hd : kw + (size_t)(h - heads) * hd;
+        float a = ld(src[f]), b = ld(src[f + half]), c = cr[f], s = sr[f];
+        if (once) {
+            dst[f] = st<T>(__fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, s)));
+            dst[f + half] = st<T>(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)));
+        } else {
+            c = rnd<T>(c), s = rnd<T>(s);
+            dst[f] = st<T>(__fadd_rn(rnd<T>(__fmul_rn(a, c)), rnd<T>(__fmul_rn(-b, s))));
+            dst[f + half] = st<T>(__fadd_rn(rnd<T>(__fmul_rn(b, c)), rnd<T>(__fmul_rn(a, s))));
+        }
+    }
+    for (int j = threadIdx.x; j < kvd; j += blockDim.x) vw[j] = vr[j];
+}
+#define ROPE_KV_ARGS(T)                                                                                                              \
+    T *q, int ldq, const T *k, int ldk, const T *v, int ldv, const float *cos, const float *sin, int ldc, int once, T *kpool, T *vpool, \
+        const int *slots, int heads, int kvh, int hd
+extern "C" __global__ void iris_rope_kv_f32(ROPE_KV_ARGS(float)) {
+    rope_kv(q, ldq, k, ldk, v, ldv, cos, sin, ldc, once, kpool, vpool, slots, heads, kvh, hd);
+}
+extern "C" __global__ void iris_rope_kv_bf16(ROPE_KV_ARGS(bf16)) {
+    rope_kv(q, ldq, k, ldk, v, ldv, cos, sin, ldc, once, kpool, vpool, slots, heads, kvh, hd);
+}
+
 // ---------------------------------------------------------------------------------------------
 // attention
 

@@ -15,7 +15,7 @@ type kernelSet struct {
 	bf16ToF32, f32ToBF16              *gpu.Function
 	embed, gather, scatter            *gpu.Function
 	rmsnorm, bias, siluMul, gelu      *gpu.Function
-	padRows, ropeRows                 *gpu.Function
+	padRows, ropeRows, ropeKV         *gpu.Function
 	softmax, attnPool                 *gpu.Function
 	flash                             map[int]*gpu.Function // by head dim
 	window                            map[int]*gpu.Function // by head dim; bf16 only
@@ -58,6 +58,7 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	get(&k.padRows, "iris_pad_rows"+sfx)
 	get(&k.gelu, "iris_gelu"+sfx)
 	get(&k.ropeRows, "iris_rope_rows"+sfx)
+	get(&k.ropeKV, "iris_rope_kv"+sfx)
 	get(&k.softmax, "iris_softmax"+sfx)
 	get(&k.attnPool, "iris_attn_pool"+sfx)
 	get(&k.argmax, "iris_argmax_top2")

@@ -408,6 +408,66 @@ func TestKernelRopeRows(t *testing.T) {
 	}
 }
 
+// TestKernelRopeKV rotates q in place and writes the rotated k and the v of each row to its pool
+// row, leaving the other pool rows alone.
+func TestKernelRopeKV(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const n, heads, kvh, hd, poolRows = 3, 6, 2, 16, 9
+		qd, kvd, half := heads*hd, kvh*hd, hd/2
+		ld := qd + 2*kvd
+		qkv := randn(r, dt, n*ld, 1)
+		cs := randn(r, f32, 2*n*half, 1)
+		pool := randn(r, dt, 2*poolRows*kvd, 1)
+		slots := []int32{4, 0, 7}
+		var gotQ, gotK, gotV []float32
+		f.do(func() error {
+			qp, cp, pp, sl := f.put(dt, qkv), f.put(f32, cs), f.put(dt, pool), f.putI32(slots)
+			kp, vp := pp, pp.Add(int64(poolRows*kvd)*dt.size())
+			e := dt.size()
+			err := f.ks[dt].ropeKV.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(qp), gpu.I(ld), gpu.P(qp.Add(int64(qd)*e)), gpu.I(ld),
+				gpu.P(qp.Add(int64(qd+kvd)*e)), gpu.I(ld), gpu.P(cp), gpu.P(cp.Add(int64(n*half)*4)), gpu.I(half), gpu.I(0),
+				gpu.P(kp), gpu.P(vp), gpu.P(sl), gpu.I(heads), gpu.I(kvh), gpu.I(hd))
+			if err == nil {
+				err = f.s.Sync()
+			}
+			gotQ, gotK, gotV = f.get(dt, qp, n*ld), f.get(dt, kp, poolRows*kvd), f.get(dt, vp, poolRows*kvd)
+			return err
+		})
+		wantQ := make([]float64, n*ld)
+		for i := range wantQ {
+			wantQ[i] = float64(qkv[i])
+		}
+		wantK, wantV := make([]float64, poolRows*kvd), make([]float64, poolRows*kvd)
+		for i := range poolRows * kvd {
+			wantK[i], wantV[i] = float64(pool[i]), float64(pool[poolRows*kvd+i])
+		}
+		for i := range n {
+			for h := range heads + kvh {
+				for fq := range half {
+					c, s := round(dt, float64(cs[i*half+fq])), round(dt, float64(cs[n*half+i*half+fq]))
+					x1, x2 := float64(qkv[i*ld+h*hd+fq]), float64(qkv[i*ld+h*hd+fq+half])
+					lo := round(dt, round(dt, x1*c)+round(dt, -x2*s))
+					hi := round(dt, round(dt, x2*c)+round(dt, x1*s))
+					if h < heads {
+						wantQ[i*ld+h*hd+fq], wantQ[i*ld+h*hd+fq+half] = lo, hi
+					} else {
+						at := int(slots[i])*kvd + (h-heads)*hd
+						wantK[at+fq], wantK[at+fq+half] = lo, hi
+					}
+				}
+			}
+			for j := range kvd {
+				wantV[int(slots[i])*kvd+j] = float64(qkv[i*ld+qd+kvd+j])
+			}
+		}
+		check(t, "q rotated in place (k, v columns untouched)", gotQ, wantQ, tolFor(dt))
+		check(t, "keys in the pool", gotK, wantK, tolFor(dt))
+		check(t, "values in the pool", gotV, wantV, 0)
+	})
+}
+
 // TestKernelGatherScatter moves strided rows both ways.
 func TestKernelGatherScatter(t *testing.T) {
 	f := newKfix(t)

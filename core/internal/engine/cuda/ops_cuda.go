@@ -519,10 +519,21 @@ func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.At
 // the composition.
 func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
 	if !b.decodeRows(spans) || !b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
-		b.Rope(q, a.Heads, a.HeadDim, rot)
-		b.Rope(k, a.KVHeads, a.HeadDim, rot)
-		b.Scatter(kPool, k, slots)
-		b.Scatter(vPool, v, slots)
+		// rotations and pool writes in one kernel, then attention per sequence
+		if !b.same("rope", q, k, v, kPool, vPool) || q.Rows == 0 {
+			return
+		}
+		if rot.Cos.Stride != rot.Sin.Stride || !kPool.Contiguous() || !vPool.Contiguous() {
+			b.bad("rope: cos and sin of other strides, or a strided pool")
+			return
+		}
+		once := 0
+		if rot.RoundOnce {
+			once = 1
+		}
+		b.rows(b.k.ropeKV, q.Rows, gpu.P(dp(q)), gpu.I(q.Stride), gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride),
+			gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride), gpu.I(once), gpu.P(dp(kPool)), gpu.P(dp(vPool)),
+			gpu.P(gpu.DevPtr(slots.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim))
 		b.CachedAttention(out, q, kPool, vPool, spans, a)
 		return
 	}

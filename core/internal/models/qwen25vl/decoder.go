@@ -232,7 +232,10 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 
 	// hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states[:, -1:, :])
 	last, lastT, lastN, lastOut := x[r], tt, xn, x[1-r]
-	if n != nb {
+	switch {
+	case nb == 1 && n > 1: // one prefill: its last row is a view
+		last, lastT, lastN, lastOut = x[r].RowsAt(n-1, 1), tt.RowsAt(n-1, 1), xn.RowsAt(n-1, 1), x[1-r].RowsAt(n-1, 1)
+	case n != nb:
 		last, lastT, lastN, lastOut = b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H), b.Scratch("t.lastx", nb, H)
 		idx := b.WriteInts("t.lastidx", p.last)
 		b.Gather(last, x[r], idx)
