@@ -85,7 +85,7 @@ func RopeSegmentAttention(b Backend, out, q, k, v Tensor, rot Rotary, bounds []i
 
 // Grapher records the ops a function issues as a graph the first time a key is seen, and replays
 // the graph for that key afterwards (a decode step of a given batch size: the same ops on the same
-// buffers, only the data written through Write and WriteInts differs). The backend falls back to
+// buffers, only the data of Write, Input and Ints differs). The backend falls back to
 // running fn when a buffer moved since the recording.
 type Grapher interface {
 	Graph(key string, fn func())

@@ -148,8 +148,11 @@ type Backend interface {
 	Load(src []byte, from string, rows, cols int, dt DType) (Tensor, error)
 	// Write copies host values into dst (converted to its type).
 	Write(dst Tensor, src []float32)
-	// WriteInts copies host values into the int buffer kept under name.
-	WriteInts(name string, v []int32) Ints
+	// Input is host values as a rows x cols F32 tensor that the ops after it read (rotary
+	// tables), and Ints host ints the same way (token ids, row indexes, spans); both are valid
+	// until the next Sync. A backend may gather a pass's inputs into one upload.
+	Input(v []float32, rows, cols int) Tensor
+	Ints(v []int32) Ints
 	// Read copies src (F32) into host values once the ops before it have run: dst is filled by
 	// the next Sync.
 	Read(dst []float32, src Tensor)

@@ -43,12 +43,20 @@ type Backend struct {
 	scratch map[string]*gpu.Buffer
 	// epoch counts scratch buffers that moved (grown): a recorded graph bakes addresses in.
 	epoch   int
-	staging *gpu.HostBuffer // pinned uploads (Write, WriteInts, Load)
+	staging *gpu.HostBuffer // pinned uploads (Write, Input, Ints, Load)
 	stageAt int64
-	back    *gpu.HostBuffer // pinned downloads (Read, Argmax)
-	backAt  int64
-	reads   []pendingRead
-	err     error
+	// dstage mirrors staging on the device: Input and Ints data land at the same offsets, the
+	// pass's pending range [flushAt, stageAt) going up in one copy before the next enqueue.
+	dstage  gpu.Buffer
+	flushAt int64
+	// ptrs caches the attention pointer arrays by what they point to (uploaded once).
+	ptrs     map[string]gpu.DevPtr
+	bounds   map[*int32]ml.Ints // segment bounds uploaded this pass, by their host slice
+	f32Names map[string]string
+	back     *gpu.HostBuffer // pinned downloads (Read, Argmax)
+	backAt   int64
+	reads    []pendingRead
+	err      error
 	// afterKernel: the last thing enqueued is a kernel (a dependent launch may follow it).
 	afterKernel bool
 
@@ -93,7 +101,8 @@ type arena struct {
 
 // NewBackend opens the device and loads the kernels.
 func NewBackend(opts Options) (*Backend, error) {
-	b := &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[string]ml.Tensor{}}
+	b := &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[string]ml.Tensor{},
+		ptrs: map[string]gpu.DevPtr{}, bounds: map[*int32]ml.Ints{}, f32Names: map[string]string{}}
 	switch opts.Precision {
 	case "", "bf16":
 		b.dt = bf16
@@ -128,6 +137,9 @@ func (b *Backend) init() error {
 	if b.staging, err = gpu.AllocHost(64 << 20); err != nil {
 		return err
 	}
+	if b.dstage, err = gpu.Alloc(64 << 20); err != nil {
+		return err
+	}
 	if b.back, err = gpu.AllocHost(4 << 20); err != nil {
 		return err
 	}
@@ -155,6 +167,7 @@ func (b *Backend) release() error {
 	}
 	b.chunks = nil
 	_ = b.staging.Free()
+	_ = b.dstage.Free()
 	_ = b.back.Free()
 	if b.prof != nil {
 		b.prof.destroy()
@@ -366,7 +379,7 @@ func (b *Backend) upload(dst gpu.DevPtr, src []byte, from string, dt ml.DType) e
 		if err := b.stream.Sync(); err != nil { // the staging area is reused
 			return err
 		}
-		b.stageAt = 0
+		b.stageAt, b.flushAt = 0, 0
 		if fromElt == dt.Size() {
 			if err := b.stage(out, unsafe.Pointer(&part[0]), int64(len(part))); err != nil {
 				return err
@@ -388,7 +401,7 @@ func (b *Backend) upload(dst gpu.DevPtr, src []byte, from string, dt ml.DType) e
 			return err
 		}
 	}
-	b.stageAt = 0
+	b.stageAt, b.flushAt = 0, 0
 	return nil
 }
 
@@ -431,6 +444,9 @@ func (b *Backend) scratchT(name string, rows, cols int, dt ml.DType) ml.Tensor {
 	if b.err != nil {
 		return ml.Tensor{}
 	}
+	if dt == ml.F32 && b.dt == bf16 { // its own buffer (the names are the family's)
+		name = b.f32Name(name)
+	}
 	p, err := b.buf(name, int64(rows)*int64(cols)*dt.Size())
 	if err != nil {
 		b.fail(err)
@@ -446,7 +462,17 @@ func (b *Backend) Scratch(name string, rows, cols int) ml.Tensor {
 
 // ScratchF32 implements ml.Backend.
 func (b *Backend) ScratchF32(name string, rows, cols int) ml.Tensor {
-	return b.scratchT("f32."+name, rows, cols, ml.F32)
+	return b.scratchT(name, rows, cols, ml.F32)
+}
+
+// f32Name is the buffer name of an F32 scratch of a bf16 backend, made once a name.
+func (b *Backend) f32Name(name string) string {
+	n, ok := b.f32Names[name]
+	if !ok {
+		n = "f32." + name
+		b.f32Names[name] = n
+	}
+	return n
 }
 
 // stage copies host data to dst through the pinned staging area, asynchronously on the stream.
@@ -456,32 +482,97 @@ func (b *Backend) stage(dst gpu.DevPtr, src unsafe.Pointer, n int64) error {
 	if n == 0 {
 		return nil
 	}
+	at, err := b.place(src, n)
+	if err != nil || b.mode == replaying {
+		return err
+	}
+	b.flush()
+	b.afterKernel = false
+	return b.stream.CopyHtoD(dst, unsafe.Pointer(&b.staging.Bytes()[at]), n)
+}
+
+// place copies n bytes of host data to the pinned staging area and returns their offset.
+func (b *Backend) place(src unsafe.Pointer, n int64) (int64, error) {
 	need := (n + 255) &^ 255
 	if b.stageAt+need > int64(len(b.staging.Bytes())) {
-		if b.mode != plain {
-			return errMoved
+		if b.mode != plain || b.flushAt != b.stageAt {
+			return 0, errMoved // pending inputs still point into the area
 		}
 		if err := b.stream.Sync(); err != nil {
-			return err
+			return 0, err
 		}
-		b.stageAt = 0
+		b.stageAt, b.flushAt = 0, 0
 		if need > int64(len(b.staging.Bytes())) {
 			_ = b.staging.Free()
+			_ = b.dstage.Free()
 			var err error
 			if b.staging, err = gpu.AllocHost(need * 3 / 2); err != nil {
-				return err
+				return 0, err
+			}
+			if b.dstage, err = gpu.Alloc(need * 3 / 2); err != nil {
+				return 0, err
 			}
 			b.epoch++
 		}
 	}
-	area := b.staging.Bytes()[b.stageAt : b.stageAt+n]
-	parallelCopy(area, unsafe.Slice((*byte)(src), n))
+	at := b.stageAt
+	parallelCopy(b.staging.Bytes()[at:at+n], unsafe.Slice((*byte)(src), n))
 	b.stageAt += need
-	if b.mode == replaying {
-		return nil
+	return at, nil
+}
+
+// flush uploads the pending inputs (Input, Ints) in one copy; every enqueue calls it first.
+func (b *Backend) flush() {
+	if b.flushAt == b.stageAt || b.err != nil {
+		return
 	}
-	b.afterKernel = false
-	return b.stream.CopyHtoD(dst, unsafe.Pointer(&area[0]), n)
+	if b.mode != replaying {
+		n := b.stageAt - b.flushAt
+		b.fail(b.stream.CopyHtoD(b.dstage.Ptr.Add(b.flushAt), unsafe.Pointer(&b.staging.Bytes()[b.flushAt]), n))
+		b.afterKernel = false
+	}
+	b.flushAt = b.stageAt
+}
+
+// input places host data among the pass's pending inputs and returns its device address.
+func (b *Backend) input(src unsafe.Pointer, n int64) gpu.DevPtr {
+	if b.err != nil || n == 0 {
+		return 0
+	}
+	at, err := b.place(src, n)
+	if err != nil {
+		b.fail(err)
+		return 0
+	}
+	return b.dstage.Ptr.Add(at)
+}
+
+// Input implements ml.Backend.
+func (b *Backend) Input(v []float32, rows, cols int) ml.Tensor {
+	if len(v) != rows*cols {
+		b.bad("input: %d values for %dx%d", len(v), rows, cols)
+		return ml.Tensor{}
+	}
+	if len(v) == 0 {
+		return ml.Tensor{}
+	}
+	p := b.input(unsafe.Pointer(&v[0]), int64(len(v))*4)
+	if p == 0 {
+		return ml.Tensor{}
+	}
+	return ml.Tensor{Addr: uintptr(p), Rows: rows, Cols: cols, Stride: cols, DType: ml.F32}
+}
+
+// Ints implements ml.Backend.
+func (b *Backend) Ints(v []int32) ml.Ints {
+	if len(v) == 0 {
+		return ml.Ints{Host: v}
+	}
+	p := b.input(unsafe.Pointer(&v[0]), int64(len(v))*4)
+	if p == 0 {
+		return ml.Ints{}
+	}
+	return ml.Ints{Addr: uintptr(p), Len: len(v), Host: v}
 }
 
 // parallelCopyMin is the size from which parallelCopy splits the copy, in bands of at least
@@ -525,22 +616,6 @@ func (b *Backend) Write(dst ml.Tensor, src []float32) {
 	b.elems(b.k.f32ToBF16, n, gpu.P(dp(dst)), gpu.P(conv), gpu.L(n))
 }
 
-// WriteInts implements ml.Backend.
-func (b *Backend) WriteInts(name string, v []int32) ml.Ints {
-	if b.err != nil {
-		return ml.Ints{}
-	}
-	p, err := b.buf("ints."+name, int64(len(v))*4)
-	if err != nil {
-		b.fail(err)
-		return ml.Ints{}
-	}
-	if len(v) > 0 {
-		b.fail(b.stage(p, unsafe.Pointer(&v[0]), int64(len(v))*4))
-	}
-	return ml.Ints{Addr: uintptr(p), Len: len(v), Host: v}
-}
-
 // download enqueues a copy of n bytes at src to pinned memory and returns where it lands.
 func (b *Backend) download(src gpu.DevPtr, n int64) (int64, bool) {
 	need := (n + 255) &^ 255
@@ -560,6 +635,7 @@ func (b *Backend) download(src gpu.DevPtr, n int64) (int64, bool) {
 	}
 	at := b.backAt
 	b.backAt += need
+	b.flush()
 	if b.mode != replaying {
 		b.fail(b.stream.CopyDtoH(unsafe.Pointer(&b.back.Bytes()[at]), src, n))
 		b.afterKernel = false
@@ -637,7 +713,8 @@ func (b *Backend) Sync() error {
 		}
 	}
 	b.reads = b.reads[:0]
-	b.backAt, b.stageAt, b.segs = 0, 0, 0
+	b.backAt, b.stageAt, b.flushAt, b.segs = 0, 0, 0, 0
+	clear(b.bounds)
 	b.collect()
 	err := b.err
 	b.err = nil

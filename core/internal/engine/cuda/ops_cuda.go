@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/gpu"
@@ -16,6 +17,7 @@ import (
 // launches
 
 func (b *Backend) launch(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
+	b.flush()
 	if !b.live() {
 		return
 	}
@@ -27,6 +29,7 @@ func (b *Backend) launch(f *gpu.Function, grid, block gpu.Dim3, shmem int, args 
 // kernels of iris.cu wait, pdl_wait, before they touch the previous kernel's data): each then
 // starts while the one before it ends, a decode step's kernels prefetching their weights.
 func (b *Backend) launchDep(f *gpu.Function, grid, block gpu.Dim3, shmem int, args ...gpu.Arg) {
+	b.flush()
 	if !b.live() {
 		return
 	}
@@ -137,6 +140,7 @@ func (b *Backend) mergeOuts(outs []ml.Out) []ml.Out {
 			if err != nil {
 				return outs
 			}
+			b.flush()
 			at := p
 			for _, x := range outs {
 				n := int64(x.B.Cols) * x.B.DType.Size()
@@ -195,6 +199,7 @@ func (b *Backend) linear(x ml.Tensor, o ml.Out) {
 	if b.err != nil {
 		return
 	}
+	b.flush()
 	if b.gemvOK(x, o.W) && y.DType == o.W.DType && xp == dp(x) { // one row: stream the weights
 		b.gemvLaunch(b.k.gemv, N, K, gpu.P(dp(y)), gpu.P(0), gpu.P(dp(o.W)), gpu.P(xp), gpu.P(dp(o.B)), gpu.I(N), gpu.I(K),
 			gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
@@ -403,11 +408,11 @@ func (b *Backend) attend(a attnArgs) {
 			// grouped kv heads: every head in one batch of pointers a product
 			s := b.scratchT("attn.s", a.heads, int(area), ml.F32)
 			p := b.scratchT("attn.p", a.heads, int(area), b.dt.ml())
-			ptrs := b.WriteInts("attn.ptrs", u64s(gqaPointers(b.dt, a, dp(s), dp(p))))
+			a.ptrs = b.pointers(gqaPointers(b.dt, a, dp(s), dp(p)))
 			if b.err != nil {
 				return
 			}
-			a.ptrs = gpu.DevPtr(ptrs.Addr)
+			b.flush()
 			b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), a.heads))
 			b.afterKernel = true
 			return
@@ -416,6 +421,7 @@ func (b *Backend) attend(a attnArgs) {
 		s := b.scratchT("attn.s", chunk, int(area), ml.F32)
 		p := b.scratchT("attn.p", chunk, int(area), b.dt.ml())
 		if b.err == nil {
+			b.flush()
 			b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), chunk))
 			b.afterKernel = true
 		}
@@ -430,20 +436,47 @@ func (b *Backend) attend(a attnArgs) {
 	if a.causal {
 		causal = 1
 	}
-	seg := b.WriteInts(fmt.Sprintf("attn.seg%d", b.segs), []int32{0, int32(a.nq), 0, int32(a.nk)})
-	b.segs++
+	seg := b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)})
 	b.launchDep(f, gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
 		gpu.P(gpu.DevPtr(seg.Addr)), gpu.P(gpu.DevPtr(seg.Addr).Add(8)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
 }
 
-// u64s views pointers as pairs of int32 for WriteInts.
-func u64s(v []uint64) []int32 {
-	out := make([]int32, 2*len(v))
-	for i, p := range v {
-		out[2*i], out[2*i+1] = int32(uint32(p)), int32(uint32(p>>32))
+// pointers returns a device copy of an attention's pointer arrays, uploaded the first time
+// those pointers are seen (a prefill of a given shape asks for the same ones every layer, every
+// request) and kept; past maxPtrArrays distinct arrays they go up with the pass's inputs.
+func (b *Backend) pointers(v []uint64) gpu.DevPtr {
+	key := fmt.Sprint(v)
+	if p, ok := b.ptrs[key]; ok {
+		return p
 	}
-	return out
+	n := int64(len(v)) * 8
+	if len(b.ptrs) >= maxPtrArrays || b.mode != plain {
+		return b.input(unsafe.Pointer(&v[0]), n)
+	}
+	p, err := b.take(n)
+	if err != nil {
+		b.fail(err)
+		return 0
+	}
+	b.fail(b.stage(p, unsafe.Pointer(&v[0]), n))
+	b.ptrs[key] = p
+	return p
+}
+
+// maxPtrArrays bounds the cached attention pointer arrays (each 48 bytes a head).
+const maxPtrArrays = 1 << 14
+
+// boundsInts uploads segment bounds once a pass (every block of a vision tower attends within
+// the same windows).
+func (b *Backend) boundsInts(bounds []int32) ml.Ints {
+	key := unsafe.SliceData(bounds)
+	if in, ok := b.bounds[key]; ok && in.Len == len(bounds) {
+		return in
+	}
+	in := b.Ints(bounds)
+	b.bounds[key] = in
+	return in
 }
 
 // SegmentAttention implements ml.Backend: windows within the flash kernel's tile on tensor cores
@@ -473,7 +506,7 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 		rot.Sin.Addr == rot.Cos.Addr+uintptr(int64(rot.Cos.Rows)*int64(rot.Cos.Stride)*4)
 	aligned := (int64(q.Stride)*b.dt.size())%16 == 0 && (int64(out.Stride)*b.dt.size())%16 == 0 && q.Addr%16 == 0 && out.Addr%16 == 0
 	if win != nil && longest <= winMax && segs > 1 && !b.opts.FlashOnly && ropeInKernel && a.KVHeads == a.Heads && aligned {
-		bd := b.WriteInts("attn.windows", bounds)
+		bd := b.boundsInts(bounds)
 		b.launchDep(win, gpu.Dim3{X: segs, Y: a.Heads}, gpu.Dim3{X: winThreads}, 0,
 			gpu.P(dp(out)), gpu.P(dp(q)), gpu.P(dp(k)), gpu.P(dp(v)),
 			gpu.I(q.Stride), gpu.I(k.Stride), gpu.I(v.Stride), gpu.I(out.Stride), gpu.P(gpu.DevPtr(bd.Addr)), gpu.F(a.Scale),
@@ -486,7 +519,7 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 	}
 	if f := b.k.flash[a.HeadDim]; f != nil && (int64(longest)*int64(longest) < gemmAttnMin || b.opts.FlashOnly) {
 		// every segment in one flash launch
-		bd := b.WriteInts("attn.bounds", bounds)
+		bd := b.boundsInts(bounds)
 		b.launchDep(f, gpu.Dim3{X: (longest + attBQ - 1) / attBQ, Y: a.Heads, Z: segs}, gpu.Dim3{X: 4 * attBQ}, 0,
 			gpu.P(dp(out)), gpu.P(dp(q)), gpu.P(dp(k)), gpu.P(dp(v)), gpu.I(q.Stride), gpu.I(k.Stride), gpu.I(v.Stride), gpu.I(out.Stride),
 			gpu.P(gpu.DevPtr(bd.Addr)), gpu.P(gpu.DevPtr(bd.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(0), gpu.F(a.Scale))
@@ -634,7 +667,7 @@ func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, 
 
 // Graph implements ml.Grapher. A key's first run is plain (its buffers come to exist), the
 // second is recorded and launched, later ones replay the recording: the ops are called but
-// skipped, except that Write and WriteInts refresh the pinned data the graph's copies read.
+// skipped, except that Write, Input and Ints refresh the pinned data the graph's copies read.
 // When a buffer moved since the recording (or would move), the run is plain and the key is
 // recorded again next time.
 func (b *Backend) Graph(key string, fn func()) {
@@ -719,7 +752,8 @@ func (b *Backend) GraphRuns() int {
 // reset forgets the pinned areas' contents and pending reads of an abandoned run.
 func (b *Backend) reset() {
 	b.reads = b.reads[:0]
-	b.stageAt, b.backAt, b.segs = 0, 0, 0
+	b.stageAt, b.flushAt, b.backAt, b.segs = 0, 0, 0, 0
+	clear(b.bounds)
 }
 
 // ----------------------------------------------------------------------------------------------

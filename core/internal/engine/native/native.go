@@ -77,6 +77,7 @@ type Backend struct {
 	c       *C.iris_cpu
 	scratch map[string]*buffer
 	owned   []unsafe.Pointer
+	inputs  int // the pass's inputs so far (Input, Ints)
 	err     error
 	// Calls counts the ops run, so tests can prove a refusal ran nothing.
 	Calls int64
@@ -154,7 +155,7 @@ func (b *Backend) Err() error { return b.err }
 // Sync implements ml.Backend: ops have already run.
 func (b *Backend) Sync() error {
 	err := b.err
-	b.err = nil
+	b.err, b.inputs = nil, 0
 	return err
 }
 
@@ -279,9 +280,30 @@ func (b *Backend) Write(dst ml.Tensor, src []float32) {
 	}
 }
 
-// WriteInts implements ml.Backend.
-func (b *Backend) WriteInts(name string, v []int32) ml.Ints {
-	p := b.grow("ints."+name, int64(len(v))*4)
+// input is the pass's next input buffer of n bytes (buffers are reused from pass to pass).
+func (b *Backend) input(n int64) unsafe.Pointer {
+	name := fmt.Sprint("input", b.inputs)
+	b.inputs++
+	return b.grow(name, n)
+}
+
+// Input implements ml.Backend.
+func (b *Backend) Input(v []float32, rows, cols int) ml.Tensor {
+	if len(v) != rows*cols {
+		b.fail(fmt.Errorf("native input: %d values for %dx%d: %w", len(v), rows, cols, engine.ErrInvalidInput))
+		return ml.Tensor{}
+	}
+	p := b.input(int64(len(v)) * 4)
+	if p == nil {
+		return ml.Tensor{}
+	}
+	copy(unsafe.Slice((*float32)(p), len(v)), v)
+	return b.tensor(p, rows, cols, ml.F32)
+}
+
+// Ints implements ml.Backend.
+func (b *Backend) Ints(v []int32) ml.Ints {
+	p := b.input(int64(len(v)) * 4)
 	if p == nil {
 		return ml.Ints{}
 	}

@@ -185,7 +185,7 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 	tt := b.Scratch("t.t", n, H)
 	gu := b.Scratch("t.gu", n, 2*I)
 	act := b.Scratch("t.act", n, I)
-	rope := b.ScratchF32("t.rope", 2*n, hd/2) // cos rows, then sin rows
+	rope := b.Input(append(p.cos, p.sin...), 2*n, hd/2) // cos rows, then sin rows
 	rot := ml.Rotary{Cos: rope.RowsAt(0, n), Sin: rope.RowsAt(n, n)}
 	logits := b.ScratchF32("t.logits", nb, t.Vocab)
 	if b.Err() != nil {
@@ -193,17 +193,16 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 	}
 
 	// inputs_embeds = embed_tokens(input_ids).masked_scatter(image_mask, image_embeds)
-	b.Embed(x[0], w.embed, b.WriteInts("t.ids", p.ids))
+	b.Embed(x[0], w.embed, b.Ints(p.ids))
 	for i, img := range p.images {
 		rows := img.dev
 		if !rows.Valid() {
 			rows = b.Scratch(fmt.Sprintf("t.img%d", i), len(img.slots), H)
 			b.Write(rows, img.host)
 		}
-		b.Scatter(x[0], rows, b.WriteInts(fmt.Sprintf("t.imgslots%d", i), img.slots))
+		b.Scatter(x[0], rows, b.Ints(img.slots))
 	}
-	b.Write(rope, append(p.cos, p.sin...))
-	slots, spans := b.WriteInts("t.slots", p.slots), b.WriteInts("t.spans", p.spans)
+	slots, spans := b.Ints(p.slots), b.Ints(p.spans)
 
 	q, k, v := qkv.ColsAt(0, qd), qkv.ColsAt(qd, kvd), qkv.ColsAt(qd+kvd, kvd)
 	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd)))}
@@ -237,7 +236,7 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 		last, lastT, lastN, lastOut = x[r].RowsAt(n-1, 1), tt.RowsAt(n-1, 1), xn.RowsAt(n-1, 1), x[1-r].RowsAt(n-1, 1)
 	case n != nb:
 		last, lastT, lastN, lastOut = b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H), b.Scratch("t.lastx", nb, H)
-		idx := b.WriteInts("t.lastidx", p.last)
+		idx := b.Ints(p.last)
 		b.Gather(last, x[r], idx)
 		b.Gather(lastT, tt, idx)
 	}

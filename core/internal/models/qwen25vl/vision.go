@@ -28,7 +28,7 @@ func (m *Model) visionOps(img engine.Image, res ml.Tensor) {
 	t := b.Scratch("v.t", N, VH)
 	gu := b.Scratch("v.gu", N, 2*VI)
 	act := b.Scratch("v.act", N, VI)
-	rope := b.ScratchF32("v.rope", 2*N, vhd/2) // cos rows, then sin rows
+	rope := b.Input(p.rope, 2*N, vhd/2) // cos rows, then sin rows
 	rot := ml.Rotary{Cos: rope.RowsAt(0, N), Sin: rope.RowsAt(N, N), RoundOnce: true}
 	h1 := b.Scratch("v.h1", units, unit*VH)
 	h2 := b.Scratch("v.h2", units, OH)
@@ -40,9 +40,8 @@ func (m *Model) visionOps(img engine.Image, res ml.Tensor) {
 	b.Write(pix, img.Pixels)
 	b.Linears(pix, ml.Out{Y: xe, W: w.patch})
 	// permute_input_for_window_attn: merge units (adjacent rows) into window order
-	index := b.WriteInts("v.index", p.index)
+	index := b.Ints(p.index)
 	b.Gather(x[0].Reshape(units, unit*VH), xe.Reshape(units, unit*VH), index)
-	b.Write(rope, p.rope)
 	ml.Mark(b, "vision.embed")
 
 	full := map[int]bool{}
