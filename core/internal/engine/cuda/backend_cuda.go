@@ -50,7 +50,7 @@ type Backend struct {
 	dstage  gpu.Buffer
 	flushAt int64
 	// ptrs caches the attention pointer arrays by what they point to (uploaded once).
-	ptrs     map[string]gpu.DevPtr
+	ptrs     map[ptrKey]gpu.DevPtr
 	bounds   map[*int32]ml.Ints // segment bounds uploaded this pass, by their host slice
 	f32Names map[string]string
 	back     *gpu.HostBuffer // pinned downloads (Read, Argmax)
@@ -63,7 +63,7 @@ type Backend struct {
 	segs     int // flash segment bounds written this pass (each its own buffer)
 	replays  int // passes run as a graph
 	graphs   map[string]*graphEntry
-	joined   map[string]ml.Tensor // biases of merged products, side by side (mergeOuts)
+	joined   map[joinKey]ml.Tensor // biases of merged products, side by side (mergeOuts)
 	mode     graphMode
 	graphErr error // why graphs are off, if they are
 	prof     *profiler
@@ -81,7 +81,6 @@ type graphEntry struct {
 	g      *gpu.Graph
 	epoch  int
 	never  bool // the pass takes launch shapes from host data (errNoGraph): always plain
-	splits int  // the decode attention's splits the graph was recorded with
 }
 
 // pendingRead is a download into pinned memory to copy to its destination at Sync.
@@ -101,8 +100,8 @@ type arena struct {
 
 // NewBackend opens the device and loads the kernels.
 func NewBackend(opts Options) (*Backend, error) {
-	b := &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[string]ml.Tensor{},
-		ptrs: map[string]gpu.DevPtr{}, bounds: map[*int32]ml.Ints{}, f32Names: map[string]string{}}
+	b := &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[joinKey]ml.Tensor{},
+		ptrs: map[ptrKey]gpu.DevPtr{}, bounds: map[*int32]ml.Ints{}, f32Names: map[string]string{}}
 	switch opts.Precision {
 	case "", "bf16":
 		b.dt = bf16
@@ -252,13 +251,6 @@ func (d dtype) ml() ml.DType {
 		return ml.BF16
 	}
 	return ml.F32
-}
-
-func dtOf(t ml.Tensor) dtype {
-	if t.DType == ml.BF16 {
-		return bf16
-	}
-	return f32
 }
 
 func dp(t ml.Tensor) gpu.DevPtr { return gpu.DevPtr(t.Addr) }

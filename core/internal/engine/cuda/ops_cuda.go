@@ -130,7 +130,7 @@ func (b *Backend) mergeOuts(outs []ml.Out) []ml.Out {
 		}
 	}
 	if o.B.Valid() && !biasesAdjacent(outs) {
-		key := fmt.Sprint(outs[0].B.Addr, outs[1].B.Addr, len(outs))
+		key := joinKey{outs[0].B.Addr, outs[1].B.Addr, len(outs)}
 		joined, ok := b.joined[key]
 		if !ok {
 			if b.mode != plain {
@@ -157,6 +157,12 @@ func (b *Backend) mergeOuts(outs []ml.Out) []ml.Out {
 		o.B = joined
 	}
 	return []ml.Out{o}
+}
+
+// joinKey names the biases of a merged product.
+type joinKey struct {
+	first, second uintptr
+	n             int
 }
 
 // Linears implements ml.Backend: adjacent outputs are one product; each through cuBLASLt (or
@@ -408,7 +414,7 @@ func (b *Backend) attend(a attnArgs) {
 			// grouped kv heads: every head in one batch of pointers a product
 			s := b.scratchT("attn.s", a.heads, int(area), ml.F32)
 			p := b.scratchT("attn.p", a.heads, int(area), b.dt.ml())
-			a.ptrs = b.pointers(gqaPointers(b.dt, a, dp(s), dp(p)))
+			a.ptrs = b.pointers(a, dp(s), dp(p))
 			if b.err != nil {
 				return
 			}
@@ -442,26 +448,33 @@ func (b *Backend) attend(a attnArgs) {
 		gpu.P(gpu.DevPtr(seg.Addr)), gpu.P(gpu.DevPtr(seg.Addr).Add(8)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
 }
 
-// pointers returns a device copy of an attention's pointer arrays, uploaded the first time
-// those pointers are seen (a prefill of a given shape asks for the same ones every layer, every
+// ptrKey is what an attention's pointer arrays are computed from.
+type ptrKey struct {
+	a    attnArgs
+	s, p gpu.DevPtr
+}
+
+// pointers returns a device copy of an attention's pointer arrays (gqaPointers), uploaded the
+// first time those pointers are seen (a prefill of a given shape asks for the same ones every
 // request) and kept; past maxPtrArrays distinct arrays they go up with the pass's inputs.
-func (b *Backend) pointers(v []uint64) gpu.DevPtr {
-	key := fmt.Sprint(v)
-	if p, ok := b.ptrs[key]; ok {
-		return p
+func (b *Backend) pointers(a attnArgs, s, p gpu.DevPtr) gpu.DevPtr {
+	key := ptrKey{a, s, p}
+	if at, ok := b.ptrs[key]; ok {
+		return at
 	}
+	v := gqaPointers(b.dt, a, s, p)
 	n := int64(len(v)) * 8
 	if len(b.ptrs) >= maxPtrArrays || b.mode != plain {
 		return b.input(unsafe.Pointer(&v[0]), n)
 	}
-	p, err := b.take(n)
+	at, err := b.take(n)
 	if err != nil {
 		b.fail(err)
 		return 0
 	}
-	b.fail(b.stage(p, unsafe.Pointer(&v[0]), n))
-	b.ptrs[key] = p
-	return p
+	b.fail(b.stage(at, unsafe.Pointer(&v[0]), n))
+	b.ptrs[key] = at
+	return at
 }
 
 // maxPtrArrays bounds the cached attention pointer arrays (each 48 bytes a head).
@@ -573,15 +586,14 @@ func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPo
 	b.cachedAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
 }
 
-// decodeRows reports whether each row of spans is its own sequence (no two rows share a start).
+// decodeRows reports whether each row of spans is its own sequence. A sequence's rows are
+// consecutive (ml.CachedAttention), so no two neighbours sharing a start says it.
 func (b *Backend) decodeRows(spans ml.Ints) bool {
 	sp := spans.Host
-	seen := map[int32]bool{}
-	for i := 0; i+1 < len(sp); i += 2 {
-		if seen[sp[i]] {
+	for i := 2; i+1 < len(sp); i += 2 {
+		if sp[i] == sp[i-2] {
 			return false
 		}
-		seen[sp[i]] = true
 	}
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
@@ -36,16 +37,14 @@ func (m *Model) plan(batch []engine.Input) (*batchPlan, error) {
 	t := &cfg.Text
 	half := t.HeadDim / 2
 	p := &batchPlan{decode: true}
-	seen := map[*sequence]bool{}
 	for i, in := range batch {
 		s, ok := in.Seq.(*sequence)
 		if !ok || s.m != m {
 			return nil, fmt.Errorf("input %d: sequence from another model: %w", i, engine.ErrInvalidInput)
 		}
-		if seen[s] {
+		if slices.Contains(p.seqs, s) {
 			return nil, fmt.Errorf("input %d: sequence twice in one batch: %w", i, engine.ErrInvalidInput)
 		}
-		seen[s] = true
 		if s.kv.Cap() == 0 {
 			return nil, engine.ErrClosed
 		}
@@ -119,7 +118,6 @@ func (m *Model) Forward(ctx context.Context, batch []engine.Input) ([]engine.Out
 	}
 	outs, err := m.decoder(p, batch)
 	if err != nil {
-		m.b.Sync()
 		return nil, fmt.Errorf("forward: %w", err)
 	}
 	return outs, nil
