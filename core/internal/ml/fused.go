@@ -85,18 +85,21 @@ func RopeSegmentAttention(b Backend, out, q, k, v Tensor, rot Rotary, bounds []i
 
 // Grapher records the ops a function issues as a graph the first time a key is seen, and replays
 // the graph for that key afterwards (a decode step of a given batch size: the same ops on the same
-// buffers, only the data of Write, Input and Ints differs). The backend falls back to
-// running fn when a buffer moved since the recording.
+// buffers, only the data of Input and Ints differs). The backend falls back to running fn when a
+// buffer moved since the recording.
 type Grapher interface {
-	Graph(key string, fn func())
+	Graph(key string, fn func(replay bool))
 }
 
-// Graph runs fn's ops through b's graphs under key when b records graphs (key not empty), else
-// plainly. fn must issue the same ops on the same buffers every time it is called with the key.
-func Graph(b Backend, key string, fn func()) {
+// Graph runs fn through b's graphs under key when b records graphs (key not empty), else plainly.
+// fn must issue the same ops on the same buffers every time it is called with the key; called
+// with replay set, it issues only its inputs (Input, Ints) and its outputs (Read, Argmax), in
+// the same order, and skips the ops between them: the recording runs those, and the host's time
+// stays off the step.
+func Graph(b Backend, key string, fn func(replay bool)) {
 	if g, ok := b.(Grapher); ok && key != "" {
 		g.Graph(key, fn)
 		return
 	}
-	fn()
+	fn(false)
 }

@@ -679,10 +679,12 @@ func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, 
 
 // Graph implements ml.Grapher. A key's first run is plain (its buffers come to exist), the
 // second is recorded and launched, later ones replay the recording: the ops are called but
-// skipped, except that Write, Input and Ints refresh the pinned data the graph's copies read.
+// not issued (fn is told it replays: it issues only its inputs and outputs, whose pinned data
+// the graph's copies read).
 // When a buffer moved since the recording (or would move), the run is plain and the key is
 // recorded again next time.
-func (b *Backend) Graph(key string, fn func()) {
+func (b *Backend) Graph(key string, run func(replay bool)) {
+	fn := func() { run(false) }
 	if b.opts.NoGraph || b.graphErr != nil || b.err != nil || b.prof != nil || len(b.reads) > 0 || b.stageAt != 0 {
 		fn()
 		return
@@ -698,7 +700,7 @@ func (b *Backend) Graph(key string, fn func()) {
 	b.segs = 0
 	if e.g != nil && e.epoch == b.epoch {
 		b.mode = replaying
-		fn()
+		run(true) // the inputs and outputs only: the graph has the ops
 		b.mode = plain
 		if b.err == nil && e.epoch == b.epoch {
 			b.fail(e.g.Launch(b.stream))

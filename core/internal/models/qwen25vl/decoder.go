@@ -151,7 +151,7 @@ func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, er
 		}
 	}
 	err := ml.Do(b, func() error {
-		ml.Graph(b, key, func() { m.decoderOps(p, n, nb, picks, outs) })
+		ml.Graph(b, key, func(replay bool) { m.decoderOps(p, n, nb, picks, outs, replay) })
 		return b.Sync()
 	})
 	if err != nil {
@@ -167,14 +167,13 @@ func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, er
 }
 
 // decoderOps issues the decoder's ops for the batch; the argmax (and the logits where asked for)
-// of each input's last row land in picks and outs at the next Sync.
-func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine.Output) {
+// of each input's last row land in picks and outs at the next Sync. With replay it issues only
+// the inputs and the outputs (ml.Graph).
+func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine.Output, replay bool) {
 	b := m.b
 	t := &m.cfg.Text
-	w := &m.w
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
-	eps := float32(t.RMSNormEps)
 
 	x := [2]ml.Tensor{b.Scratch("t.x0", n, H), b.Scratch("t.x1", n, H)} // the residual, alternating
 	xn := b.Scratch("t.xn", n, H)
@@ -190,8 +189,35 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 		return
 	}
 
+	ids, slots, spans := b.Ints(p.ids), b.Ints(p.slots), b.Ints(p.spans)
+	var idx ml.Ints
+	if n != nb && nb > 1 {
+		idx = b.Ints(p.last)
+	}
+	if !replay {
+		m.decoderLayers(p, x, xn, qkv, att, tt, gu, act, logits, rot, ids, slots, spans, idx, n, nb)
+	}
+	b.Argmax(picks, logits)
+	for i := range outs {
+		if outs[i].Logits != nil {
+			b.Read(outs[i].Logits, logits.RowsAt(i, 1))
+		}
+	}
+	ml.Mark(b, "decoder.head")
+}
+
+// decoderLayers issues the ops between the inputs and the outputs of decoderOps.
+func (m *Model) decoderLayers(p *batchPlan, x [2]ml.Tensor, xn, qkv, att, tt, gu, act, logits ml.Tensor, rot ml.Rotary,
+	ids, slots, spans, idx ml.Ints, n, nb int) {
+	b := m.b
+	t := &m.cfg.Text
+	w := &m.w
+	H, hd := t.Hidden, t.HeadDim
+	qd, kvd := t.Heads*hd, t.KVHeads*hd
+	eps := float32(t.RMSNormEps)
+
 	// inputs_embeds = embed_tokens(input_ids).masked_scatter(image_mask, image_embeds)
-	b.Embed(x[0], w.embed, b.Ints(p.ids))
+	b.Embed(x[0], w.embed, ids)
 	for i, img := range p.images {
 		rows := img.dev
 		if !rows.Valid() {
@@ -200,7 +226,6 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 		}
 		b.Scatter(x[0], rows, b.Ints(img.slots))
 	}
-	slots, spans := b.Ints(p.slots), b.Ints(p.spans)
 
 	q, k, v := qkv.ColsAt(0, qd), qkv.ColsAt(qd, kvd), qkv.ColsAt(qd+kvd, kvd)
 	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd)))}
@@ -234,16 +259,8 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 		last, lastT, lastN, lastOut = x[r].RowsAt(n-1, 1), tt.RowsAt(n-1, 1), xn.RowsAt(n-1, 1), x[1-r].RowsAt(n-1, 1)
 	case n != nb:
 		last, lastT, lastN, lastOut = b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H), b.Scratch("t.lastx", nb, H)
-		idx := b.Ints(p.last)
 		b.Gather(last, x[r], idx)
 		b.Gather(lastT, tt, idx)
 	}
 	ml.NormLinears(b, lastN, lastOut, last, lastT, w.finalNorm, eps, ml.Out{Y: logits, W: w.lmHead})
-	b.Argmax(picks, logits)
-	for i := range outs {
-		if outs[i].Logits != nil {
-			b.Read(outs[i].Logits, logits.RowsAt(i, 1))
-		}
-	}
-	ml.Mark(b, "decoder.head")
 }
