@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
@@ -98,5 +99,79 @@ func TestBoundsBeforeKernels(t *testing.T) {
 	res, err := rt.Generate(t.Context(), core.Request{Model: "tiny-untied", Text: c.Question, Image: img, Params: core.Params{MaxTokens: 4}}, nil)
 	if err != nil || res.Usage.CompletionTokens == 0 {
 		t.Fatalf("the next valid request: %+v, %v", res, err)
+	}
+}
+
+// TestStopStrings runs the real runtime once without stop strings, then with stop strings cut
+// from that answer (one spanning several tokens, one inside a single token's text): the answer
+// must end right before the stop string with finish_reason stop, streamed and not alike.
+func TestStopStrings(t *testing.T) {
+	const model = "tiny-untied"
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	c, err := fixture.LoadCase("rect_320x240")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "cases", c.Image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(stop []string) (*core.Result, string) {
+		t.Helper()
+		var streamed strings.Builder
+		res, err := rt.Generate(t.Context(), core.Request{Model: model, Text: c.Question, Image: img,
+			Params: core.Params{MaxTokens: 24, IgnoreEOS: true, Stop: stop}}, func(ev core.Event) error {
+			if ev.Kind == core.EventDelta {
+				streamed.WriteString(ev.Text)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, streamed.String()
+	}
+	full, _ := run(nil)
+	if len(full.Text) < 12 || full.FinishReason != core.FinishLength {
+		t.Fatalf("the answer without stop strings is too short to cut: %q (%s)", full.Text, full.FinishReason)
+	}
+	mid := len(full.Text) / 2
+	for !utf8.RuneStart(full.Text[mid]) {
+		mid++
+	}
+	end := mid + 1
+	for end < len(full.Text) && !utf8.RuneStart(full.Text[end]) {
+		end++
+	}
+	cases := []struct {
+		name string
+		stop []string
+	}{
+		{"spans tokens", []string{full.Text[mid:min(mid+6, len(full.Text))]}},
+		{"one character", []string{full.Text[mid:end]}},
+		{"absent and present", []string{"\x01never", full.Text[mid:min(mid+3, len(full.Text))]}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, streamed := run(tc.stop)
+			want := full.Text[:strings.Index(full.Text, tc.stop[len(tc.stop)-1])]
+			if res.Text != want || res.FinishReason != core.FinishStop {
+				t.Fatalf("stop %q: answer %q (%s), want %q (stop)", tc.stop, res.Text, res.FinishReason, want)
+			}
+			if streamed != res.Text {
+				t.Fatalf("streamed %q, answer %q", streamed, res.Text)
+			}
+			if res.Usage.CompletionTokens >= full.Usage.CompletionTokens {
+				t.Errorf("%d tokens: generation did not stop early", res.Usage.CompletionTokens)
+			}
+		})
+	}
+	res, streamed := run([]string{"\x01never"})
+	if res.Text != full.Text || streamed != full.Text || res.FinishReason != core.FinishLength {
+		t.Fatalf("an absent stop string changed the answer: %q (%s)", res.Text, res.FinishReason)
 	}
 }

@@ -97,7 +97,30 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	var (
 		stream  = t.tok.NewStream(true)
 		pending int
+		stops   *stopper
 	)
+	if len(in.Params.Stop) > 0 {
+		stops = &stopper{stops: in.Params.Stop}
+	}
+	// deliver sends text that became final; with stop strings, only what can no longer be the
+	// start of one, and nothing after one (then it asks the engine to stop).
+	deliver := func(d string) error {
+		hit := false
+		if stops != nil {
+			d, hit = stops.push(d)
+		}
+		if d != "" || hit {
+			n := pending
+			pending = 0
+			if err := emit(Event{Kind: EventDelta, Text: d, Tokens: n}); err != nil {
+				return err
+			}
+		}
+		if hit {
+			return engine.ErrStop
+		}
+		return nil
+	}
 	req := engine.Request{
 		IDs: pr.InputIDs,
 		Images: []engine.Image{{
@@ -111,9 +134,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		OnToken: func(id int32) error {
 			pending++
 			if d := stream.Add(id); d != "" {
-				n := pending
-				pending = 0
-				return emit(Event{Kind: EventDelta, Text: d, Tokens: n})
+				return deliver(d)
 			}
 			return nil
 		},
@@ -130,21 +151,46 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	if err != nil {
 		return nil, engineError(err)
 	}
-	if d := stream.Flush(); d != "" || pending > 0 {
-		if err := emit(Event{Kind: EventDelta, Text: d, Tokens: pending}); err != nil {
-			return nil, err
+	finish := FinishStop
+	if gen.Finish == engine.FinishLength {
+		finish = FinishLength
+	}
+	var text string
+	switch {
+	case stops == nil:
+		if d := stream.Flush(); d != "" || pending > 0 {
+			if err := emit(Event{Kind: EventDelta, Text: d, Tokens: pending}); err != nil {
+				return nil, err
+			}
 		}
+		text = t.tok.DecodeSkipSpecial(gen.Tokens)
+	case stops.hit:
+		text = stops.text()
+	default:
+		// the end of the answer: an incomplete character, then what was held back for a stop
+		// string that never came (or comes in this last piece)
+		if d := stream.Flush(); d != "" {
+			if err := deliver(d); errors.Is(err, engine.ErrStop) {
+				finish = FinishStop
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		if !stops.hit {
+			if d := stops.flush(); d != "" || pending > 0 {
+				if err := emit(Event{Kind: EventDelta, Text: d, Tokens: pending}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		text = stops.text()
 	}
 	timings = append(timings,
 		StageTiming{Stage: StageVision, Start: t1, Duration: gen.Timings.Vision},
 		StageTiming{Stage: StagePrefill, Start: t1.Add(gen.Timings.Vision), Duration: gen.Timings.Prefill},
 		StageTiming{Stage: StageDecode, Start: t1.Add(gen.Timings.Vision + gen.Timings.Prefill), Duration: gen.Timings.Decode})
-	finish := FinishStop
-	if gen.Finish == engine.FinishLength {
-		finish = FinishLength
-	}
 	return &Result{
-		Text:         t.tok.DecodeSkipSpecial(gen.Tokens),
+		Text:         text,
 		TokenIDs:     gen.Tokens,
 		FinishReason: finish,
 		Usage:        Usage{PromptTokens: gen.PromptTokens, CompletionTokens: len(gen.Tokens), ImageTokens: gen.ImageTokens},

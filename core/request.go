@@ -42,7 +42,16 @@ type Params struct {
 	TopP        *float64
 	Seed        *int64
 	IgnoreEOS   bool
+	// Stop are strings that end the answer (OpenAI's stop): the answer is the text before the
+	// first one generated. At most MaxStopStrings, none empty.
+	Stop []string
 }
+
+// MaxStopStrings is OpenAI's bound on the stop strings of a request.
+const MaxStopStrings = 4
+
+// MaxStopStringBytes bounds one stop string: the streamed text held back is never longer.
+const MaxStopStringBytes = 256
 
 // Resolved is a request's generation settings after the bundle's defaults were applied.
 type Resolved struct {
@@ -52,6 +61,7 @@ type Resolved struct {
 	TopP        float64
 	Seed        int64
 	IgnoreEOS   bool
+	Stop        []string
 }
 
 // Greedy reports whether the settings select the argmax token at every step.
@@ -60,10 +70,15 @@ func (r Resolved) Greedy() bool { return r.Temperature == 0 || r.TopK == 1 }
 // Key is the identity of a request's answer: two requests with equal keys must get equal answers
 // from a deterministic engine. It covers everything that changes the answer.
 func (r Resolved) Key(question, imageSHA256 string) string {
-	return fmt.Sprintf("q=%s|img=%s|max=%d|t=%s|k=%d|p=%s|seed=%d|ieos=%t",
+	key := fmt.Sprintf("q=%s|img=%s|max=%d|t=%s|k=%d|p=%s|seed=%d|ieos=%t",
 		strconv.Quote(question), imageSHA256, r.MaxTokens,
 		strconv.FormatFloat(r.Temperature, 'g', -1, 64), r.TopK,
 		strconv.FormatFloat(r.TopP, 'g', -1, 64), r.Seed, r.IgnoreEOS)
+	// Settings added later are appended only when set, so the keys of earlier answers hold.
+	for _, s := range r.Stop {
+		key += "|stop=" + strconv.Quote(s)
+	}
+	return key
 }
 
 // ImageInfo identifies the request's original image.

@@ -310,6 +310,10 @@ func resolve(m *bundles.Manifest, p Params) (Resolved, error) {
 	if p.Seed != nil {
 		out.Seed = *p.Seed
 	}
+	if err := checkStop(p.Stop); err != nil {
+		return out, err
+	}
+	out.Stop = p.Stop
 	switch {
 	case out.MaxTokens < 1:
 		return out, Errorf(KindInvalid, "invalid_value", "max_tokens", "max_tokens must be at least 1")

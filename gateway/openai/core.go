@@ -21,6 +21,7 @@ func CoreRequest(r *Request, image []byte, requestID, correlationID string) core
 			TopP:        r.TopP,
 			Seed:        r.Seed,
 			IgnoreEOS:   r.IgnoreEOS,
+			Stop:        r.Stop,
 		},
 	}
 }

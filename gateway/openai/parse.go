@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/iris-vlm/iris/core"
 )
 
 // Limits on fields whose values the gateway stores or quotes.
@@ -36,7 +38,9 @@ type Request struct {
 	TopP           *float64
 	Seed           *int64
 	IgnoreEOS      bool
-	Stream         bool
+	// Stop are the stop strings (at most 4, none empty); nil for none.
+	Stop   []string
+	Stream bool
 	// IncludeUsage asks for a usage chunk at the end of a stream.
 	IncludeUsage bool
 	User         string
@@ -344,7 +348,6 @@ func refused(w *wireRequest) error {
 		ok      func(json.RawMessage) bool
 		message string
 	}{
-		{w.Stop, "stop", empty, "stop sequences are not supported; the bundle's stop tokens end the answer"},
 		{w.Tools, "tools", empty, "tools are not supported"},
 		{w.ToolChoice, "tool_choice", isNoneString, "tool_choice is not supported"},
 		{w.Functions, "functions", empty, "functions are not supported"},
@@ -420,6 +423,9 @@ func parseParams(w *wireRequest, r *Request) error {
 		}
 		r.Seed = &s
 	}
+	if r.Stop, err = parseStop(w.Stop); err != nil {
+		return err
+	}
 	if r.Stream, _, err = boolField(w.Stream, "stream"); err != nil {
 		return err
 	}
@@ -438,6 +444,54 @@ func parseParams(w *wireRequest, r *Request) error {
 	}
 	r.User = user
 	return nil
+}
+
+// parseStop reads OpenAI's stop: a string or an array of at most core.MaxStopStrings strings.
+// "" and [] mean none, as OpenAI takes them; an empty string inside an array is refused, since it
+// would end every answer before it starts.
+func parseStop(raw json.RawMessage) ([]string, error) {
+	const param = "stop"
+	var stops []string
+	switch firstByte(raw) {
+	case 0, 'n':
+		return nil, nil
+	case '"':
+		s, _, err := stringField(raw, param)
+		if err != nil || s == "" {
+			return nil, err
+		}
+		stops = []string{s}
+	case '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, errorf(CodeInvalidType, param, "stop must be a string or an array of strings")
+		}
+		if len(items) > core.MaxStopStrings {
+			return nil, errorf(CodeInvalidValue, param, "stop takes at most %d strings, got %d", core.MaxStopStrings, len(items))
+		}
+		for i, it := range items {
+			at := fmt.Sprintf("stop[%d]", i)
+			if firstByte(it) != '"' {
+				return nil, errorf(CodeInvalidType, at, "%s must be a string", at)
+			}
+			s, _, err := stringField(it, at)
+			if err != nil {
+				return nil, err
+			}
+			if s == "" {
+				return nil, errorf(CodeInvalidValue, at, "a stop string must not be empty")
+			}
+			stops = append(stops, s)
+		}
+	default:
+		return nil, errorf(CodeInvalidType, param, "stop must be a string or an array of strings")
+	}
+	for i, s := range stops {
+		if len(s) > core.MaxStopStringBytes {
+			return nil, errorf(CodeInvalidValue, fmt.Sprintf("stop[%d]", i), "a stop string is at most %d bytes", core.MaxStopStringBytes)
+		}
+	}
+	return stops, nil
 }
 
 func parseStreamOptions(raw json.RawMessage, r *Request) error {

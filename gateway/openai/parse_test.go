@@ -174,7 +174,28 @@ var parseCases = []struct {
 	{name: "http url with credentials", body: body(parts(textPart, imagePart("https://u:p@h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
 	{name: "n 2", body: body(okContent, `"n":2`), wantCode: CodeUnsupportedParameter, wantParam: "n"},
 	{name: "n string", body: body(okContent, `"n":"2"`), wantCode: CodeInvalidType, wantParam: "n"},
-	{name: "stop", body: body(okContent, `"stop":["\n"]`), wantCode: CodeUnsupportedParameter, wantParam: "stop"},
+	{name: "stop string", body: body(okContent, `"stop":"\n"`), check: func(t *testing.T, r *Request) {
+		if len(r.Stop) != 1 || r.Stop[0] != "\n" {
+			t.Errorf("stop %q", r.Stop)
+		}
+	}},
+	{name: "stop array of four", body: body(okContent, `"stop":["a","b b","東京","\n\n"]`), check: func(t *testing.T, r *Request) {
+		if len(r.Stop) != 4 || r.Stop[2] != "東京" {
+			t.Errorf("stop %q", r.Stop)
+		}
+	}},
+	{name: "stop empty forms", body: body(okContent, `"stop":""`), check: func(t *testing.T, r *Request) {
+		if r.Stop != nil {
+			t.Errorf("stop %q", r.Stop)
+		}
+	}},
+	{name: "stop empty array", body: body(okContent, `"stop":[]`)},
+	{name: "stop five", body: body(okContent, `"stop":["a","b","c","d","e"]`), wantCode: CodeInvalidValue, wantParam: "stop"},
+	{name: "stop empty item", body: body(okContent, `"stop":["a",""]`), wantCode: CodeInvalidValue, wantParam: "stop[1]"},
+	{name: "stop too long", body: body(okContent, `"stop":["`+strings.Repeat("x", 257)+`"]`), wantCode: CodeInvalidValue, wantParam: "stop[0]"},
+	{name: "stop number", body: body(okContent, `"stop":7`), wantCode: CodeInvalidType, wantParam: "stop"},
+	{name: "stop object", body: body(okContent, `"stop":{"a":1}`), wantCode: CodeInvalidType, wantParam: "stop"},
+	{name: "stop item number", body: body(okContent, `"stop":["a",1]`), wantCode: CodeInvalidType, wantParam: "stop[1]"},
 	{name: "tools", body: body(okContent, `"tools":[{"type":"function","function":{"name":"f"}}]`), wantCode: CodeUnsupportedParameter, wantParam: "tools"},
 	{name: "tool_choice", body: body(okContent, `"tool_choice":"auto"`), wantCode: CodeUnsupportedParameter, wantParam: "tool_choice"},
 	{name: "functions", body: body(okContent, `"functions":[{"name":"f"}]`), wantCode: CodeUnsupportedParameter, wantParam: "functions"},

@@ -27,6 +27,7 @@ type ChatCompletionRequest struct {
 	TopP                *float64       `json:"top_p,omitempty"`
 	Seed                *int64         `json:"seed,omitempty"`
 	IgnoreEOS           bool           `json:"ignore_eos,omitempty"`
+	Stop                []string       `json:"stop,omitempty"`
 	User                string         `json:"user,omitempty"`
 	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
 }

@@ -161,6 +161,24 @@ var contractCases = []contractCase{
 				t.Errorf("resolved params %+v", p)
 			}
 		}},
+	{name: "stop strings reach the task", body: vl(map[string]any{"stop": []string{"\n", "END"}}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; len(p.Stop) != 2 || p.Stop[0] != "\n" || p.Stop[1] != "END" {
+				t.Errorf("stop %q", p.Stop)
+			}
+		}},
+	{name: "stop as one string", body: vl(map[string]any{"stop": "."}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; len(p.Stop) != 1 || p.Stop[0] != "." {
+				t.Errorf("stop %q", p.Stop)
+			}
+		}},
+	{name: "stop empty forms", body: vl(map[string]any{"stop": ""}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; p.Stop != nil {
+				t.Errorf("stop %q", p.Stop)
+			}
+		}},
 	{name: "max_completion_tokens", body: vl(map[string]any{"max_completion_tokens": 2}), status: 200,
 		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
 			if p := e.rec.lastVision().Params; p.MaxTokens != 2 {
@@ -214,7 +232,11 @@ var contractCases = []contractCase{
 	{name: "file part", body: chat(bundleVL, []any{textPart(question), map[string]any{"type": "file", "file": map[string]any{"file_id": "f"}}}, nil),
 		status: 400, code: "unsupported_content_part", param: "messages[0].content[1].type"},
 	{name: "n 2", body: vl(map[string]any{"n": 2}), status: 400, code: "unsupported_parameter", param: "n"},
-	{name: "stop", body: vl(map[string]any{"stop": []string{"."}}), status: 400, code: "unsupported_parameter", param: "stop"},
+	{name: "stop over four", body: vl(map[string]any{"stop": []string{"a", "b", "c", "d", "e"}}), status: 400, code: "invalid_value", param: "stop"},
+	{name: "stop empty string in array", body: vl(map[string]any{"stop": []string{".", ""}}), status: 400, code: "invalid_value", param: "stop[1]"},
+	{name: "stop over 256 bytes", body: vl(map[string]any{"stop": strings.Repeat("x", 257)}), status: 400, code: "invalid_value", param: "stop[0]"},
+	{name: "stop a number", body: vl(map[string]any{"stop": 1}), status: 400, code: "invalid_type", param: "stop"},
+	{name: "stop item a number", body: vl(map[string]any{"stop": []any{".", 2}}), status: 400, code: "invalid_type", param: "stop[1]"},
 	{name: "tools", body: vl(map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f"}}}}), status: 400, code: "unsupported_parameter", param: "tools"},
 	{name: "tool_choice", body: vl(map[string]any{"tool_choice": "auto"}), status: 400, code: "unsupported_parameter", param: "tool_choice"},
 	{name: "functions", body: vl(map[string]any{"functions": []any{map[string]any{"name": "f"}}}), status: 400, code: "unsupported_parameter", param: "functions"},

@@ -2,9 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrStop, returned by Request.OnToken, ends generation normally with FinishStop after that
+// token: the caller found a stop string in the text so far.
+var ErrStop = errors.New("stop requested")
 
 // FinishReason says why generation stopped, with OpenAI's names.
 type FinishReason string
@@ -28,7 +33,8 @@ type Request struct {
 	// IgnoreEOS disables StopIDs: exactly MaxNewTokens tokens are generated.
 	IgnoreEOS bool
 	// OnToken, if set, receives each answer token as soon as it is sampled (streaming); an
-	// error it returns ends generation with that error.
+	// error it returns ends generation with that error, except [ErrStop], which ends it with
+	// FinishStop, the token kept.
 	OnToken func(id int32) error
 }
 
@@ -37,7 +43,7 @@ type Result struct {
 	// Tokens is the answer, without the stop token.
 	Tokens []int32
 	Finish FinishReason
-	// StopToken is the sampled stop id when Finish is FinishStop.
+	// StopToken is the sampled stop id when a stop token ended the answer (not [ErrStop]).
 	StopToken int32
 	// PromptTokens counts the prompt (image tokens included); ImageTokens the image tokens.
 	PromptTokens int
@@ -138,7 +144,10 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 		}
 		res.Tokens = append(res.Tokens, tok)
 		if req.OnToken != nil {
-			if err := req.OnToken(tok); err != nil {
+			if err := req.OnToken(tok); errors.Is(err, ErrStop) {
+				res.Finish = FinishStop
+				return res, nil
+			} else if err != nil {
 				return nil, err
 			}
 		}

@@ -338,6 +338,23 @@ func TestGenerateCallbackError(t *testing.T) {
 	}
 }
 
+// TestGenerateCallbackStop: ErrStop from OnToken (a stop string) ends the answer with
+// FinishStop, keeping the token that completed it.
+func TestGenerateCallbackStop(t *testing.T) {
+	m := newFake(5, 6, 7, 8)
+	res, err := engine.Generate(context.Background(), m, engine.Request{
+		IDs: []int32{1}, MaxNewTokens: 5, OnToken: func(id int32) error {
+			if id == 6 {
+				return engine.ErrStop
+			}
+			return nil
+		},
+	})
+	if err != nil || res.Finish != engine.FinishStop || !slices.Equal(res.Tokens, []int32{5, 6}) {
+		t.Fatalf("got %+v, %v; want tokens [5 6], finish stop", res, err)
+	}
+}
+
 // TestGenerateRefusesFirst checks that a request over a bound reaches no model method.
 func TestGenerateRefusesFirst(t *testing.T) {
 	m := newFake(5)
