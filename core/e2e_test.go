@@ -175,3 +175,50 @@ func TestStopStrings(t *testing.T) {
 		t.Fatalf("an absent stop string changed the answer: %q (%s)", res.Text, res.FinishReason)
 	}
 }
+
+// TestSystemMessage runs the real runtime with client system messages. Qwen2.5-VL's default
+// system turn sent explicitly gives the very prompt and answer of a request without one; another
+// system message replaces it (prompt ids against transformers: prep's TestGolden).
+func TestSystemMessage(t *testing.T) {
+	const model = "tiny-untied"
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	c, err := fixture.LoadCase("square_56")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "cases", c.Image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(system *string) *core.Result {
+		t.Helper()
+		res, err := rt.Generate(t.Context(), core.Request{Model: model, Text: c.Question, Image: img,
+			Params: core.Params{MaxTokens: 8, IgnoreEOS: true, System: system}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	plain := run(nil)
+	if plain.Usage.PromptTokens != len(c.InputIDs) {
+		t.Fatalf("prompt %d tokens, the fixture's is %d", plain.Usage.PromptTokens, len(c.InputIDs))
+	}
+	def := "You are a helpful assistant."
+	same := run(&def)
+	if same.Usage.PromptTokens != plain.Usage.PromptTokens || !slices.Equal(same.TokenIDs, plain.TokenIDs) {
+		t.Errorf("the default system prompt sent explicitly changed the answer: %v vs %v", same.TokenIDs, plain.TokenIDs)
+	}
+	if same.Params.Key("q", "x") == plain.Params.Key("q", "x") {
+		t.Error("the system message is not part of the answer's identity")
+	}
+	short := "Hi."
+	other := run(&short)
+	// "You are a helpful assistant." is 6 tokens, "Hi." 2.
+	if other.Usage.PromptTokens != plain.Usage.PromptTokens-4 {
+		t.Errorf("prompt %d tokens with a 2-token system message, want %d", other.Usage.PromptTokens, plain.Usage.PromptTokens-4)
+	}
+}

@@ -81,7 +81,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		return &pixels.RGB{W: im.Width, H: im.Height, Pix: im.Pix}, nil
 	}
 	pr, err := t.prep.Prepare(ctx, prep.Input{Width: im.Width, Height: im.Height, Await: await, Format: im.Info.Format,
-		HasAlpha: im.HasAlpha, Question: in.Question, TextFirst: in.TextFirst})
+		HasAlpha: im.HasAlpha, Question: in.Question, TextFirst: in.TextFirst, System: in.Params.System})
 	if err != nil {
 		return nil, prepError(err)
 	}
@@ -236,7 +236,11 @@ func prepError(err error) error {
 	var ae *abi.Error
 	if errors.As(err, &ae) {
 		if ae.Kind == abi.Refusal {
-			return &Error{Kind: KindInvalid, Code: ae.Code, Param: "image", Message: ae.Message, Err: err}
+			param := "image"
+			if ae.Code == abi.CodeSystemNotSupported {
+				param = "system"
+			}
+			return &Error{Kind: KindInvalid, Code: ae.Code, Param: param, Message: ae.Message, Err: err}
 		}
 		return &Error{Kind: KindInternal, Code: "plugin_failure", Message: "internal error", Err: err}
 	}

@@ -45,6 +45,9 @@ type Params struct {
 	// Stop are strings that end the answer (OpenAI's stop): the answer is the text before the
 	// first one generated. At most MaxStopStrings, none empty.
 	Stop []string
+	// System is the client's system message, framed by the family plugin as its chat template
+	// frames a system turn; nil when it sent none (the bundle's default applies).
+	System *string
 }
 
 // MaxStopStrings is OpenAI's bound on the stop strings of a request.
@@ -62,6 +65,7 @@ type Resolved struct {
 	Seed        int64
 	IgnoreEOS   bool
 	Stop        []string
+	System      *string
 }
 
 // Greedy reports whether the settings select the argmax token at every step.
@@ -77,6 +81,9 @@ func (r Resolved) Key(question, imageSHA256 string) string {
 	// Settings added later are appended only when set, so the keys of earlier answers hold.
 	for _, s := range r.Stop {
 		key += "|stop=" + strconv.Quote(s)
+	}
+	if r.System != nil {
+		key += "|sys=" + strconv.Quote(*r.System)
 	}
 	return key
 }

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -314,6 +315,10 @@ func resolve(m *bundles.Manifest, p Params) (Resolved, error) {
 		return out, err
 	}
 	out.Stop = p.Stop
+	if p.System != nil && strings.IndexByte(*p.System, 0) >= 0 {
+		return out, Errorf(KindInvalid, "invalid_value", "system", "the system message contains a NUL character")
+	}
+	out.System = p.System
 	switch {
 	case out.MaxTokens < 1:
 		return out, Errorf(KindInvalid, "invalid_value", "max_tokens", "max_tokens must be at least 1")

@@ -22,6 +22,7 @@ func CoreRequest(r *Request, image []byte, requestID, correlationID string) core
 			Seed:        r.Seed,
 			IgnoreEOS:   r.IgnoreEOS,
 			Stop:        r.Stop,
+			System:      r.System,
 		},
 	}
 }

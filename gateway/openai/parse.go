@@ -29,6 +29,8 @@ type Request struct {
 	Image *Image
 	// TextFirst is true when the text part came before the image part.
 	TextFirst bool
+	// System is the system (or developer) message's text, nil when none was sent.
+	System *string
 	// MaxTokens is 0 when the client set no limit; MaxTokensParam names the field that set it
 	// ("max_tokens" or "max_completion_tokens"), so that errors about it name that field.
 	MaxTokens      int
@@ -154,34 +156,101 @@ func parseMessages(v any, r *Request) (*pendingImage, error) {
 		return nil, errorf(CodeMissingParameter, "messages", "messages is required: send one user message")
 	}
 	msgs, ok := v.([]any)
-	switch {
-	case !ok:
-		return nil, errorf(CodeInvalidType, "messages", "messages must be an array of messages")
-	case len(msgs) != 1:
-		return nil, errorf(CodeUnsupportedMessages, "messages",
-			"Iris serves exactly one user message per request (one question about at most one image); got %d messages", len(msgs))
-	}
-	m, ok := msgs[0].(map[string]any)
 	if !ok {
-		return nil, errorf(CodeInvalidType, "messages[0]", "a message must be an object")
+		return nil, errorf(CodeInvalidType, "messages", "messages must be an array of messages")
 	}
-	role, ok, err := stringOf(m, "role", "messages[0].role")
+	// One user message, optionally after one system (or developer) message.
+	user := 0
+	if len(msgs) == 2 {
+		if role, _ := roleOf(msgs[0]); role == "system" || role == "developer" {
+			if err := parseSystem(msgs[0].(map[string]any), r); err != nil {
+				return nil, err
+			}
+			user = 1
+		}
+	}
+	if len(msgs)-user != 1 {
+		return nil, errorf(CodeUnsupportedMessages, "messages",
+			"Iris serves one user message per request (one question about at most one image), optionally after one system message; got %d messages", len(msgs))
+	}
+	at := fmt.Sprintf("messages[%d]", user)
+	m, ok := msgs[user].(map[string]any)
+	if !ok {
+		return nil, errorf(CodeInvalidType, at, "a message must be an object")
+	}
+	role, ok, err := stringOf(m, "role", at+".role")
 	switch {
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, errorf(CodeMissingParameter, "messages[0].role", "the message needs a role; only \"user\" is served")
+		return nil, errorf(CodeMissingParameter, at+".role", "the message needs a role; \"user\" is served, after at most one \"system\" message")
 	case role == "user":
-	case role == "system" || role == "developer" || role == "assistant" || role == "tool" || role == "function":
-		return nil, errorf(CodeUnsupportedRole, "messages[0].role", "%s messages are not supported: send one user message", role)
+	case role == "system" || role == "developer":
+		return nil, errorf(CodeUnsupportedRole, at+".role", "a %s message must be followed by one user message", role)
+	case role == "assistant" || role == "tool" || role == "function":
+		return nil, errorf(CodeUnsupportedRole, at+".role", "%s messages are not supported: send one user message", role)
 	default:
-		return nil, errorf(CodeUnsupportedRole, "messages[0].role", "unknown role; only \"user\" is served")
+		return nil, errorf(CodeUnsupportedRole, at+".role", "unknown role; only \"user\" and one \"system\" before it are served")
 	}
-	return parseContent(m["content"], r)
+	return parseContent(m["content"], r, at+".content")
 }
 
-func parseContent(v any, r *Request) (*pendingImage, error) {
+// roleOf returns a message's role when the message is an object with a string role.
+func roleOf(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	role, ok := m["role"].(string)
+	return role, ok
+}
+
+// parseSystem reads the system (or developer) message: a string, or an array of text parts,
+// joined as the Qwen chat templates join them. An empty one is kept: the templates render it.
+func parseSystem(m map[string]any, r *Request) error {
 	const param = "messages[0].content"
+	var text string
+	switch c := m["content"].(type) {
+	case nil:
+		return errorf(CodeMissingParameter, param, "the system message needs content")
+	case string:
+		text = c
+	case []any:
+		var b strings.Builder
+		for j, pv := range c {
+			at := fmt.Sprintf("%s[%d]", param, j)
+			p, ok := pv.(map[string]any)
+			if !ok {
+				return errorf(CodeInvalidType, at, "a content part must be an object")
+			}
+			typ, _, err := stringOf(p, "type", at+".type")
+			if err != nil {
+				return err
+			}
+			if typ != "text" {
+				return errorf(CodeUnsupportedContentPart, at+".type", "a system message holds text parts only")
+			}
+			t, ok, err := stringOf(p, "text", at+".text")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errorf(CodeMissingParameter, at+".text", "a text part needs its text")
+			}
+			b.WriteString(t)
+		}
+		text = b.String()
+	default:
+		return errorf(CodeInvalidType, param, "content must be a string or an array of text parts")
+	}
+	if strings.IndexByte(text, 0) >= 0 {
+		return errorf(CodeInvalidValue, param, "the system message contains a NUL character")
+	}
+	r.System = &text
+	return nil
+}
+
+func parseContent(v any, r *Request, param string) (*pendingImage, error) {
 	var parts []any
 	switch c := v.(type) {
 	case nil:

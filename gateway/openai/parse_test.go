@@ -137,7 +137,7 @@ var parseCases = []struct {
 	{name: "messages not an array", body: `{"model":"m","messages":"hi"}`, wantCode: CodeInvalidType, wantParam: "messages"},
 	{name: "message not an object", body: `{"model":"m","messages":[3]}`, wantCode: CodeInvalidType, wantParam: "messages[0]"},
 	{name: "no messages", body: `{"model":"m","messages":[]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
-	{name: "two messages", body: `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "two messages", body: `{"model":"m","messages":[{"role":"user","content":"s"},{"role":"user","content":"hi"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
 	{name: "system role", body: `{"model":"m","messages":[{"role":"system","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
 	{name: "developer role", body: `{"model":"m","messages":[{"role":"developer","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
 	{name: "assistant role", body: `{"model":"m","messages":[{"role":"assistant","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
@@ -174,6 +174,40 @@ var parseCases = []struct {
 	{name: "http url with credentials", body: body(parts(textPart, imagePart("https://u:p@h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
 	{name: "n 2", body: body(okContent, `"n":2`), wantCode: CodeUnsupportedParameter, wantParam: "n"},
 	{name: "n string", body: body(okContent, `"n":"2"`), wantCode: CodeInvalidType, wantParam: "n"},
+	{name: "system then user", body: `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":` + okContent + `}]}`,
+		check: func(t *testing.T, r *Request) {
+			if r.System == nil || *r.System != "Be brief." || r.Image == nil || r.Image.Param != "messages[1].content[1].image_url.url" {
+				t.Errorf("request %+v", r)
+			}
+		}},
+	{name: "developer parts then user", body: `{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"user","content":"hi"}]}`,
+		check: func(t *testing.T, r *Request) {
+			if r.System == nil || *r.System != "ab" || r.Text != "hi" {
+				t.Errorf("request %+v", r)
+			}
+		}},
+	{name: "empty system kept", body: `{"model":"m","messages":[{"role":"system","content":""},{"role":"user","content":"hi"}]}`,
+		check: func(t *testing.T, r *Request) {
+			if r.System == nil || *r.System != "" {
+				t.Errorf("system %v", r.System)
+			}
+		}},
+	{name: "no system", body: body(okContent, ""), check: func(t *testing.T, r *Request) {
+		if r.System != nil {
+			t.Errorf("system %q", *r.System)
+		}
+	}},
+	{name: "system alone", body: `{"model":"m","messages":[{"role":"system","content":"x"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
+	{name: "two systems", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"system","content":"y"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[1].role"},
+	{name: "system then assistant", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"assistant","content":"y"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[1].role"},
+	{name: "user then system", body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"system","content":"y"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "system user assistant", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":"y"},{"role":"assistant","content":"z"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "assistant history", body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"},{"role":"user","content":"z"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "system content number", body: `{"model":"m","messages":[{"role":"system","content":1},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidType, wantParam: "messages[0].content"},
+	{name: "system content missing", body: `{"model":"m","messages":[{"role":"system"},{"role":"user","content":"y"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].content"},
+	{name: "system image part", body: `{"model":"m","messages":[{"role":"system","content":[` + imagePart(pngURL) + `]},{"role":"user","content":"y"}]}`, wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[0].type"},
+	{name: "system NUL", body: `{"model":"m","messages":[{"role":"system","content":"a\u0000"},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidValue, wantParam: "messages[0].content"},
+	{name: "user errors name messages[1]", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":[` + imagePart(pngURL) + `]}]}`, wantCode: CodeMissingText, wantParam: "messages[1].content"},
 	{name: "stop string", body: body(okContent, `"stop":"\n"`), check: func(t *testing.T, r *Request) {
 		if len(r.Stop) != 1 || r.Stop[0] != "\n" {
 			t.Errorf("stop %q", r.Stop)

@@ -281,6 +281,9 @@ func fromCore(err error, req *openai.Request) *middleware.HTTPError {
 	if req.Image != nil && (out.Param == "image" || strings.HasPrefix(out.Param, "image.")) {
 		out.Param = req.Image.Param
 	}
+	if out.Param == "system" {
+		out.Param = "messages[0].content"
+	}
 	if (out.Param == "max_tokens" || out.Param == "max_completion_tokens") && req.MaxTokensParam != "" {
 		out.Param = req.MaxTokensParam
 	}

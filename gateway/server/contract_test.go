@@ -179,6 +179,23 @@ var contractCases = []contractCase{
 				t.Errorf("stop %q", p.Stop)
 			}
 		}},
+	{name: "system message reaches the task", body: withMessages(map[string]any{"role": "system", "content": "Be brief."}, map[string]any{"role": "user", "content": okParts}),
+		status: 200, check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; p.System == nil || *p.System != "Be brief." {
+				t.Errorf("system %v", p.System)
+			}
+		}},
+	{name: "developer message as text parts", body: withMessages(map[string]any{"role": "developer", "content": []any{textPart("Be "), textPart("brief.")}}, map[string]any{"role": "user", "content": okParts}),
+		status: 200, check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; p.System == nil || *p.System != "Be brief." {
+				t.Errorf("system %v", p.System)
+			}
+		}},
+	{name: "no system message", body: vl(nil), status: 200, check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+		if p := e.rec.lastVision().Params; p.System != nil {
+			t.Errorf("system %q", *p.System)
+		}
+	}},
 	{name: "max_completion_tokens", body: vl(map[string]any{"max_completion_tokens": 2}), status: 200,
 		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
 			if p := e.rec.lastVision().Params; p.MaxTokens != 2 {
@@ -219,6 +236,18 @@ var contractCases = []contractCase{
 	{name: "missing model", body: `{"messages":[{"role":"user","content":"hi"}]}`, status: 400, code: "missing_parameter", param: "model"},
 	{name: "two messages", body: withMessages(map[string]any{"role": "user", "content": "a"}, map[string]any{"role": "user", "content": "b"}),
 		status: 400, code: "unsupported_message_count", param: "messages"},
+	{name: "system then assistant", body: withMessages(map[string]any{"role": "system", "content": "x"}, map[string]any{"role": "assistant", "content": "y"}),
+		status: 400, code: "unsupported_role", param: "messages[1].role"},
+	{name: "system, user, assistant", body: withMessages(map[string]any{"role": "system", "content": "x"}, map[string]any{"role": "user", "content": okParts}, map[string]any{"role": "assistant", "content": "y"}),
+		status: 400, code: "unsupported_message_count", param: "messages"},
+	{name: "system content a number", body: withMessages(map[string]any{"role": "system", "content": 3}, map[string]any{"role": "user", "content": okParts}),
+		status: 400, code: "invalid_type", param: "messages[0].content"},
+	{name: "system content with an image", body: withMessages(map[string]any{"role": "system", "content": []any{imagePart(pngURL)}}, map[string]any{"role": "user", "content": okParts}),
+		status: 400, code: "unsupported_content_part", param: "messages[0].content[0].type"},
+	{name: "system with NUL", body: withMessages(map[string]any{"role": "system", "content": "a\x00"}, map[string]any{"role": "user", "content": okParts}),
+		status: 400, code: "invalid_value", param: "messages[0].content"},
+	{name: "two images after a system message", body: withMessages(map[string]any{"role": "system", "content": "x"}, map[string]any{"role": "user", "content": []any{textPart(question), imagePart(pngURL), imagePart(pngURL)}}),
+		status: 400, code: "too_many_images", param: "messages[1].content[2]"},
 	{name: "system role", body: withMessages(map[string]any{"role": "system", "content": "be brief"}), status: 400, code: "unsupported_role", param: "messages[0].role"},
 	{name: "developer role", body: withMessages(map[string]any{"role": "developer", "content": "x"}), status: 400, code: "unsupported_role", param: "messages[0].role"},
 	{name: "assistant role", body: withMessages(map[string]any{"role": "assistant", "content": "x"}), status: 400, code: "unsupported_role", param: "messages[0].role"},

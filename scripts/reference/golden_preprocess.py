@@ -5,8 +5,8 @@ manifest.json, which records per image and family what transformers 5.17 compute
 the decoded RGB (load_image: PIL open, exif_transpose, convert("RGB")), the resized size,
 image_grid_thw, pixel_values (sha256 of the float32 little-endian bytes, plus every value when
 there are at most 20000, else 64 sampled ones) and the chat-framed input_ids and
-mm_token_type_ids for a fixed question with the image before and after the text; for images
-the processor refuses, the exception.
+mm_token_type_ids for a fixed question with the image before and after the text (and with the
+image first after a client system message); for images the processor refuses, the exception.
 
 Each processor is built from a local directory holding a preprocessor_config.json, the real
 Qwen tokenizer files (.build/tokenizer/qwen3) and a chat template; the configs and templates are
@@ -36,6 +36,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "core/internal/prep/testdata/golden"
 TOKENIZER = ROOT / ".build/tokenizer/qwen3"
 QUESTION = "What is the main object in this image? Answer in one word."
+# A client system message: it replaces Qwen2.5-VL's default system turn, and is Qwen3-VL's only one.
+SYSTEM = "You are a careful assistant. Réponds en un mot."
 FULL_LIMIT = 20000
 SAMPLES = 64
 
@@ -188,11 +190,14 @@ def build_processor(family, spec, workdir):
     return proc, cfg
 
 
-def frame(proc, img, text_first):
+def frame(proc, img, text_first, system=None):
     parts = [{"type": "image", "image": img}, {"type": "text", "text": QUESTION}]
     if text_first:
         parts.reverse()
-    out = proc.apply_chat_template([{"role": "user", "content": parts}], tokenize=True, return_dict=True,
+    messages = [{"role": "user", "content": parts}]
+    if system is not None:
+        messages.insert(0, {"role": "system", "content": system})
+    out = proc.apply_chat_template(messages, tokenize=True, return_dict=True,
                                    add_generation_prompt=True, return_tensors="pt",
                                    processor_kwargs={"return_mm_token_type_ids": True})
     return out
@@ -263,6 +268,9 @@ def main():
                         raise SystemExit(f"{family}/{e['file']}: chat pixel_values differ from the image processor's")
                     case[key] = {"input_ids": fr["input_ids"][0].tolist(),
                                  "mm_token_type_ids": fr["mm_token_type_ids"][0].tolist()}
+                fr = frame(proc, pil, False, SYSTEM)
+                case["system_image_first"] = {"input_ids": fr["input_ids"][0].tolist(),
+                                              "mm_token_type_ids": fr["mm_token_type_ids"][0].tolist()}
                 cases.append(case)
             families[family] = {"preprocessor_config": cfg, "cases": cases}
 
@@ -272,6 +280,7 @@ def main():
                      "torchvision": torchvision.__version__, "pillow": PIL.__version__,
                      "numpy": np.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()},
         "question": QUESTION,
+        "system": SYSTEM,
         "images": entries,
         "families": families,
     }

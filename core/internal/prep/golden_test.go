@@ -42,10 +42,12 @@ type goldenCase struct {
 	PixelValuesSamples [][2]float64 `json:"pixel_values_samples"`
 	ImageFirst         *tokens      `json:"image_first"`
 	TextFirst          *tokens      `json:"text_first"`
+	SystemImageFirst   *tokens      `json:"system_image_first"`
 }
 
 type manifest struct {
 	Question string
+	System   string
 	Images   []struct {
 		File      string
 		SHA256    string
@@ -165,8 +167,33 @@ func TestGolden(t *testing.T) {
 				}
 				in.Question = m.Question
 				checkCase(t, pr, in, &c)
+				checkSystem(t, pr, in, m.System, &c)
 			})
 		}
+	}
+}
+
+// checkSystem compares the prompt ids after a client system message with the processor's
+// apply_chat_template: it replaces Qwen2.5-VL's default system turn and is Qwen3-VL's only one.
+func checkSystem(t *testing.T, pr *prep.Preparer, in prep.Input, system string, c *goldenCase) {
+	t.Helper()
+	if c.Error != nil {
+		return
+	}
+	if system == "" || c.SystemImageFirst == nil {
+		t.Fatal("the golden case has no system-message ids")
+	}
+	in.System = &system
+	res, err := pr.Prepare(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	if !slices.Equal(res.InputIDs, c.SystemImageFirst.InputIDs) {
+		t.Errorf("system message: input_ids\n got %v\nwant %v", res.InputIDs, c.SystemImageFirst.InputIDs)
+	}
+	if !slices.Equal(res.MMTokenTypeIDs, c.SystemImageFirst.MMTokenTypeIDs) {
+		t.Error("system message: mm_token_type_ids differ")
 	}
 }
 

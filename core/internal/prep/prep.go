@@ -93,6 +93,8 @@ type Input struct {
 	Question string
 	// TextFirst is true when the question came before the image in the message.
 	TextFirst bool
+	// System is the client's system message; nil when it sent none.
+	System *string
 }
 
 // Span locates the image placeholders in InputIDs.
@@ -185,7 +187,7 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 		}()
 		t := time.Now()
 		res.Timings.FrameStart = t.Sub(begin)
-		frame, ferr = p.plugin.Frame(ctx, abi.FrameRequest{Question: in.Question, TextFirst: in.TextFirst, Plan: plan, Params: p.params})
+		frame, ferr = p.plugin.Frame(ctx, abi.FrameRequest{Question: in.Question, TextFirst: in.TextFirst, Plan: plan, Params: p.params, System: in.System})
 		res.Timings.Frame = time.Since(t)
 		if ferr != nil {
 			return
