@@ -1,6 +1,8 @@
 package core_test
 
 import (
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -220,5 +222,91 @@ func TestSystemMessage(t *testing.T) {
 	// "You are a helpful assistant." is 6 tokens, "Hi." 2.
 	if other.Usage.PromptTokens != plain.Usage.PromptTokens-4 {
 		t.Errorf("prompt %d tokens with a 2-token system message, want %d", other.Usage.PromptTokens, plain.Usage.PromptTokens-4)
+	}
+}
+
+// TestLogprobs runs the real runtime with logprobs and top_logprobs, streamed: the tokens are
+// those of a request without them, the log-probabilities transformers' (golden_logprobs.py)
+// within 1e-4, the streamed entries those of the answer, one per token, and each entry's bytes
+// are the token's part of the answer.
+func TestLogprobs(t *testing.T) {
+	const model, name = "tiny-untied", "rect_320x240"
+	raw, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "golden", "logprobs-"+model+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Case  string
+			Steps []struct {
+				Token       int32
+				Logprob     float64
+				TopLogprobs []float64 `json:"top_logprobs"`
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	c, err := fixture.LoadCase(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "cases", c.Image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed []core.TokenLogprob
+	res, err := rt.Generate(t.Context(), core.Request{Model: model, Text: c.Question, Image: img,
+		Params: core.Params{MaxTokens: 8, IgnoreEOS: true, Logprobs: true, TopLogprobs: 5}}, func(ev core.Event) error {
+		streamed = append(streamed, ev.Logprobs...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := rt.Generate(t.Context(), core.Request{Model: model, Text: c.Question, Image: img,
+		Params: core.Params{MaxTokens: 8, IgnoreEOS: true}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.TokenIDs, plain.TokenIDs) || plain.Logprobs != nil {
+		t.Fatalf("logprobs changed the tokens: %v vs %v", res.TokenIDs, plain.TokenIDs)
+	}
+	if len(res.Logprobs) != len(res.TokenIDs) || len(streamed) != len(res.Logprobs) {
+		t.Fatalf("%d entries, %d streamed, for %d tokens", len(res.Logprobs), len(streamed), len(res.TokenIDs))
+	}
+	var want []struct {
+		Token       int32
+		Logprob     float64
+		TopLogprobs []float64 `json:"top_logprobs"`
+	}
+	for _, gc := range golden.Cases {
+		if gc.Case == name {
+			want = gc.Steps
+		}
+	}
+	var text []byte
+	for i, lp := range res.Logprobs {
+		if res.TokenIDs[i] != want[i].Token || math.Abs(float64(lp.Logprob)-want[i].Logprob) > 1e-4 {
+			t.Errorf("step %d: token %d logprob %v, transformers %d %v", i, res.TokenIDs[i], lp.Logprob, want[i].Token, want[i].Logprob)
+		}
+		if len(lp.Top) != 5 || math.Abs(float64(lp.Top[0].Logprob)-want[i].TopLogprobs[0]) > 1e-4 || lp.Top[0].Logprob < lp.Top[4].Logprob {
+			t.Errorf("step %d: top %+v", i, lp.Top)
+		}
+		if s := streamed[i]; s.Token != lp.Token || s.Logprob != lp.Logprob || len(s.Top) != len(lp.Top) {
+			t.Errorf("step %d: streamed %+v, answer %+v", i, s, lp)
+		}
+		if res.TokenIDs[i] < 151643 { // special tokens are skipped from the text
+			text = append(text, lp.Bytes...)
+		}
+	}
+	if string(text) != res.Text {
+		t.Errorf("the entries' bytes give %q, the answer is %q", text, res.Text)
 	}
 }

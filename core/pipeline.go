@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/iris-vlm/iris/bundles"
@@ -96,11 +97,18 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	}
 	var (
 		stream  = t.tok.NewStream(true)
-		pending int
+		pending int            // tokens since the last delta
+		lps     []TokenLogprob // their logprobs entries, when asked for
 		stops   *stopper
 	)
 	if len(in.Params.Stop) > 0 {
 		stops = &stopper{stops: in.Params.Stop}
+	}
+	// send emits a delta for the tokens since the last one, with their logprobs entries.
+	send := func(text string) error {
+		ev := Event{Kind: EventDelta, Text: text, Tokens: pending, Logprobs: lps}
+		pending, lps = 0, nil
+		return emit(ev)
 	}
 	// deliver sends text that became final; with stop strings, only what can no longer be the
 	// start of one, and nothing after one (then it asks the engine to stop).
@@ -110,9 +118,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 			d, hit = stops.push(d)
 		}
 		if d != "" || hit {
-			n := pending
-			pending = 0
-			if err := emit(Event{Kind: EventDelta, Text: d, Tokens: n}); err != nil {
+			if err := send(d); err != nil {
 				return err
 			}
 		}
@@ -131,6 +137,9 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		Sampling:     engine.Sampling{Temperature: in.Params.Temperature, TopK: in.Params.TopK, TopP: in.Params.TopP, Seed: in.Params.Seed},
 		StopIDs:      stop,
 		IgnoreEOS:    in.Params.IgnoreEOS,
+		Logprobs:     in.Params.Logprobs,
+		TopLogprobs:  in.Params.TopLogprobs,
+		OnLogprob:    func(lp engine.TokenLogprob) { lps = append(lps, t.logprob(lp)) },
 		OnToken: func(id int32) error {
 			pending++
 			if d := stream.Add(id); d != "" {
@@ -159,7 +168,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	switch {
 	case stops == nil:
 		if d := stream.Flush(); d != "" || pending > 0 {
-			if err := emit(Event{Kind: EventDelta, Text: d, Tokens: pending}); err != nil {
+			if err := send(d); err != nil {
 				return nil, err
 			}
 		}
@@ -178,7 +187,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		}
 		if !stops.hit {
 			if d := stops.flush(); d != "" || pending > 0 {
-				if err := emit(Event{Kind: EventDelta, Text: d, Tokens: pending}); err != nil {
+				if err := send(d); err != nil {
 					return nil, err
 				}
 			}
@@ -189,13 +198,45 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		StageTiming{Stage: StageVision, Start: t1, Duration: gen.Timings.Vision},
 		StageTiming{Stage: StagePrefill, Start: t1.Add(gen.Timings.Vision), Duration: gen.Timings.Prefill},
 		StageTiming{Stage: StageDecode, Start: t1.Add(gen.Timings.Vision + gen.Timings.Prefill), Duration: gen.Timings.Decode})
+	var logprobs []TokenLogprob
+	if in.Params.Logprobs {
+		logprobs = make([]TokenLogprob, len(gen.Logprobs))
+		for i, lp := range gen.Logprobs {
+			logprobs[i] = t.logprob(lp)
+		}
+	}
 	return &Result{
 		Text:         text,
+		Logprobs:     logprobs,
 		TokenIDs:     gen.Tokens,
 		FinishReason: finish,
 		Usage:        Usage{PromptTokens: gen.PromptTokens, CompletionTokens: len(gen.Tokens), ImageTokens: gen.ImageTokens},
 		Timings:      timings,
 	}, nil
+}
+
+// logprob names an engine entry's tokens: their bytes (a byte-level BPE token may hold part of
+// a character) and text. A tokenizer without byte-level tokens gives each token's decoded text.
+func (t *visionTask) logprob(lp engine.TokenLogprob) TokenLogprob {
+	out := TokenLogprob{Logprob: lp.Logprob}
+	out.Token, out.Bytes = t.token(lp.ID)
+	if len(lp.Top) > 0 {
+		out.Top = make([]TopLogprob, len(lp.Top))
+		for i, e := range lp.Top {
+			out.Top[i].Logprob = e.Logprob
+			out.Top[i].Token, out.Top[i].Bytes = t.token(e.ID)
+		}
+	}
+	return out
+}
+
+func (t *visionTask) token(id int32) (string, []byte) {
+	b, err := t.tok.TokenBytes(id)
+	if err != nil {
+		s := t.tok.Decode([]int32{id})
+		return s, []byte(s)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), b
 }
 
 // Close frees the engine, the plugin and the tokenizer. It is safe to call more than once.

@@ -48,7 +48,14 @@ type Params struct {
 	// System is the client's system message, framed by the family plugin as its chat template
 	// frames a system turn; nil when it sent none (the bundle's default applies).
 	System *string
+	// Logprobs asks for each answer token's log-probability, and TopLogprobs (0 to
+	// MaxTopLogprobs) for that many most likely tokens of its step. They change no token.
+	Logprobs    bool
+	TopLogprobs int
 }
+
+// MaxTopLogprobs is OpenAI's bound on top_logprobs.
+const MaxTopLogprobs = 20
 
 // MaxStopStrings is OpenAI's bound on the stop strings of a request.
 const MaxStopStrings = 4
@@ -66,13 +73,16 @@ type Resolved struct {
 	IgnoreEOS   bool
 	Stop        []string
 	System      *string
+	Logprobs    bool
+	TopLogprobs int
 }
 
 // Greedy reports whether the settings select the argmax token at every step.
 func (r Resolved) Greedy() bool { return r.Temperature == 0 || r.TopK == 1 }
 
 // Key is the identity of a request's answer: two requests with equal keys must get equal answers
-// from a deterministic engine. It covers everything that changes the answer.
+// from a deterministic engine. It covers everything that changes the answer (logprobs do not:
+// they report on the same tokens).
 func (r Resolved) Key(question, imageSHA256 string) string {
 	key := fmt.Sprintf("q=%s|img=%s|max=%d|t=%s|k=%d|p=%s|seed=%d|ieos=%t",
 		strconv.Quote(question), imageSHA256, r.MaxTokens,
@@ -152,10 +162,31 @@ const (
 	FinishLength FinishReason = "length"
 )
 
+// TokenLogprob is one answer token's log-probability: log_softmax of the model's fp32 logits at
+// its step (no temperature, top-k or top-p), OpenAI's logprobs.content entry.
+type TokenLogprob struct {
+	// Token is the token's text: Bytes as UTF-8, a byte sequence that is only part of a
+	// character replaced by U+FFFD.
+	Token   string
+	Bytes   []byte
+	Logprob float32
+	// Top are the step's most likely tokens, most likely first (Params.TopLogprobs of them).
+	Top []TopLogprob
+}
+
+// TopLogprob is one of the most likely tokens of a step.
+type TopLogprob struct {
+	Token   string
+	Bytes   []byte
+	Logprob float32
+}
+
 // Result is a finished request.
 type Result struct {
-	Text         string
-	TokenIDs     []int32
+	Text     string
+	TokenIDs []int32
+	// Logprobs has one entry per token of TokenIDs when Params.Logprobs was set.
+	Logprobs     []TokenLogprob
 	FinishReason FinishReason
 	Usage        Usage
 	Image        *ImageInfo
@@ -186,6 +217,9 @@ type Event struct {
 	// Delta fields.
 	Text   string
 	Tokens int
+	// Logprobs are the entries of the tokens this delta covers, when Params.Logprobs is set; a
+	// delta may carry entries and no text (a special token, text held back).
+	Logprobs []TokenLogprob
 }
 
 // ModelInfo describes a loaded bundle.

@@ -319,6 +319,10 @@ func resolve(m *bundles.Manifest, p Params) (Resolved, error) {
 		return out, Errorf(KindInvalid, "invalid_value", "system", "the system message contains a NUL character")
 	}
 	out.System = p.System
+	if p.TopLogprobs < 0 || p.TopLogprobs > MaxTopLogprobs || (p.TopLogprobs > 0 && !p.Logprobs) {
+		return out, Errorf(KindInvalid, "invalid_value", "top_logprobs", "top_logprobs must be in [0, %d], with logprobs", MaxTopLogprobs)
+	}
+	out.Logprobs, out.TopLogprobs = p.Logprobs, p.TopLogprobs
 	switch {
 	case out.MaxTokens < 1:
 		return out, Errorf(KindInvalid, "invalid_value", "max_tokens", "max_tokens must be at least 1")

@@ -40,6 +40,10 @@ type Request struct {
 	TopP           *float64
 	Seed           *int64
 	IgnoreEOS      bool
+	// Logprobs asks for the answer tokens' log-probabilities, TopLogprobs (0-20) for that many
+	// alternatives per token.
+	Logprobs    bool
+	TopLogprobs int
 	// Stop are the stop strings (at most 4, none empty); nil for none.
 	Stop   []string
 	Stream bool
@@ -422,8 +426,6 @@ func refused(w *wireRequest) error {
 		{w.Functions, "functions", empty, "functions are not supported"},
 		{w.FunctionCall, "function_call", isNoneString, "function_call is not supported"},
 		{w.ResponseFormat, "response_format", isTextFormat, "response_format is not supported; answers are plain text"},
-		{w.Logprobs, "logprobs", isFalse, "logprobs are not supported"},
-		{w.TopLogprobs, "top_logprobs", isZero, "top_logprobs are not supported"},
 		{w.ReasoningEffort, "reasoning_effort", isNull, "reasoning controls are not supported"},
 		{w.Reasoning, "reasoning", isNull, "reasoning controls are not supported"},
 		{w.ChatTemplateKwargs, "chat_template_kwargs", isNull, "chat_template_kwargs is not supported: the bundle's plugin frames the prompt"},
@@ -494,6 +496,22 @@ func parseParams(w *wireRequest, r *Request) error {
 	}
 	if r.Stop, err = parseStop(w.Stop); err != nil {
 		return err
+	}
+	if r.Logprobs, _, err = boolField(w.Logprobs, "logprobs"); err != nil {
+		return err
+	}
+	if !isNull(w.TopLogprobs) {
+		n, err := intField(w.TopLogprobs, "top_logprobs")
+		if err != nil {
+			return err
+		}
+		switch {
+		case n < 0 || n > core.MaxTopLogprobs:
+			return errorf(CodeInvalidValue, "top_logprobs", "top_logprobs must be in [0, %d]", core.MaxTopLogprobs)
+		case n > 0 && !r.Logprobs:
+			return errorf(CodeInvalidValue, "top_logprobs", "top_logprobs needs \"logprobs\": true")
+		}
+		r.TopLogprobs = n
 	}
 	if r.Stream, _, err = boolField(w.Stream, "stream"); err != nil {
 		return err
@@ -612,8 +630,6 @@ func isNull(raw json.RawMessage) bool {
 }
 
 func isNoneString(raw json.RawMessage) bool { return isNull(raw) || string(raw) == `"none"` }
-func isFalse(raw json.RawMessage) bool      { return isNull(raw) || string(raw) == "false" }
-func isZero(raw json.RawMessage) bool       { return isNull(raw) || string(raw) == "0" }
 
 func isTextFormat(raw json.RawMessage) bool {
 	if isNull(raw) {

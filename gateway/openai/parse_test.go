@@ -234,8 +234,21 @@ var parseCases = []struct {
 	{name: "tool_choice", body: body(okContent, `"tool_choice":"auto"`), wantCode: CodeUnsupportedParameter, wantParam: "tool_choice"},
 	{name: "functions", body: body(okContent, `"functions":[{"name":"f"}]`), wantCode: CodeUnsupportedParameter, wantParam: "functions"},
 	{name: "response_format", body: body(okContent, `"response_format":{"type":"json_object"}`), wantCode: CodeUnsupportedParameter, wantParam: "response_format"},
-	{name: "logprobs", body: body(okContent, `"logprobs":true`), wantCode: CodeUnsupportedParameter, wantParam: "logprobs"},
-	{name: "top_logprobs", body: body(okContent, `"top_logprobs":3`), wantCode: CodeUnsupportedParameter, wantParam: "top_logprobs"},
+	{name: "logprobs", body: body(okContent, `"logprobs":true,"top_logprobs":20`), check: func(t *testing.T, r *Request) {
+		if !r.Logprobs || r.TopLogprobs != 20 {
+			t.Errorf("request %+v", r)
+		}
+	}},
+	{name: "logprobs off", body: body(okContent, `"logprobs":false,"top_logprobs":0`), check: func(t *testing.T, r *Request) {
+		if r.Logprobs || r.TopLogprobs != 0 {
+			t.Errorf("request %+v", r)
+		}
+	}},
+	{name: "logprobs number", body: body(okContent, `"logprobs":1`), wantCode: CodeInvalidType, wantParam: "logprobs"},
+	{name: "top_logprobs without logprobs", body: body(okContent, `"top_logprobs":3`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
+	{name: "top_logprobs 21", body: body(okContent, `"logprobs":true,"top_logprobs":21`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
+	{name: "top_logprobs negative", body: body(okContent, `"logprobs":true,"top_logprobs":-1`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
+	{name: "top_logprobs string", body: body(okContent, `"logprobs":true,"top_logprobs":"3"`), wantCode: CodeInvalidType, wantParam: "top_logprobs"},
 	{name: "reasoning_effort", body: body(okContent, `"reasoning_effort":"low"`), wantCode: CodeUnsupportedParameter, wantParam: "reasoning_effort"},
 	{name: "chat_template_kwargs", body: body(okContent, `"chat_template_kwargs":{"enable_thinking":false}`), wantCode: CodeUnsupportedParameter, wantParam: "chat_template_kwargs"},
 	{name: "enable_thinking", body: body(okContent, `"enable_thinking":true`), wantCode: CodeUnsupportedParameter, wantParam: "enable_thinking"},

@@ -196,6 +196,48 @@ var contractCases = []contractCase{
 			t.Errorf("system %q", *p.System)
 		}
 	}},
+	{name: "logprobs with top_logprobs", body: vl(map[string]any{"logprobs": true, "top_logprobs": 3, "max_tokens": 2}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, body []byte) {
+			if p := e.rec.lastVision().Params; !p.Logprobs || p.TopLogprobs != 3 {
+				t.Errorf("params %+v", p)
+			}
+			var raw struct {
+				Choices []struct {
+					Logprobs struct {
+						Content []struct {
+							Token       string
+							Logprob     float64
+							Bytes       []int
+							TopLogprobs []struct {
+								Token   string
+								Logprob float64
+								Bytes   []int
+							} `json:"top_logprobs"`
+						}
+					}
+				}
+			}
+			if err := json.Unmarshal(body, &raw); err != nil {
+				t.Fatal(err)
+			}
+			c := raw.Choices[0].Logprobs.Content
+			if len(c) != 2 || c[0].Token != "A " || c[0].Bytes[0] != 'A' || c[0].Bytes[1] != ' ' || c[1].Logprob != -0.2 ||
+				len(c[1].TopLogprobs) != 3 || c[1].TopLogprobs[2].Token != "c" || c[1].TopLogprobs[2].Bytes[0] != 'c' {
+				t.Errorf("logprobs %s", body)
+			}
+		}},
+	{name: "logprobs without top_logprobs", body: vl(map[string]any{"logprobs": true, "top_logprobs": 0, "max_tokens": 1}), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if !strings.Contains(string(body), `"logprobs":{"content":[{"token":"A ","logprob":-0.1`) || !strings.Contains(string(body), `"bytes":[65,32],"top_logprobs":[]}]}`) {
+				t.Errorf("body %s", body)
+			}
+		}},
+	{name: "logprobs false", body: vl(map[string]any{"logprobs": false}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, body []byte) {
+			if strings.Contains(string(body), "logprobs") || e.rec.lastVision().Params.Logprobs {
+				t.Errorf("logprobs in %s", body)
+			}
+		}},
 	{name: "max_completion_tokens", body: vl(map[string]any{"max_completion_tokens": 2}), status: 200,
 		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
 			if p := e.rec.lastVision().Params; p.MaxTokens != 2 {
@@ -208,7 +250,7 @@ var contractCases = []contractCase{
 		}
 	}},
 	{name: "aiperf extras ignored", body: vl(map[string]any{"min_tokens": 4, "stream": false, "stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true},
-		"user": "u", "metadata": map[string]any{"k": "v"}, "n": 1, "stop": nil, "logprobs": false}), status: 200},
+		"user": "u", "metadata": map[string]any{"k": "v"}, "n": 1, "stop": nil, "logprobs": false, "top_logprobs": 0}), status: 200},
 	{name: "request ids echoed", body: vl(nil), header: http.Header{"X-Request-Id": {"req-123"}, "X-Correlation-Id": {"corr-9"}}, status: 200,
 		check: func(t *testing.T, e *testEnv, resp *http.Response, body []byte) {
 			if resp.Header.Get("X-Request-ID") != "req-123" || resp.Header.Get("X-Correlation-ID") != "corr-9" {
@@ -270,8 +312,12 @@ var contractCases = []contractCase{
 	{name: "tool_choice", body: vl(map[string]any{"tool_choice": "auto"}), status: 400, code: "unsupported_parameter", param: "tool_choice"},
 	{name: "functions", body: vl(map[string]any{"functions": []any{map[string]any{"name": "f"}}}), status: 400, code: "unsupported_parameter", param: "functions"},
 	{name: "response_format", body: vl(map[string]any{"response_format": map[string]any{"type": "json_object"}}), status: 400, code: "unsupported_parameter", param: "response_format"},
-	{name: "logprobs", body: vl(map[string]any{"logprobs": true}), status: 400, code: "unsupported_parameter", param: "logprobs"},
-	{name: "top_logprobs", body: vl(map[string]any{"top_logprobs": 2}), status: 400, code: "unsupported_parameter", param: "top_logprobs"},
+	{name: "logprobs a string", body: vl(map[string]any{"logprobs": "yes"}), status: 400, code: "invalid_type", param: "logprobs"},
+	{name: "top_logprobs over 20", body: vl(map[string]any{"logprobs": true, "top_logprobs": 21}), status: 400, code: "invalid_value", param: "top_logprobs"},
+	{name: "top_logprobs negative", body: vl(map[string]any{"logprobs": true, "top_logprobs": -1}), status: 400, code: "invalid_value", param: "top_logprobs"},
+	{name: "top_logprobs without logprobs", body: vl(map[string]any{"top_logprobs": 2}), status: 400, code: "invalid_value", param: "top_logprobs"},
+	{name: "top_logprobs a fraction", body: vl(map[string]any{"logprobs": true, "top_logprobs": 1.5}), status: 400, code: "invalid_type", param: "top_logprobs"},
+	{name: "top_logprobs a string", body: vl(map[string]any{"logprobs": true, "top_logprobs": "2"}), status: 400, code: "invalid_type", param: "top_logprobs"},
 	{name: "reasoning_effort", body: vl(map[string]any{"reasoning_effort": "high"}), status: 400, code: "unsupported_parameter", param: "reasoning_effort"},
 	{name: "chat_template_kwargs", body: vl(map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": true}}), status: 400, code: "unsupported_parameter", param: "chat_template_kwargs"},
 	{name: "enable_thinking", body: vl(map[string]any{"enable_thinking": false}), status: 400, code: "unsupported_parameter", param: "enable_thinking"},

@@ -156,19 +156,33 @@ func runFake(ctx context.Context, rec *recorder, id, question, answer string, im
 	if len(tokens) > p.MaxTokens {
 		tokens, finish = tokens[:p.MaxTokens], core.FinishLength
 	}
-	var text strings.Builder
-	for _, tok := range tokens {
+	var (
+		text     strings.Builder
+		logprobs []core.TokenLogprob
+	)
+	for i, tok := range tokens {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		text.WriteString(tok)
-		if err := emit(core.Event{Kind: core.EventDelta, Text: tok, Tokens: 1}); err != nil {
+		ev := core.Event{Kind: core.EventDelta, Text: tok, Tokens: 1}
+		if p.Logprobs {
+			// each word is a token of log-probability -(i+1)/10; its alternatives are letters
+			lp := core.TokenLogprob{Token: tok, Bytes: []byte(tok), Logprob: -float32(i+1) / 10, Top: []core.TopLogprob{}}
+			for k := range p.TopLogprobs {
+				alt := string(rune('a' + k))
+				lp.Top = append(lp.Top, core.TopLogprob{Token: alt, Bytes: []byte(alt), Logprob: -float32(k+1) / 4})
+			}
+			logprobs = append(logprobs, lp)
+			ev.Logprobs = []core.TokenLogprob{lp}
+		}
+		if err := emit(ev); err != nil {
 			return nil, err
 		}
 	}
 	usage.CompletionTokens = len(tokens)
 	now := time.Now()
-	res := &core.Result{Text: text.String(), FinishReason: finish, Usage: usage}
+	res := &core.Result{Text: text.String(), FinishReason: finish, Usage: usage, Logprobs: logprobs}
 	for i, st := range fakeStages {
 		res.Timings = append(res.Timings, core.StageTiming{Stage: st, Start: now, Duration: time.Duration(i+1) * time.Millisecond})
 	}
