@@ -310,3 +310,62 @@ func TestLogprobs(t *testing.T) {
 		t.Errorf("the entries' bytes give %q, the answer is %q", text, res.Text)
 	}
 }
+
+// TestImageBudgets runs the real runtime (a bundle built with its family's budgets) at several
+// budgets: fewer or more image tokens, the budget reported in the result, and the default budget
+// giving the very answer of a request without one.
+func TestImageBudgets(t *testing.T) {
+	const model = "tiny-untied"
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 4096)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	c, err := fixture.LoadCase("large_644x476")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "cases", c.Image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(p core.Params) *core.Result {
+		t.Helper()
+		p.MaxTokens, p.IgnoreEOS = 4, true
+		res, err := rt.Generate(t.Context(), core.Request{Model: model, Text: c.Question, Image: img, Params: p}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	plain := run(core.Params{})
+	// 644x476 at the default budget is 23x17 cells of 28 px: 391 image tokens
+	if b := plain.Params.Budget; b == nil || b.Detail != "auto" || !b.Default || plain.Usage.ImageTokens != 391 {
+		t.Fatalf("default: budget %+v, %d image tokens", b, plain.Usage.ImageTokens)
+	}
+	auto := run(core.Params{Detail: "auto"})
+	if !slices.Equal(auto.TokenIDs, plain.TokenIDs) || auto.Usage != plain.Usage {
+		t.Errorf("detail auto changed the answer")
+	}
+	for _, tc := range []struct {
+		name   string
+		p      core.Params
+		tokens int
+		budget core.PixelBudget
+	}{
+		// image tokens from transformers' smart_resize(476, 644, 28, min, max): 364x504, 252x364, 672x924
+		{"low", core.Params{Detail: "low"}, 234, core.PixelBudget{Detail: "low", MinPixels: 3136, MaxPixels: 200704}},
+		{"max_pixels", core.Params{MaxPixels: 100000}, 117, core.PixelBudget{Detail: "auto", MinPixels: 3136, MaxPixels: 100000}},
+		{"min_pixels up", core.Params{MinPixels: 600000}, 792, core.PixelBudget{Detail: "auto", MinPixels: 600000, MaxPixels: 12845056}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(tc.p)
+			if b := res.Params.Budget; b == nil || *b != tc.budget || res.Usage.ImageTokens != tc.tokens {
+				t.Fatalf("budget %+v, %d image tokens; want %+v, %d", b, res.Usage.ImageTokens, tc.budget, tc.tokens)
+			}
+			if res.Params.Key("q", "x") == plain.Params.Key("q", "x") {
+				t.Error("the budget is not part of the answer's identity")
+			}
+		})
+	}
+}

@@ -59,6 +59,18 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 	if err := t.plug.CheckParams(m.Plugin.Params); err != nil {
 		return nil, fmt.Errorf("plugin params: %w", err)
 	}
+	if m.Image.Budgets != nil {
+		// a budget is handed to the plugin as these two params: it must read them
+		desc := t.plug.Describe()
+		for _, name := range []string{paramMinPixels, paramMaxPixels} {
+			if ps, ok := desc.Param(name); !ok || ps.Type != abi.ParamInt {
+				return nil, fmt.Errorf("image.budgets: the %s plugin declares no int param %q to receive a budget", m.Family, name)
+			}
+		}
+		if _, err := defaultBudget(m); err != nil {
+			return nil, err
+		}
+	}
 	if t.prep, err = prep.New(prep.Config{Plugin: t.plug, Tokenizer: t.tok, Params: m.Plugin.Params, TracerProvider: env.tracerProvider}); err != nil {
 		return nil, err
 	}
@@ -82,7 +94,8 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		return &pixels.RGB{W: im.Width, H: im.Height, Pix: im.Pix}, nil
 	}
 	pr, err := t.prep.Prepare(ctx, prep.Input{Width: im.Width, Height: im.Height, Await: await, Format: im.Info.Format,
-		HasAlpha: im.HasAlpha, Question: in.Question, TextFirst: in.TextFirst, System: in.Params.System})
+		HasAlpha: im.HasAlpha, Question: in.Question, TextFirst: in.TextFirst, System: in.Params.System,
+		Params: budgetParams(in.Params.Budget)})
 	if err != nil {
 		return nil, prepError(err)
 	}

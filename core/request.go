@@ -52,6 +52,29 @@ type Params struct {
 	// MaxTopLogprobs) for that many most likely tokens of its step. They change no token.
 	Logprobs    bool
 	TopLogprobs int
+	// Detail is OpenAI's image_url.detail ("", "auto", "low" or "high"); MinPixels and
+	// MaxPixels (0: unset) narrow or widen the resized image area. They choose the image's
+	// resolution among the budgets the bundle declares, clamped to its bounds.
+	Detail               string
+	MinPixels, MaxPixels int64
+}
+
+// Image details a request may name.
+const (
+	DetailAuto = "auto"
+	DetailLow  = "low"
+	DetailHigh = "high"
+)
+
+// PixelBudget is the resized-image area range a request's image is planned with: the family
+// plugin's min_pixels and max_pixels for this request.
+type PixelBudget struct {
+	// Detail is the detail the budget started from ("auto" when the request named none).
+	Detail    string `json:"detail"`
+	MinPixels int64  `json:"min_pixels"`
+	MaxPixels int64  `json:"max_pixels"`
+	// Default is true when the budget is the bundle's own [plugin.params] range.
+	Default bool `json:"-"`
 }
 
 // MaxTopLogprobs is OpenAI's bound on top_logprobs.
@@ -75,6 +98,8 @@ type Resolved struct {
 	System      *string
 	Logprobs    bool
 	TopLogprobs int
+	// Budget is the image's pixel budget; nil for a bundle that declares no budgets.
+	Budget *PixelBudget
 }
 
 // Greedy reports whether the settings select the argmax token at every step.
@@ -94,6 +119,9 @@ func (r Resolved) Key(question, imageSHA256 string) string {
 	}
 	if r.System != nil {
 		key += "|sys=" + strconv.Quote(*r.System)
+	}
+	if b := r.Budget; b != nil && !b.Default {
+		key += fmt.Sprintf("|px=%d-%d", b.MinPixels, b.MaxPixels)
 	}
 	return key
 }

@@ -323,6 +323,10 @@ func resolve(m *bundles.Manifest, p Params) (Resolved, error) {
 		return out, Errorf(KindInvalid, "invalid_value", "top_logprobs", "top_logprobs must be in [0, %d], with logprobs", MaxTopLogprobs)
 	}
 	out.Logprobs, out.TopLogprobs = p.Logprobs, p.TopLogprobs
+	var err error
+	if out.Budget, err = resolveBudget(m, p); err != nil {
+		return out, err
+	}
 	switch {
 	case out.MaxTokens < 1:
 		return out, Errorf(KindInvalid, "invalid_value", "max_tokens", "max_tokens must be at least 1")

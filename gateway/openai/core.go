@@ -11,6 +11,10 @@ import (
 // upstream mistake was generation settings read from different places by each path).
 // image is the image file's bytes (the data URL's, or the fetched URL's); nil for text only.
 func CoreRequest(r *Request, image []byte, requestID, correlationID string) core.Request {
+	detail := ""
+	if r.Image != nil {
+		detail = r.Image.Detail
+	}
 	return core.Request{
 		ID:            requestID,
 		CorrelationID: correlationID,
@@ -29,6 +33,9 @@ func CoreRequest(r *Request, image []byte, requestID, correlationID string) core
 			System:      r.System,
 			Logprobs:    r.Logprobs,
 			TopLogprobs: r.TopLogprobs,
+			Detail:      detail,
+			MinPixels:   r.MinPixels,
+			MaxPixels:   r.MaxPixels,
 		},
 	}
 }

@@ -17,6 +17,8 @@ const (
 	maxModelNameLen = 256
 	maxRemoteURLLen = 4096
 	maxUserLen      = 1024
+	// maxPixelsParam bounds min_pixels and max_pixels before the bundle's bounds clamp them.
+	maxPixelsParam = 1 << 40
 )
 
 // Request is a chat request that passed validation, in the one shape Iris serves: a single user
@@ -44,6 +46,9 @@ type Request struct {
 	// alternatives per token.
 	Logprobs    bool
 	TopLogprobs int
+	// MinPixels and MaxPixels (Iris extensions; 0: unset) ask for the image's resized area
+	// range; the runtime clamps them to the bundle's bounds.
+	MinPixels, MaxPixels int64
 	// Stop are the stop strings (at most 4, none empty); nil for none.
 	Stop   []string
 	Stream bool
@@ -62,7 +67,12 @@ type Image struct {
 	MediaType string
 	// URL is set instead of Data for an http or https URL.
 	URL *url.URL
+	// Detail is image_url.detail: "", "auto", "low" or "high".
+	Detail string
 }
+
+// DetailParam is the path of the image's detail field.
+func (im *Image) DetailParam() string { return strings.TrimSuffix(im.Param, ".url") + ".detail" }
 
 // wireRequest is decoded in one pass. Scalar fields stay raw so that a wrong type is reported
 // with the field's name. Messages are decoded generically: that scans the image's long base64
@@ -81,6 +91,8 @@ type wireRequest struct {
 	StreamOptions       json.RawMessage `json:"stream_options"`
 	IgnoreEOS           json.RawMessage `json:"ignore_eos"`
 	User                json.RawMessage `json:"user"`
+	MinPixels           json.RawMessage `json:"min_pixels"`
+	MaxPixels           json.RawMessage `json:"max_pixels"`
 
 	// Refused unless absent, null or neutral (see refused).
 	N                  json.RawMessage `json:"n"`
@@ -131,6 +143,7 @@ func ParseChatRequest(body []byte) (*Request, error) {
 		if r.Image, err = parseImageURL(img.url, img.param); err != nil {
 			return nil, err
 		}
+		r.Image.Detail = img.detail
 	}
 	return r, nil
 }
@@ -151,8 +164,9 @@ func parseModel(raw json.RawMessage, r *Request) error {
 
 // pendingImage is an image part found in the message; its URL is parsed after everything else.
 type pendingImage struct {
-	url   string
-	param string
+	url    string
+	param  string
+	detail string
 }
 
 func parseMessages(v any, r *Request) (*pendingImage, error) {
@@ -319,8 +333,17 @@ func parseContent(v any, r *Request, param string) (*pendingImage, error) {
 			if imageAt >= 0 {
 				return nil, errorf(CodeTooManyImages, at, "Iris answers about one image per request; send one image_url part")
 			}
+			detail, _, err := stringOf(iu, "detail", at+".image_url.detail")
+			if err != nil {
+				return nil, err
+			}
+			switch detail {
+			case "", "auto", "low", "high":
+			default:
+				return nil, errorf(CodeInvalidValue, at+".image_url.detail", "detail must be \"auto\", \"low\" or \"high\"")
+			}
 			imageAt = j
-			img = &pendingImage{url: u, param: at + ".image_url.url"}
+			img = &pendingImage{url: u, param: at + ".image_url.url", detail: detail}
 		case "input_audio", "audio", "audio_url":
 			return nil, errorf(CodeUnsupportedContentPart, at+".type", "audio parts are not supported")
 		case "video", "video_url", "input_video":
@@ -496,6 +519,26 @@ func parseParams(w *wireRequest, r *Request) error {
 	}
 	if r.Stop, err = parseStop(w.Stop); err != nil {
 		return err
+	}
+	for _, f := range []struct {
+		raw   json.RawMessage
+		param string
+		dst   *int64
+	}{{w.MinPixels, "min_pixels", &r.MinPixels}, {w.MaxPixels, "max_pixels", &r.MaxPixels}} {
+		if isNull(f.raw) {
+			continue
+		}
+		v, err := int64Field(f.raw, f.param)
+		if err != nil {
+			return err
+		}
+		if v < 1 || v > maxPixelsParam {
+			return errorf(CodeInvalidValue, f.param, "%s must be in [1, %d]", f.param, int64(maxPixelsParam))
+		}
+		*f.dst = v
+	}
+	if r.MinPixels > 0 && r.MaxPixels > 0 && r.MinPixels > r.MaxPixels {
+		return errorf(CodeConflictingParameters, "max_pixels", "min_pixels is over max_pixels")
 	}
 	if r.Logprobs, _, err = boolField(w.Logprobs, "logprobs"); err != nil {
 		return err

@@ -208,6 +208,19 @@ var parseCases = []struct {
 	{name: "system image part", body: `{"model":"m","messages":[{"role":"system","content":[` + imagePart(pngURL) + `]},{"role":"user","content":"y"}]}`, wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[0].type"},
 	{name: "system NUL", body: `{"model":"m","messages":[{"role":"system","content":"a\u0000"},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidValue, wantParam: "messages[0].content"},
 	{name: "user errors name messages[1]", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":[` + imagePart(pngURL) + `]}]}`, wantCode: CodeMissingText, wantParam: "messages[1].content"},
+	{name: "detail and pixel range", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":"low"}}`), `"min_pixels":100,"max_pixels":200`),
+		check: func(t *testing.T, r *Request) {
+			if r.Image.Detail != "low" || r.MinPixels != 100 || r.MaxPixels != 200 || r.Image.DetailParam() != "messages[0].content[1].image_url.detail" {
+				t.Errorf("request %+v, image %+v", r, r.Image)
+			}
+		}},
+	{name: "detail null", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":null}}`), ``)},
+	{name: "detail unknown", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":"max"}}`), ``), wantCode: CodeInvalidValue, wantParam: "messages[0].content[1].image_url.detail"},
+	{name: "detail bool", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":true}}`), ``), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url.detail"},
+	{name: "min_pixels zero", body: body(okContent, `"min_pixels":0`), wantCode: CodeInvalidValue, wantParam: "min_pixels"},
+	{name: "max_pixels huge", body: body(okContent, `"max_pixels":1099511627777`), wantCode: CodeInvalidValue, wantParam: "max_pixels"},
+	{name: "min over max pixels", body: body(okContent, `"min_pixels":3,"max_pixels":2`), wantCode: CodeConflictingParameters, wantParam: "max_pixels"},
+	{name: "max_pixels string", body: body(okContent, `"max_pixels":"2"`), wantCode: CodeInvalidType, wantParam: "max_pixels"},
 	{name: "stop string", body: body(okContent, `"stop":"\n"`), check: func(t *testing.T, r *Request) {
 		if len(r.Stop) != 1 || r.Stop[0] != "\n" {
 			t.Errorf("stop %q", r.Stop)

@@ -28,6 +28,8 @@ type ChatCompletionRequest struct {
 	Seed                *int64         `json:"seed,omitempty"`
 	IgnoreEOS           bool           `json:"ignore_eos,omitempty"`
 	Stop                []string       `json:"stop,omitempty"`
+	MinPixels           *int64         `json:"min_pixels,omitempty"`
+	MaxPixels           *int64         `json:"max_pixels,omitempty"`
 	User                string         `json:"user,omitempty"`
 	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
 	Logprobs            bool           `json:"logprobs,omitempty"`
@@ -164,6 +166,17 @@ type IrisImage struct {
 	Format string `json:"format"`
 	Width  int    `json:"width"`
 	Height int    `json:"height"`
+	// Budget is the pixel budget the image was resized within, for a bundle that declares
+	// budgets.
+	Budget *IrisBudget `json:"budget,omitempty"`
+}
+
+// IrisBudget is the resized-area range an image was planned with.
+type IrisBudget struct {
+	// Detail is the image_url.detail the budget started from ("auto" when none was sent).
+	Detail    string `json:"detail"`
+	MinPixels int64  `json:"min_pixels"`
+	MaxPixels int64  `json:"max_pixels"`
 }
 
 // IrisBundle identifies the bundle that answered.

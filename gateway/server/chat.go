@@ -240,6 +240,9 @@ func irisOf(res *core.Result) *openai.Iris {
 	}
 	if im := res.Image; im != nil {
 		out.Image = &openai.IrisImage{SHA256: im.SHA256, Format: im.Format, Width: im.Width, Height: im.Height}
+		if b := res.Params.Budget; b != nil {
+			out.Image.Budget = &openai.IrisBudget{Detail: b.Detail, MinPixels: b.MinPixels, MaxPixels: b.MaxPixels}
+		}
 	}
 	for _, t := range res.Timings {
 		out.TimingsMS[t.Stage] += t.Duration.Seconds() * 1e3
@@ -296,6 +299,9 @@ func fromCore(err error, req *openai.Request) *middleware.HTTPError {
 	}
 	if out.Param == "system" {
 		out.Param = "messages[0].content"
+	}
+	if out.Param == "detail" && req.Image != nil {
+		out.Param = req.Image.DetailParam()
 	}
 	if (out.Param == "max_tokens" || out.Param == "max_completion_tokens") && req.MaxTokensParam != "" {
 		out.Param = req.MaxTokensParam

@@ -55,6 +55,24 @@ var (
 
 func vl(extra map[string]any) string { return chat(bundleVL, okParts, extra) }
 
+// withDetail is a vision request whose image part has the given detail value.
+func withDetail(model string, detail any, extra map[string]any) string {
+	part := map[string]any{"type": "image_url", "image_url": map[string]any{"url": pngURL, "detail": detail}}
+	return chat(model, []any{textPart(question), part}, extra)
+}
+
+// budgetOf reads the iris extension's image budget.
+func budgetOf(t *testing.T, body []byte) openai.IrisBudget {
+	t.Helper()
+	cc := completionOf(t, body)
+	if cc.Iris == nil || cc.Iris.Image == nil || cc.Iris.Image.Budget == nil {
+		t.Fatalf("no budget in %s", body)
+	}
+	return *cc.Iris.Image.Budget
+}
+
+const detailParam = "messages[0].content[1].image_url.detail"
+
 func withImage(url string) string {
 	return chat(bundleVL, []any{textPart(question), imagePart(url)}, nil)
 }
@@ -238,6 +256,55 @@ var contractCases = []contractCase{
 				t.Errorf("logprobs in %s", body)
 			}
 		}},
+	{name: "detail low", body: withDetail(bundleVL, "low", nil), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, body []byte) {
+			want := core.PixelBudget{Detail: "low", MinPixels: 3136, MaxPixels: 200704}
+			if b := e.rec.lastVision().Params.Budget; b == nil || *b != want {
+				t.Errorf("task budget %+v, want %+v", b, want)
+			}
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "low", MinPixels: 3136, MaxPixels: 200704}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "detail high", body: withDetail(bundleVL, "high", nil), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "high", MinPixels: 3136, MaxPixels: 12845056}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "detail auto is the bundle's default", body: withDetail(bundleVL, "auto", nil), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "auto", MinPixels: 3136, MaxPixels: 12845056}) {
+				t.Errorf("iris budget %+v", b)
+			}
+			if b := e.rec.lastVision().Params.Budget; b == nil || !b.Default {
+				t.Errorf("task budget %+v is not the default", b)
+			}
+		}},
+	{name: "min_pixels and max_pixels", body: vl(map[string]any{"min_pixels": 50000, "max_pixels": 100000}), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "auto", MinPixels: 50000, MaxPixels: 100000}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "max_pixels clamped to the bundle's bounds", body: withDetail(bundleVL, "low", map[string]any{"max_pixels": int64(1) << 40}), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "low", MinPixels: 3136, MaxPixels: 12845056}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "min_pixels clamped to the bundle's bounds", body: vl(map[string]any{"min_pixels": 1, "max_pixels": 2}), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "auto", MinPixels: 3136, MaxPixels: 3136}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "detail auto on a bundle without budgets", body: withDetail(bundleStrict, "auto", nil), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if cc := completionOf(t, body); cc.Iris.Image.Budget != nil {
+				t.Errorf("budget %+v from a bundle without budgets", cc.Iris.Image.Budget)
+			}
+		}},
 	{name: "max_completion_tokens", body: vl(map[string]any{"max_completion_tokens": 2}), status: 200,
 		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
 			if p := e.rec.lastVision().Params; p.MaxTokens != 2 {
@@ -290,6 +357,16 @@ var contractCases = []contractCase{
 		status: 400, code: "invalid_value", param: "messages[0].content"},
 	{name: "two images after a system message", body: withMessages(map[string]any{"role": "system", "content": "x"}, map[string]any{"role": "user", "content": []any{textPart(question), imagePart(pngURL), imagePart(pngURL)}}),
 		status: 400, code: "too_many_images", param: "messages[1].content[2]"},
+	{name: "detail unknown", body: withDetail(bundleVL, "ultra", nil), status: 400, code: "invalid_value", param: detailParam},
+	{name: "detail a number", body: withDetail(bundleVL, 1, nil), status: 400, code: "invalid_type", param: detailParam},
+	{name: "min_pixels zero", body: vl(map[string]any{"min_pixels": 0}), status: 400, code: "invalid_value", param: "min_pixels"},
+	{name: "max_pixels negative", body: vl(map[string]any{"max_pixels": -5}), status: 400, code: "invalid_value", param: "max_pixels"},
+	{name: "max_pixels over 2^40", body: vl(map[string]any{"max_pixels": int64(1)<<40 + 1}), status: 400, code: "invalid_value", param: "max_pixels"},
+	{name: "min_pixels over max_pixels", body: vl(map[string]any{"min_pixels": 200000, "max_pixels": 100000}), status: 400, code: "conflicting_parameters", param: "max_pixels"},
+	{name: "min_pixels a string", body: vl(map[string]any{"min_pixels": "5000"}), status: 400, code: "invalid_type", param: "min_pixels"},
+	{name: "max_pixels a fraction", body: vl(map[string]any{"max_pixels": 5000.5}), status: 400, code: "invalid_type", param: "max_pixels"},
+	{name: "detail low on a bundle without budgets", body: withDetail(bundleStrict, "low", nil), status: 400, code: "image_budget_not_supported", param: detailParam},
+	{name: "max_pixels on a bundle without budgets", body: chat(bundleStrict, okParts, map[string]any{"max_pixels": 5000}), status: 400, code: "image_budget_not_supported", param: "max_pixels"},
 	{name: "system role", body: withMessages(map[string]any{"role": "system", "content": "be brief"}), status: 400, code: "unsupported_role", param: "messages[0].role"},
 	{name: "developer role", body: withMessages(map[string]any{"role": "developer", "content": "x"}), status: 400, code: "unsupported_role", param: "messages[0].role"},
 	{name: "assistant role", body: withMessages(map[string]any{"role": "assistant", "content": "x"}), status: 400, code: "unsupported_role", param: "messages[0].role"},

@@ -195,7 +195,7 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 const (
 	bundleVL     = "vl"     // vision-language only, default limits
 	bundleText   = "text"   // text-generation only
-	bundleStrict = "strict" // vision-language with max_bytes 4096, min_side 16
+	bundleStrict = "strict" // vision-language with max_bytes 4096, min_side 16, no image budgets
 	bundleSlow   = "slow"   // vision-language, for busy and disconnect tests
 )
 
@@ -252,6 +252,9 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 		if err != nil {
 			t.Fatalf("build bundle %s: %v", s.name, err)
 		}
+		if s.name == bundleStrict {
+			dropBudgets(t, out)
+		}
 		dirs = append(dirs, out)
 	}
 	rec := newRecorder()
@@ -289,6 +292,30 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 		t.Fatal(err)
 	}
 	return &testEnv{rt: rt, srv: srv, rec: rec, reg: reg, logs: logs}
+}
+
+// dropBudgets rewrites a bundle's manifest without image budgets: a bundle whose image
+// resolution is fixed.
+func dropBudgets(t testing.TB, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, bundles.ManifestName)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := bundles.DecodeManifest(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Image.Budgets = nil
+	var buf bytes.Buffer
+	if err := m.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func writeCheckpoint(t testing.TB, dir string) string {

@@ -6,7 +6,8 @@ the decoded RGB (load_image: PIL open, exif_transpose, convert("RGB")), the resi
 image_grid_thw, pixel_values (sha256 of the float32 little-endian bytes, plus every value when
 there are at most 20000, else 64 sampled ones) and the chat-framed input_ids and
 mm_token_type_ids for a fixed question with the image before and after the text (and with the
-image first after a client system message); for images the processor refuses, the exception.
+image first after a client system message); for images the processor refuses, the exception;
+and for a few images at several per-request pixel budgets (BUDGETS), the same outputs.
 
 Each processor is built from a local directory holding a preprocessor_config.json, the real
 Qwen tokenizer files (.build/tokenizer/qwen3) and a chat template; the configs and templates are
@@ -79,6 +80,14 @@ QWEN3_VL_TEMPLATE = (
     "{{- '<|im_end|>\\n' }}{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
+
+# Per-request pixel budgets (Iris's image_url.detail / min_pixels / max_pixels): the processor run
+# with size={"shortest_edge": min, "longest_edge": max} on a few images that scale down and up.
+BUDGET_FILES = ["rgb_28x28.png", "tall_29x1000.jpg", "rgb_426x320.jpg", "large_1600x1200.jpg"]
+BUDGETS = {
+    "qwen2_5_vl": [(3136, 200704), (65536, 401408), (401408, 1003520)],
+    "qwen3_vl": [(4096, 262144), (262144, 1048576), (65536, 131072)],
+}
 
 FAMILIES = {
     "qwen2_5_vl": {
@@ -190,16 +199,19 @@ def build_processor(family, spec, workdir):
     return proc, cfg
 
 
-def frame(proc, img, text_first, system=None):
+def frame(proc, img, text_first, system=None, size=None):
     parts = [{"type": "image", "image": img}, {"type": "text", "text": QUESTION}]
     if text_first:
         parts.reverse()
     messages = [{"role": "user", "content": parts}]
     if system is not None:
         messages.insert(0, {"role": "system", "content": system})
+    kwargs = {"return_mm_token_type_ids": True}
+    if size is not None:
+        kwargs["size"] = size
     out = proc.apply_chat_template(messages, tokenize=True, return_dict=True,
                                    add_generation_prompt=True, return_tensors="pt",
-                                   processor_kwargs={"return_mm_token_type_ids": True})
+                                   processor_kwargs=kwargs)
     return out
 
 
@@ -272,7 +284,25 @@ def main():
                 case["system_image_first"] = {"input_ids": fr["input_ids"][0].tolist(),
                                               "mm_token_type_ids": fr["mm_token_type_ids"][0].tolist()}
                 cases.append(case)
-            families[family] = {"preprocessor_config": cfg, "cases": cases}
+            budgets = []
+            for file in BUDGET_FILES:
+                pil = load_image(str(imgdir / file))
+                for lo, hi in BUDGETS[family]:
+                    size = {"shortest_edge": lo, "longest_edge": hi}
+                    out = ip(images=[pil], size=size, return_tensors="pt")
+                    pv = out["pixel_values"].to(torch.float32).contiguous()
+                    thw = out["image_grid_thw"][0].tolist()
+                    fr = frame(proc, pil, False, size=size)
+                    if not torch.equal(fr["pixel_values"], out["pixel_values"]):
+                        raise SystemExit(f"{family}/{file} at {size}: chat pixel_values differ from the image processor's")
+                    budgets.append({
+                        "file": file, "min_pixels": lo, "max_pixels": hi,
+                        "resized_height": thw[1] * ip.patch_size, "resized_width": thw[2] * ip.patch_size,
+                        "image_grid_thw": thw, "pixel_values_shape": list(pv.shape),
+                        "pixel_values_sha256": sha(pv.numpy().reshape(-1).astype("<f4").tobytes()),
+                        "image_first": {"input_ids": fr["input_ids"][0].tolist(),
+                                        "mm_token_type_ids": fr["mm_token_type_ids"][0].tolist()}})
+            families[family] = {"preprocessor_config": cfg, "cases": cases, "budgets": budgets}
 
     doc = {
         "generator": "scripts/reference/golden_preprocess.py",
