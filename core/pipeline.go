@@ -112,6 +112,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		stream  = t.tok.NewStream(true)
 		pending int            // tokens since the last delta
 		lps     []TokenLogprob // their logprobs entries, when asked for
+		allLps  []TokenLogprob // every entry: the answer's
 		stops   *stopper
 	)
 	if len(in.Params.Stop) > 0 {
@@ -152,7 +153,10 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		IgnoreEOS:    in.Params.IgnoreEOS,
 		Logprobs:     in.Params.Logprobs,
 		TopLogprobs:  in.Params.TopLogprobs,
-		OnLogprob:    func(lp engine.TokenLogprob) { lps = append(lps, t.logprob(lp)) },
+		OnLogprob: func(lp engine.TokenLogprob) {
+			e := t.logprob(lp)
+			lps, allLps = append(lps, e), append(allLps, e)
+		},
 		OnToken: func(id int32) error {
 			pending++
 			if d := stream.Add(id); d != "" {
@@ -211,16 +215,12 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		StageTiming{Stage: StageVision, Start: t1, Duration: gen.Timings.Vision},
 		StageTiming{Stage: StagePrefill, Start: t1.Add(gen.Timings.Vision), Duration: gen.Timings.Prefill},
 		StageTiming{Stage: StageDecode, Start: t1.Add(gen.Timings.Vision + gen.Timings.Prefill), Duration: gen.Timings.Decode})
-	var logprobs []TokenLogprob
-	if in.Params.Logprobs {
-		logprobs = make([]TokenLogprob, len(gen.Logprobs))
-		for i, lp := range gen.Logprobs {
-			logprobs[i] = t.logprob(lp)
-		}
+	if in.Params.Logprobs && allLps == nil {
+		allLps = []TokenLogprob{} // asked for, no token: an empty list, not none
 	}
 	return &Result{
 		Text:         text,
-		Logprobs:     logprobs,
+		Logprobs:     allLps,
 		TokenIDs:     gen.Tokens,
 		FinishReason: finish,
 		Usage:        Usage{PromptTokens: gen.PromptTokens, CompletionTokens: len(gen.Tokens), ImageTokens: gen.ImageTokens},
