@@ -49,7 +49,8 @@ demo-bundle: build plugins
     bin/iris bundle build --from core/internal/engine/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/demo
 
 # Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module,
-# the cuda build vetted and linked against PyPI's CUDA headers, and the real AIPerf end to end.
+# the cuda build vetted and linked against PyPI's CUDA headers, the real AIPerf and the official
+# openai-python client end to end.
 # The GPU tests are linked, not run (no GPU here): vet-cuda lists them, the last line says so.
 test: setup tools plugins
     go vet ./...
@@ -64,6 +65,7 @@ test: setup tools plugins
     IRIS_PLUGIN_CACHE={{root}}/.build/wazero-cache go test -race -timeout 30m ./...
     {{just_executable()}} vet-cuda
     {{just_executable()}} test-aiperf
+    {{just_executable()}} test-openai
     @scripts/gpu/not-run.sh --brief {{cuda_test_pkgs}}
 
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.

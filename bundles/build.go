@@ -35,6 +35,9 @@ type Family struct {
 	// Fixed are preprocessor_config.json values the family's plugin implements as constants; a
 	// checkpoint that says otherwise is refused rather than served wrongly.
 	Fixed map[string]any
+	// LowPixels is the largest area of image_url.detail "low" (256 image tokens), when the
+	// family's plugin takes per-request budgets through min_pixels and max_pixels.
+	LowPixels int64
 }
 
 // Families lists the families this build can bundle.
@@ -52,6 +55,7 @@ var Families = map[string]Family{
 			"image_mean": []any{0.48145466, 0.4578275, 0.40821073},
 			"image_std":  []any{0.26862954, 0.26130258, 0.27577711},
 		},
+		LowPixels: 256 * 28 * 28,
 	},
 	"qwen3_vl": {
 		Name: "qwen3_vl", ModelTypes: []string{"qwen3_vl"},
@@ -65,6 +69,7 @@ var Families = map[string]Family{
 			"patch_size": 16.0, "temporal_patch_size": 2.0, "merge_size": 2.0,
 			"image_mean": []any{0.5, 0.5, 0.5}, "image_std": []any{0.5, 0.5, 0.5},
 		},
+		LowPixels: 256 * 32 * 32,
 	},
 }
 
@@ -216,6 +221,7 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	if m.Plugin.Params, err = fam.PluginParams(pre); err != nil {
 		return nil, fmt.Errorf("build bundle: preprocessor_config.json: %w", err)
 	}
+	m.Image.Budgets = fam.Budgets(m.Plugin.Params)
 	var buf bytes.Buffer
 	if err := m.Encode(&buf); err != nil {
 		return nil, fmt.Errorf("build bundle: %w", err)
@@ -284,6 +290,18 @@ func (f Family) PluginParams(pre map[string]any) (map[string]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// Budgets are the per-request image resolutions of a bundle with these plugin params: the
+// checkpoint's own [min_pixels, max_pixels] as the bounds and as "high", and "low" capped at
+// LowPixels. Nil when the family takes no budgets or the checkpoint names no pixel range.
+func (f Family) Budgets(params map[string]any) *Budgets {
+	lo, ok1 := params["min_pixels"].(int64)
+	hi, ok2 := params["max_pixels"].(int64)
+	if f.LowPixels == 0 || !ok1 || !ok2 || lo < 1 || lo > hi {
+		return nil
+	}
+	return &Budgets{Bounds: [2]int64{lo, hi}, High: [2]int64{lo, hi}, Low: [2]int64{lo, max(lo, min(hi, f.LowPixels))}}
 }
 
 func sameJSON(a, b any) bool {

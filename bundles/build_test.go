@@ -68,6 +68,9 @@ func TestBuildThenLoad(t *testing.T) {
 	if len(m.Plugin.Params) != 2 || m.Plugin.Params["min_pixels"] != int64(3136) || m.Plugin.Params["max_pixels"] != int64(12845056) {
 		t.Fatalf("plugin params %v", m.Plugin.Params)
 	}
+	if bu := m.Image.Budgets; bu == nil || bu.Bounds != [2]int64{3136, 12845056} || bu.High != bu.Bounds || bu.Low != [2]int64{3136, 256 * 28 * 28} {
+		t.Fatalf("image budgets %+v", bu)
+	}
 	loaded, err := Load(b.Dir)
 	if err != nil {
 		t.Fatal(err)

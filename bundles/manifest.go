@@ -69,6 +69,34 @@ type Image struct {
 	MaxPixels int64   `toml:"max_pixels" json:"max_pixels"`
 	MinSide   int     `toml:"min_side" json:"min_side"`
 	MaxAspect float64 `toml:"max_aspect" json:"max_aspect"`
+	// Budgets, when set, let a request choose its image's resolution; without them the
+	// plugin's params decide alone.
+	Budgets *Budgets `toml:"budgets,omitempty" json:"budgets,omitempty"`
+}
+
+// Budgets are the per-request image resolutions a bundle offers: OpenAI's image_url.detail and
+// the min_pixels / max_pixels request extensions. A budget is a [min, max] pair of resized image
+// areas in pixels, handed to the family plugin as its min_pixels and max_pixels params (the
+// plugin must declare both). A request without one gets the plugin's [plugin.params].
+type Budgets struct {
+	// Bounds is what the operator allows: every request's budget is clamped into it.
+	Bounds [2]int64 `toml:"bounds" json:"bounds"`
+	// Low and High are detail "low" and "high"; "auto" is the [plugin.params] default.
+	Low  [2]int64 `toml:"low" json:"low"`
+	High [2]int64 `toml:"high" json:"high"`
+}
+
+// Validate checks that every budget is a [min, max] range inside Bounds.
+func (b *Budgets) Validate() error {
+	if b.Bounds[0] < 1 || b.Bounds[0] > b.Bounds[1] {
+		return invalid("image.budgets.bounds: want 1 <= min <= max, got %v", b.Bounds)
+	}
+	for name, r := range map[string][2]int64{"low": b.Low, "high": b.High} {
+		if r[0] > r[1] || r[0] < b.Bounds[0] || r[1] > b.Bounds[1] {
+			return invalid("image.budgets.%s: %v must be a [min, max] range inside bounds %v", name, r, b.Bounds)
+		}
+	}
+	return nil
 }
 
 // Generation holds the generation defaults a request inherits.
@@ -185,6 +213,11 @@ func (m *Manifest) Validate() error {
 	}
 	if m.Image.MaxBytes <= 0 || m.Image.MaxPixels <= 0 || m.Image.MinSide < 1 || !(m.Image.MaxAspect >= 1) {
 		return invalid("image: max_bytes, max_pixels, min_side must be positive and max_aspect >= 1")
+	}
+	if b := m.Image.Budgets; b != nil {
+		if err := b.Validate(); err != nil {
+			return err
+		}
 	}
 	g := m.Generation
 	if g.MaxNewTokens < 1 || g.MaxNewTokens >= m.Engine.ContextLength {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -38,6 +39,8 @@ var invalidCases = []struct {
 	{"wrong_type", "context_length"},
 	{"zero_aspect", "max_aspect >= 1"},
 	{"syntax", "decode manifest"},
+	{"budget_bounds", "image.budgets.bounds"},
+	{"budget_outside", "image.budgets.low"},
 }
 
 func TestDecodeManifestInvalid(t *testing.T) {
@@ -74,6 +77,9 @@ func TestDecodeManifestValidRoundTrip(t *testing.T) {
 	if m.Primary() != TaskVisionLanguage || m.HasTask(TaskText) {
 		t.Fatalf("tasks = %v", m.Tasks)
 	}
+	if b := m.Image.Budgets; b == nil || b.Low != [2]int64{3136, 200704} || b.Bounds[1] != 12845056 {
+		t.Fatalf("image.budgets = %+v", b)
+	}
 	if got := m.Plugin.Params["max_pixels"]; got != int64(12845056) {
 		t.Fatalf("plugin.params.max_pixels = %#v", got)
 	}
@@ -85,7 +91,7 @@ func TestDecodeManifestValidRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("re-decode: %v\n%s", err, buf.String())
 	}
-	if m2.Name != m.Name || len(m2.Files()) != len(m.Files()) || m2.Engine != m.Engine || m2.Image != m.Image {
+	if m2.Name != m.Name || len(m2.Files()) != len(m.Files()) || m2.Engine != m.Engine || !reflect.DeepEqual(m2.Image, m.Image) {
 		t.Fatalf("round trip changed the manifest:\n%+v\n%+v", m, m2)
 	}
 }

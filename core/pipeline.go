@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/iris-vlm/iris/bundles"
@@ -58,6 +59,18 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 	if err := t.plug.CheckParams(m.Plugin.Params); err != nil {
 		return nil, fmt.Errorf("plugin params: %w", err)
 	}
+	if m.Image.Budgets != nil {
+		// a budget is handed to the plugin as these two params: it must read them
+		desc := t.plug.Describe()
+		for _, name := range []string{paramMinPixels, paramMaxPixels} {
+			if ps, ok := desc.Param(name); !ok || ps.Type != abi.ParamInt {
+				return nil, fmt.Errorf("image.budgets: the %s plugin declares no int param %q to receive a budget", m.Family, name)
+			}
+		}
+		if _, err := defaultBudget(m); err != nil {
+			return nil, err
+		}
+	}
 	if t.prep, err = prep.New(prep.Config{Plugin: t.plug, Tokenizer: t.tok, Params: m.Plugin.Params, TracerProvider: env.tracerProvider}); err != nil {
 		return nil, err
 	}
@@ -81,7 +94,8 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		return &pixels.RGB{W: im.Width, H: im.Height, Pix: im.Pix}, nil
 	}
 	pr, err := t.prep.Prepare(ctx, prep.Input{Width: im.Width, Height: im.Height, Await: await, Format: im.Info.Format,
-		HasAlpha: im.HasAlpha, Question: in.Question, TextFirst: in.TextFirst})
+		HasAlpha: im.HasAlpha, Question: in.Question, TextFirst: in.TextFirst, System: in.Params.System,
+		Params: budgetParams(in.Params.Budget)})
 	if err != nil {
 		return nil, prepError(err)
 	}
@@ -96,8 +110,37 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	}
 	var (
 		stream  = t.tok.NewStream(true)
-		pending int
+		pending int            // tokens since the last delta
+		lps     []TokenLogprob // their logprobs entries, when asked for
+		allLps  []TokenLogprob // every entry: the answer's
+		stops   *stopper
 	)
+	if len(in.Params.Stop) > 0 {
+		stops = &stopper{stops: in.Params.Stop}
+	}
+	// send emits a delta for the tokens since the last one, with their logprobs entries.
+	send := func(text string) error {
+		ev := Event{Kind: EventDelta, Text: text, Tokens: pending, Logprobs: lps}
+		pending, lps = 0, nil
+		return emit(ev)
+	}
+	// deliver sends text that became final; with stop strings, only what can no longer be the
+	// start of one, and nothing after one (then it asks the engine to stop).
+	deliver := func(d string) error {
+		hit := false
+		if stops != nil {
+			d, hit = stops.push(d)
+		}
+		if d != "" || hit {
+			if err := send(d); err != nil {
+				return err
+			}
+		}
+		if hit {
+			return engine.ErrStop
+		}
+		return nil
+	}
 	req := engine.Request{
 		IDs: pr.InputIDs,
 		Images: []engine.Image{{
@@ -108,12 +151,16 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		Sampling:     engine.Sampling{Temperature: in.Params.Temperature, TopK: in.Params.TopK, TopP: in.Params.TopP, Seed: in.Params.Seed},
 		StopIDs:      stop,
 		IgnoreEOS:    in.Params.IgnoreEOS,
+		Logprobs:     in.Params.Logprobs,
+		TopLogprobs:  in.Params.TopLogprobs,
+		OnLogprob: func(lp engine.TokenLogprob) {
+			e := t.logprob(lp)
+			lps, allLps = append(lps, e), append(allLps, e)
+		},
 		OnToken: func(id int32) error {
 			pending++
 			if d := stream.Add(id); d != "" {
-				n := pending
-				pending = 0
-				return emit(Event{Kind: EventDelta, Text: d, Tokens: n})
+				return deliver(d)
 			}
 			return nil
 		},
@@ -130,26 +177,79 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	if err != nil {
 		return nil, engineError(err)
 	}
-	if d := stream.Flush(); d != "" || pending > 0 {
-		if err := emit(Event{Kind: EventDelta, Text: d, Tokens: pending}); err != nil {
-			return nil, err
+	finish := FinishStop
+	if gen.Finish == engine.FinishLength {
+		finish = FinishLength
+	}
+	var text string
+	switch {
+	case stops == nil:
+		if d := stream.Flush(); d != "" || pending > 0 {
+			if err := send(d); err != nil {
+				return nil, err
+			}
 		}
+		text = t.tok.DecodeSkipSpecial(gen.Tokens)
+	case stops.hit:
+		text = stops.text()
+	default:
+		// the end of the answer: an incomplete character, then what was held back for a stop
+		// string that never came (or comes in this last piece)
+		if d := stream.Flush(); d != "" {
+			if err := deliver(d); errors.Is(err, engine.ErrStop) {
+				finish = FinishStop
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		if !stops.hit {
+			if d := stops.flush(); d != "" || pending > 0 {
+				if err := send(d); err != nil {
+					return nil, err
+				}
+			}
+		}
+		text = stops.text()
 	}
 	timings = append(timings,
 		StageTiming{Stage: StageVision, Start: t1, Duration: gen.Timings.Vision},
 		StageTiming{Stage: StagePrefill, Start: t1.Add(gen.Timings.Vision), Duration: gen.Timings.Prefill},
 		StageTiming{Stage: StageDecode, Start: t1.Add(gen.Timings.Vision + gen.Timings.Prefill), Duration: gen.Timings.Decode})
-	finish := FinishStop
-	if gen.Finish == engine.FinishLength {
-		finish = FinishLength
+	if in.Params.Logprobs && allLps == nil {
+		allLps = []TokenLogprob{} // asked for, no token: an empty list, not none
 	}
 	return &Result{
-		Text:         t.tok.DecodeSkipSpecial(gen.Tokens),
+		Text:         text,
+		Logprobs:     allLps,
 		TokenIDs:     gen.Tokens,
 		FinishReason: finish,
 		Usage:        Usage{PromptTokens: gen.PromptTokens, CompletionTokens: len(gen.Tokens), ImageTokens: gen.ImageTokens},
 		Timings:      timings,
 	}, nil
+}
+
+// logprob names an engine entry's tokens: their bytes (a byte-level BPE token may hold part of
+// a character) and text. A tokenizer without byte-level tokens gives each token's decoded text.
+func (t *visionTask) logprob(lp engine.TokenLogprob) TokenLogprob {
+	out := TokenLogprob{Logprob: lp.Logprob}
+	out.Token, out.Bytes = t.token(lp.ID)
+	if len(lp.Top) > 0 {
+		out.Top = make([]TopLogprob, len(lp.Top))
+		for i, e := range lp.Top {
+			out.Top[i].Logprob = e.Logprob
+			out.Top[i].Token, out.Top[i].Bytes = t.token(e.ID)
+		}
+	}
+	return out
+}
+
+func (t *visionTask) token(id int32) (string, []byte) {
+	b, err := t.tok.TokenBytes(id)
+	if err != nil {
+		s := t.tok.Decode([]int32{id})
+		return s, []byte(s)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), b
 }
 
 // Close frees the engine, the plugin and the tokenizer. It is safe to call more than once.
@@ -190,7 +290,11 @@ func prepError(err error) error {
 	var ae *abi.Error
 	if errors.As(err, &ae) {
 		if ae.Kind == abi.Refusal {
-			return &Error{Kind: KindInvalid, Code: ae.Code, Param: "image", Message: ae.Message, Err: err}
+			param := "image"
+			if ae.Code == abi.CodeSystemNotSupported {
+				param = "system"
+			}
+			return &Error{Kind: KindInvalid, Code: ae.Code, Param: param, Message: ae.Message, Err: err}
 		}
 		return &Error{Kind: KindInternal, Code: "plugin_failure", Message: "internal error", Err: err}
 	}

@@ -42,7 +42,49 @@ type Params struct {
 	TopP        *float64
 	Seed        *int64
 	IgnoreEOS   bool
+	// Stop are strings that end the answer (OpenAI's stop): the answer is the text before the
+	// first one generated. At most MaxStopStrings, none empty.
+	Stop []string
+	// System is the client's system message, framed by the family plugin as its chat template
+	// frames a system turn; nil when it sent none (the bundle's default applies).
+	System *string
+	// Logprobs asks for each answer token's log-probability, and TopLogprobs (0 to
+	// MaxTopLogprobs) for that many most likely tokens of its step. They change no token.
+	Logprobs    bool
+	TopLogprobs int
+	// Detail is OpenAI's image_url.detail ("", "auto", "low" or "high"); MinPixels and
+	// MaxPixels (0: unset) narrow or widen the resized image area. They choose the image's
+	// resolution among the budgets the bundle declares, clamped to its bounds.
+	Detail               string
+	MinPixels, MaxPixels int64
 }
+
+// Image details a request may name.
+const (
+	DetailAuto = "auto"
+	DetailLow  = "low"
+	DetailHigh = "high"
+)
+
+// PixelBudget is the resized-image area range a request's image is planned with: the family
+// plugin's min_pixels and max_pixels for this request.
+type PixelBudget struct {
+	// Detail is the detail the budget started from ("auto" when the request named none).
+	Detail    string `json:"detail"`
+	MinPixels int64  `json:"min_pixels"`
+	MaxPixels int64  `json:"max_pixels"`
+	// Default is true when the budget is the bundle's own [plugin.params] range.
+	Default bool `json:"-"`
+}
+
+// MaxTopLogprobs is OpenAI's bound on top_logprobs.
+const MaxTopLogprobs = 20
+
+// MaxStopStrings is OpenAI's bound on the stop strings of a request.
+const MaxStopStrings = 4
+
+// MaxStopStringBytes bounds one stop string: the streamed text held back is never longer.
+const MaxStopStringBytes = 256
 
 // Resolved is a request's generation settings after the bundle's defaults were applied.
 type Resolved struct {
@@ -52,18 +94,36 @@ type Resolved struct {
 	TopP        float64
 	Seed        int64
 	IgnoreEOS   bool
+	Stop        []string
+	System      *string
+	Logprobs    bool
+	TopLogprobs int
+	// Budget is the image's pixel budget; nil for a bundle that declares no budgets.
+	Budget *PixelBudget
 }
 
 // Greedy reports whether the settings select the argmax token at every step.
 func (r Resolved) Greedy() bool { return r.Temperature == 0 || r.TopK == 1 }
 
 // Key is the identity of a request's answer: two requests with equal keys must get equal answers
-// from a deterministic engine. It covers everything that changes the answer.
+// from a deterministic engine. It covers everything that changes the answer (logprobs do not:
+// they report on the same tokens).
 func (r Resolved) Key(question, imageSHA256 string) string {
-	return fmt.Sprintf("q=%s|img=%s|max=%d|t=%s|k=%d|p=%s|seed=%d|ieos=%t",
+	key := fmt.Sprintf("q=%s|img=%s|max=%d|t=%s|k=%d|p=%s|seed=%d|ieos=%t",
 		strconv.Quote(question), imageSHA256, r.MaxTokens,
 		strconv.FormatFloat(r.Temperature, 'g', -1, 64), r.TopK,
 		strconv.FormatFloat(r.TopP, 'g', -1, 64), r.Seed, r.IgnoreEOS)
+	// Settings added later are appended only when set, so the keys of earlier answers hold.
+	for _, s := range r.Stop {
+		key += "|stop=" + strconv.Quote(s)
+	}
+	if r.System != nil {
+		key += "|sys=" + strconv.Quote(*r.System)
+	}
+	if b := r.Budget; b != nil && !b.Default {
+		key += fmt.Sprintf("|px=%d-%d", b.MinPixels, b.MaxPixels)
+	}
+	return key
 }
 
 // ImageInfo identifies the request's original image.
@@ -130,10 +190,31 @@ const (
 	FinishLength FinishReason = "length"
 )
 
+// TokenLogprob is one answer token's log-probability: log_softmax of the model's fp32 logits at
+// its step (no temperature, top-k or top-p), OpenAI's logprobs.content entry.
+type TokenLogprob struct {
+	// Token is the token's text: Bytes as UTF-8, a byte sequence that is only part of a
+	// character replaced by U+FFFD.
+	Token   string
+	Bytes   []byte
+	Logprob float32
+	// Top are the step's most likely tokens, most likely first (Params.TopLogprobs of them).
+	Top []TopLogprob
+}
+
+// TopLogprob is one of the most likely tokens of a step.
+type TopLogprob struct {
+	Token   string
+	Bytes   []byte
+	Logprob float32
+}
+
 // Result is a finished request.
 type Result struct {
-	Text         string
-	TokenIDs     []int32
+	Text     string
+	TokenIDs []int32
+	// Logprobs has one entry per token of TokenIDs when Params.Logprobs was set.
+	Logprobs     []TokenLogprob
 	FinishReason FinishReason
 	Usage        Usage
 	Image        *ImageInfo
@@ -164,6 +245,9 @@ type Event struct {
 	// Delta fields.
 	Text   string
 	Tokens int
+	// Logprobs are the entries of the tokens this delta covers, when Params.Logprobs is set; a
+	// delta may carry entries and no text (a special token, text held back).
+	Logprobs []TokenLogprob
 }
 
 // ModelInfo describes a loaded bundle.

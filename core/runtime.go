@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -309,6 +310,22 @@ func resolve(m *bundles.Manifest, p Params) (Resolved, error) {
 	}
 	if p.Seed != nil {
 		out.Seed = *p.Seed
+	}
+	if err := checkStop(p.Stop); err != nil {
+		return out, err
+	}
+	out.Stop = p.Stop
+	if p.System != nil && strings.IndexByte(*p.System, 0) >= 0 {
+		return out, Errorf(KindInvalid, "invalid_value", "system", "the system message contains a NUL character")
+	}
+	out.System = p.System
+	if p.TopLogprobs < 0 || p.TopLogprobs > MaxTopLogprobs || (p.TopLogprobs > 0 && !p.Logprobs) {
+		return out, Errorf(KindInvalid, "invalid_value", "top_logprobs", "top_logprobs must be in [0, %d], with logprobs", MaxTopLogprobs)
+	}
+	out.Logprobs, out.TopLogprobs = p.Logprobs, p.TopLogprobs
+	var err error
+	if out.Budget, err = resolveBudget(m, p); err != nil {
+		return out, err
 	}
 	switch {
 	case out.MaxTokens < 1:

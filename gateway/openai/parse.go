@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/iris-vlm/iris/core"
 )
 
 // Limits on fields whose values the gateway stores or quotes.
@@ -15,6 +17,8 @@ const (
 	maxModelNameLen = 256
 	maxRemoteURLLen = 4096
 	maxUserLen      = 1024
+	// maxPixelsParam bounds min_pixels and max_pixels before the bundle's bounds clamp them.
+	maxPixelsParam = 1 << 40
 )
 
 // Request is a chat request that passed validation, in the one shape Iris serves: a single user
@@ -27,6 +31,8 @@ type Request struct {
 	Image *Image
 	// TextFirst is true when the text part came before the image part.
 	TextFirst bool
+	// System is the system (or developer) message's text, nil when none was sent.
+	System *string
 	// MaxTokens is 0 when the client set no limit; MaxTokensParam names the field that set it
 	// ("max_tokens" or "max_completion_tokens"), so that errors about it name that field.
 	MaxTokens      int
@@ -36,7 +42,16 @@ type Request struct {
 	TopP           *float64
 	Seed           *int64
 	IgnoreEOS      bool
-	Stream         bool
+	// Logprobs asks for the answer tokens' log-probabilities, TopLogprobs (0-20) for that many
+	// alternatives per token.
+	Logprobs    bool
+	TopLogprobs int
+	// MinPixels and MaxPixels (Iris extensions; 0: unset) ask for the image's resized area
+	// range; the runtime clamps them to the bundle's bounds.
+	MinPixels, MaxPixels int64
+	// Stop are the stop strings (at most 4, none empty); nil for none.
+	Stop   []string
+	Stream bool
 	// IncludeUsage asks for a usage chunk at the end of a stream.
 	IncludeUsage bool
 	User         string
@@ -52,7 +67,12 @@ type Image struct {
 	MediaType string
 	// URL is set instead of Data for an http or https URL.
 	URL *url.URL
+	// Detail is image_url.detail: "", "auto", "low" or "high".
+	Detail string
 }
+
+// DetailParam is the path of the image's detail field.
+func (im *Image) DetailParam() string { return strings.TrimSuffix(im.Param, ".url") + ".detail" }
 
 // wireRequest is decoded in one pass. Scalar fields stay raw so that a wrong type is reported
 // with the field's name. Messages are decoded generically: that scans the image's long base64
@@ -71,6 +91,8 @@ type wireRequest struct {
 	StreamOptions       json.RawMessage `json:"stream_options"`
 	IgnoreEOS           json.RawMessage `json:"ignore_eos"`
 	User                json.RawMessage `json:"user"`
+	MinPixels           json.RawMessage `json:"min_pixels"`
+	MaxPixels           json.RawMessage `json:"max_pixels"`
 
 	// Refused unless absent, null or neutral (see refused).
 	N                  json.RawMessage `json:"n"`
@@ -121,6 +143,7 @@ func ParseChatRequest(body []byte) (*Request, error) {
 		if r.Image, err = parseImageURL(img.url, img.param); err != nil {
 			return nil, err
 		}
+		r.Image.Detail = img.detail
 	}
 	return r, nil
 }
@@ -141,8 +164,9 @@ func parseModel(raw json.RawMessage, r *Request) error {
 
 // pendingImage is an image part found in the message; its URL is parsed after everything else.
 type pendingImage struct {
-	url   string
-	param string
+	url    string
+	param  string
+	detail string
 }
 
 func parseMessages(v any, r *Request) (*pendingImage, error) {
@@ -150,34 +174,101 @@ func parseMessages(v any, r *Request) (*pendingImage, error) {
 		return nil, errorf(CodeMissingParameter, "messages", "messages is required: send one user message")
 	}
 	msgs, ok := v.([]any)
-	switch {
-	case !ok:
-		return nil, errorf(CodeInvalidType, "messages", "messages must be an array of messages")
-	case len(msgs) != 1:
-		return nil, errorf(CodeUnsupportedMessages, "messages",
-			"Iris serves exactly one user message per request (one question about at most one image); got %d messages", len(msgs))
-	}
-	m, ok := msgs[0].(map[string]any)
 	if !ok {
-		return nil, errorf(CodeInvalidType, "messages[0]", "a message must be an object")
+		return nil, errorf(CodeInvalidType, "messages", "messages must be an array of messages")
 	}
-	role, ok, err := stringOf(m, "role", "messages[0].role")
+	// One user message, optionally after one system (or developer) message.
+	user := 0
+	if len(msgs) == 2 {
+		if role, _ := roleOf(msgs[0]); role == "system" || role == "developer" {
+			if err := parseSystem(msgs[0].(map[string]any), r); err != nil {
+				return nil, err
+			}
+			user = 1
+		}
+	}
+	if len(msgs)-user != 1 {
+		return nil, errorf(CodeUnsupportedMessages, "messages",
+			"Iris serves one user message per request (one question about at most one image), optionally after one system message; got %d messages", len(msgs))
+	}
+	at := fmt.Sprintf("messages[%d]", user)
+	m, ok := msgs[user].(map[string]any)
+	if !ok {
+		return nil, errorf(CodeInvalidType, at, "a message must be an object")
+	}
+	role, ok, err := stringOf(m, "role", at+".role")
 	switch {
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, errorf(CodeMissingParameter, "messages[0].role", "the message needs a role; only \"user\" is served")
+		return nil, errorf(CodeMissingParameter, at+".role", "the message needs a role; \"user\" is served, after at most one \"system\" message")
 	case role == "user":
-	case role == "system" || role == "developer" || role == "assistant" || role == "tool" || role == "function":
-		return nil, errorf(CodeUnsupportedRole, "messages[0].role", "%s messages are not supported: send one user message", role)
+	case role == "system" || role == "developer":
+		return nil, errorf(CodeUnsupportedRole, at+".role", "a %s message must be followed by one user message", role)
+	case role == "assistant" || role == "tool" || role == "function":
+		return nil, errorf(CodeUnsupportedRole, at+".role", "%s messages are not supported: send one user message", role)
 	default:
-		return nil, errorf(CodeUnsupportedRole, "messages[0].role", "unknown role; only \"user\" is served")
+		return nil, errorf(CodeUnsupportedRole, at+".role", "unknown role; only \"user\" and one \"system\" before it are served")
 	}
-	return parseContent(m["content"], r)
+	return parseContent(m["content"], r, at+".content")
 }
 
-func parseContent(v any, r *Request) (*pendingImage, error) {
+// roleOf returns a message's role when the message is an object with a string role.
+func roleOf(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	role, ok := m["role"].(string)
+	return role, ok
+}
+
+// parseSystem reads the system (or developer) message: a string, or an array of text parts,
+// joined as the Qwen chat templates join them. An empty one is kept: the templates render it.
+func parseSystem(m map[string]any, r *Request) error {
 	const param = "messages[0].content"
+	var text string
+	switch c := m["content"].(type) {
+	case nil:
+		return errorf(CodeMissingParameter, param, "the system message needs content")
+	case string:
+		text = c
+	case []any:
+		var b strings.Builder
+		for j, pv := range c {
+			at := fmt.Sprintf("%s[%d]", param, j)
+			p, ok := pv.(map[string]any)
+			if !ok {
+				return errorf(CodeInvalidType, at, "a content part must be an object")
+			}
+			typ, _, err := stringOf(p, "type", at+".type")
+			if err != nil {
+				return err
+			}
+			if typ != "text" {
+				return errorf(CodeUnsupportedContentPart, at+".type", "a system message holds text parts only")
+			}
+			t, ok, err := stringOf(p, "text", at+".text")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errorf(CodeMissingParameter, at+".text", "a text part needs its text")
+			}
+			b.WriteString(t)
+		}
+		text = b.String()
+	default:
+		return errorf(CodeInvalidType, param, "content must be a string or an array of text parts")
+	}
+	if strings.IndexByte(text, 0) >= 0 {
+		return errorf(CodeInvalidValue, param, "the system message contains a NUL character")
+	}
+	r.System = &text
+	return nil
+}
+
+func parseContent(v any, r *Request, param string) (*pendingImage, error) {
 	var parts []any
 	switch c := v.(type) {
 	case nil:
@@ -242,8 +333,17 @@ func parseContent(v any, r *Request) (*pendingImage, error) {
 			if imageAt >= 0 {
 				return nil, errorf(CodeTooManyImages, at, "Iris answers about one image per request; send one image_url part")
 			}
+			detail, _, err := stringOf(iu, "detail", at+".image_url.detail")
+			if err != nil {
+				return nil, err
+			}
+			switch detail {
+			case "", "auto", "low", "high":
+			default:
+				return nil, errorf(CodeInvalidValue, at+".image_url.detail", "detail must be \"auto\", \"low\" or \"high\"")
+			}
 			imageAt = j
-			img = &pendingImage{url: u, param: at + ".image_url.url"}
+			img = &pendingImage{url: u, param: at + ".image_url.url", detail: detail}
 		case "input_audio", "audio", "audio_url":
 			return nil, errorf(CodeUnsupportedContentPart, at+".type", "audio parts are not supported")
 		case "video", "video_url", "input_video":
@@ -344,14 +444,11 @@ func refused(w *wireRequest) error {
 		ok      func(json.RawMessage) bool
 		message string
 	}{
-		{w.Stop, "stop", empty, "stop sequences are not supported; the bundle's stop tokens end the answer"},
 		{w.Tools, "tools", empty, "tools are not supported"},
 		{w.ToolChoice, "tool_choice", isNoneString, "tool_choice is not supported"},
 		{w.Functions, "functions", empty, "functions are not supported"},
 		{w.FunctionCall, "function_call", isNoneString, "function_call is not supported"},
 		{w.ResponseFormat, "response_format", isTextFormat, "response_format is not supported; answers are plain text"},
-		{w.Logprobs, "logprobs", isFalse, "logprobs are not supported"},
-		{w.TopLogprobs, "top_logprobs", isZero, "top_logprobs are not supported"},
 		{w.ReasoningEffort, "reasoning_effort", isNull, "reasoning controls are not supported"},
 		{w.Reasoning, "reasoning", isNull, "reasoning controls are not supported"},
 		{w.ChatTemplateKwargs, "chat_template_kwargs", isNull, "chat_template_kwargs is not supported: the bundle's plugin frames the prompt"},
@@ -420,6 +517,45 @@ func parseParams(w *wireRequest, r *Request) error {
 		}
 		r.Seed = &s
 	}
+	if r.Stop, err = parseStop(w.Stop); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		raw   json.RawMessage
+		param string
+		dst   *int64
+	}{{w.MinPixels, "min_pixels", &r.MinPixels}, {w.MaxPixels, "max_pixels", &r.MaxPixels}} {
+		if isNull(f.raw) {
+			continue
+		}
+		v, err := int64Field(f.raw, f.param)
+		if err != nil {
+			return err
+		}
+		if v < 1 || v > maxPixelsParam {
+			return errorf(CodeInvalidValue, f.param, "%s must be in [1, %d]", f.param, int64(maxPixelsParam))
+		}
+		*f.dst = v
+	}
+	if r.MinPixels > 0 && r.MaxPixels > 0 && r.MinPixels > r.MaxPixels {
+		return errorf(CodeConflictingParameters, "max_pixels", "min_pixels is over max_pixels")
+	}
+	if r.Logprobs, _, err = boolField(w.Logprobs, "logprobs"); err != nil {
+		return err
+	}
+	if !isNull(w.TopLogprobs) {
+		n, err := intField(w.TopLogprobs, "top_logprobs")
+		if err != nil {
+			return err
+		}
+		switch {
+		case n < 0 || n > core.MaxTopLogprobs:
+			return errorf(CodeInvalidValue, "top_logprobs", "top_logprobs must be in [0, %d]", core.MaxTopLogprobs)
+		case n > 0 && !r.Logprobs:
+			return errorf(CodeInvalidValue, "top_logprobs", "top_logprobs needs \"logprobs\": true")
+		}
+		r.TopLogprobs = n
+	}
 	if r.Stream, _, err = boolField(w.Stream, "stream"); err != nil {
 		return err
 	}
@@ -438,6 +574,54 @@ func parseParams(w *wireRequest, r *Request) error {
 	}
 	r.User = user
 	return nil
+}
+
+// parseStop reads OpenAI's stop: a string or an array of at most core.MaxStopStrings strings.
+// "" and [] mean none, as OpenAI takes them; an empty string inside an array is refused, since it
+// would end every answer before it starts.
+func parseStop(raw json.RawMessage) ([]string, error) {
+	const param = "stop"
+	var stops []string
+	switch firstByte(raw) {
+	case 0, 'n':
+		return nil, nil
+	case '"':
+		s, _, err := stringField(raw, param)
+		if err != nil || s == "" {
+			return nil, err
+		}
+		stops = []string{s}
+	case '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, errorf(CodeInvalidType, param, "stop must be a string or an array of strings")
+		}
+		if len(items) > core.MaxStopStrings {
+			return nil, errorf(CodeInvalidValue, param, "stop takes at most %d strings, got %d", core.MaxStopStrings, len(items))
+		}
+		for i, it := range items {
+			at := fmt.Sprintf("stop[%d]", i)
+			if firstByte(it) != '"' {
+				return nil, errorf(CodeInvalidType, at, "%s must be a string", at)
+			}
+			s, _, err := stringField(it, at)
+			if err != nil {
+				return nil, err
+			}
+			if s == "" {
+				return nil, errorf(CodeInvalidValue, at, "a stop string must not be empty")
+			}
+			stops = append(stops, s)
+		}
+	default:
+		return nil, errorf(CodeInvalidType, param, "stop must be a string or an array of strings")
+	}
+	for i, s := range stops {
+		if len(s) > core.MaxStopStringBytes {
+			return nil, errorf(CodeInvalidValue, fmt.Sprintf("stop[%d]", i), "a stop string is at most %d bytes", core.MaxStopStringBytes)
+		}
+	}
+	return stops, nil
 }
 
 func parseStreamOptions(raw json.RawMessage, r *Request) error {
@@ -489,8 +673,6 @@ func isNull(raw json.RawMessage) bool {
 }
 
 func isNoneString(raw json.RawMessage) bool { return isNull(raw) || string(raw) == `"none"` }
-func isFalse(raw json.RawMessage) bool      { return isNull(raw) || string(raw) == "false" }
-func isZero(raw json.RawMessage) bool       { return isNull(raw) || string(raw) == "0" }
 
 func isTextFormat(raw json.RawMessage) bool {
 	if isNull(raw) {

@@ -137,7 +137,7 @@ var parseCases = []struct {
 	{name: "messages not an array", body: `{"model":"m","messages":"hi"}`, wantCode: CodeInvalidType, wantParam: "messages"},
 	{name: "message not an object", body: `{"model":"m","messages":[3]}`, wantCode: CodeInvalidType, wantParam: "messages[0]"},
 	{name: "no messages", body: `{"model":"m","messages":[]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
-	{name: "two messages", body: `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "two messages", body: `{"model":"m","messages":[{"role":"user","content":"s"},{"role":"user","content":"hi"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
 	{name: "system role", body: `{"model":"m","messages":[{"role":"system","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
 	{name: "developer role", body: `{"model":"m","messages":[{"role":"developer","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
 	{name: "assistant role", body: `{"model":"m","messages":[{"role":"assistant","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
@@ -174,13 +174,94 @@ var parseCases = []struct {
 	{name: "http url with credentials", body: body(parts(textPart, imagePart("https://u:p@h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
 	{name: "n 2", body: body(okContent, `"n":2`), wantCode: CodeUnsupportedParameter, wantParam: "n"},
 	{name: "n string", body: body(okContent, `"n":"2"`), wantCode: CodeInvalidType, wantParam: "n"},
-	{name: "stop", body: body(okContent, `"stop":["\n"]`), wantCode: CodeUnsupportedParameter, wantParam: "stop"},
+	{name: "system then user", body: `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":` + okContent + `}]}`,
+		check: func(t *testing.T, r *Request) {
+			if r.System == nil || *r.System != "Be brief." || r.Image == nil || r.Image.Param != "messages[1].content[1].image_url.url" {
+				t.Errorf("request %+v", r)
+			}
+		}},
+	{name: "developer parts then user", body: `{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"user","content":"hi"}]}`,
+		check: func(t *testing.T, r *Request) {
+			if r.System == nil || *r.System != "ab" || r.Text != "hi" {
+				t.Errorf("request %+v", r)
+			}
+		}},
+	{name: "empty system kept", body: `{"model":"m","messages":[{"role":"system","content":""},{"role":"user","content":"hi"}]}`,
+		check: func(t *testing.T, r *Request) {
+			if r.System == nil || *r.System != "" {
+				t.Errorf("system %v", r.System)
+			}
+		}},
+	{name: "no system", body: body(okContent, ""), check: func(t *testing.T, r *Request) {
+		if r.System != nil {
+			t.Errorf("system %q", *r.System)
+		}
+	}},
+	{name: "system alone", body: `{"model":"m","messages":[{"role":"system","content":"x"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
+	{name: "two systems", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"system","content":"y"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[1].role"},
+	{name: "system then assistant", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"assistant","content":"y"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[1].role"},
+	{name: "user then system", body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"system","content":"y"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "system user assistant", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":"y"},{"role":"assistant","content":"z"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "assistant history", body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"},{"role":"user","content":"z"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
+	{name: "system content number", body: `{"model":"m","messages":[{"role":"system","content":1},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidType, wantParam: "messages[0].content"},
+	{name: "system content missing", body: `{"model":"m","messages":[{"role":"system"},{"role":"user","content":"y"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].content"},
+	{name: "system image part", body: `{"model":"m","messages":[{"role":"system","content":[` + imagePart(pngURL) + `]},{"role":"user","content":"y"}]}`, wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[0].type"},
+	{name: "system NUL", body: `{"model":"m","messages":[{"role":"system","content":"a\u0000"},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidValue, wantParam: "messages[0].content"},
+	{name: "user errors name messages[1]", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":[` + imagePart(pngURL) + `]}]}`, wantCode: CodeMissingText, wantParam: "messages[1].content"},
+	{name: "detail and pixel range", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":"low"}}`), `"min_pixels":100,"max_pixels":200`),
+		check: func(t *testing.T, r *Request) {
+			if r.Image.Detail != "low" || r.MinPixels != 100 || r.MaxPixels != 200 || r.Image.DetailParam() != "messages[0].content[1].image_url.detail" {
+				t.Errorf("request %+v, image %+v", r, r.Image)
+			}
+		}},
+	{name: "detail null", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":null}}`), ``)},
+	{name: "detail unknown", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":"max"}}`), ``), wantCode: CodeInvalidValue, wantParam: "messages[0].content[1].image_url.detail"},
+	{name: "detail bool", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":true}}`), ``), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url.detail"},
+	{name: "min_pixels zero", body: body(okContent, `"min_pixels":0`), wantCode: CodeInvalidValue, wantParam: "min_pixels"},
+	{name: "max_pixels huge", body: body(okContent, `"max_pixels":1099511627777`), wantCode: CodeInvalidValue, wantParam: "max_pixels"},
+	{name: "min over max pixels", body: body(okContent, `"min_pixels":3,"max_pixels":2`), wantCode: CodeConflictingParameters, wantParam: "max_pixels"},
+	{name: "max_pixels string", body: body(okContent, `"max_pixels":"2"`), wantCode: CodeInvalidType, wantParam: "max_pixels"},
+	{name: "stop string", body: body(okContent, `"stop":"\n"`), check: func(t *testing.T, r *Request) {
+		if len(r.Stop) != 1 || r.Stop[0] != "\n" {
+			t.Errorf("stop %q", r.Stop)
+		}
+	}},
+	{name: "stop array of four", body: body(okContent, `"stop":["a","b b","東京","\n\n"]`), check: func(t *testing.T, r *Request) {
+		if len(r.Stop) != 4 || r.Stop[2] != "東京" {
+			t.Errorf("stop %q", r.Stop)
+		}
+	}},
+	{name: "stop empty forms", body: body(okContent, `"stop":""`), check: func(t *testing.T, r *Request) {
+		if r.Stop != nil {
+			t.Errorf("stop %q", r.Stop)
+		}
+	}},
+	{name: "stop empty array", body: body(okContent, `"stop":[]`)},
+	{name: "stop five", body: body(okContent, `"stop":["a","b","c","d","e"]`), wantCode: CodeInvalidValue, wantParam: "stop"},
+	{name: "stop empty item", body: body(okContent, `"stop":["a",""]`), wantCode: CodeInvalidValue, wantParam: "stop[1]"},
+	{name: "stop too long", body: body(okContent, `"stop":["`+strings.Repeat("x", 257)+`"]`), wantCode: CodeInvalidValue, wantParam: "stop[0]"},
+	{name: "stop number", body: body(okContent, `"stop":7`), wantCode: CodeInvalidType, wantParam: "stop"},
+	{name: "stop object", body: body(okContent, `"stop":{"a":1}`), wantCode: CodeInvalidType, wantParam: "stop"},
+	{name: "stop item number", body: body(okContent, `"stop":["a",1]`), wantCode: CodeInvalidType, wantParam: "stop[1]"},
 	{name: "tools", body: body(okContent, `"tools":[{"type":"function","function":{"name":"f"}}]`), wantCode: CodeUnsupportedParameter, wantParam: "tools"},
 	{name: "tool_choice", body: body(okContent, `"tool_choice":"auto"`), wantCode: CodeUnsupportedParameter, wantParam: "tool_choice"},
 	{name: "functions", body: body(okContent, `"functions":[{"name":"f"}]`), wantCode: CodeUnsupportedParameter, wantParam: "functions"},
 	{name: "response_format", body: body(okContent, `"response_format":{"type":"json_object"}`), wantCode: CodeUnsupportedParameter, wantParam: "response_format"},
-	{name: "logprobs", body: body(okContent, `"logprobs":true`), wantCode: CodeUnsupportedParameter, wantParam: "logprobs"},
-	{name: "top_logprobs", body: body(okContent, `"top_logprobs":3`), wantCode: CodeUnsupportedParameter, wantParam: "top_logprobs"},
+	{name: "logprobs", body: body(okContent, `"logprobs":true,"top_logprobs":20`), check: func(t *testing.T, r *Request) {
+		if !r.Logprobs || r.TopLogprobs != 20 {
+			t.Errorf("request %+v", r)
+		}
+	}},
+	{name: "logprobs off", body: body(okContent, `"logprobs":false,"top_logprobs":0`), check: func(t *testing.T, r *Request) {
+		if r.Logprobs || r.TopLogprobs != 0 {
+			t.Errorf("request %+v", r)
+		}
+	}},
+	{name: "logprobs number", body: body(okContent, `"logprobs":1`), wantCode: CodeInvalidType, wantParam: "logprobs"},
+	{name: "top_logprobs without logprobs", body: body(okContent, `"top_logprobs":3`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
+	{name: "top_logprobs 21", body: body(okContent, `"logprobs":true,"top_logprobs":21`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
+	{name: "top_logprobs negative", body: body(okContent, `"logprobs":true,"top_logprobs":-1`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
+	{name: "top_logprobs string", body: body(okContent, `"logprobs":true,"top_logprobs":"3"`), wantCode: CodeInvalidType, wantParam: "top_logprobs"},
 	{name: "reasoning_effort", body: body(okContent, `"reasoning_effort":"low"`), wantCode: CodeUnsupportedParameter, wantParam: "reasoning_effort"},
 	{name: "chat_template_kwargs", body: body(okContent, `"chat_template_kwargs":{"enable_thinking":false}`), wantCode: CodeUnsupportedParameter, wantParam: "chat_template_kwargs"},
 	{name: "enable_thinking", body: body(okContent, `"enable_thinking":true`), wantCode: CodeUnsupportedParameter, wantParam: "enable_thinking"},

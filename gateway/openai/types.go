@@ -27,8 +27,13 @@ type ChatCompletionRequest struct {
 	TopP                *float64       `json:"top_p,omitempty"`
 	Seed                *int64         `json:"seed,omitempty"`
 	IgnoreEOS           bool           `json:"ignore_eos,omitempty"`
+	Stop                []string       `json:"stop,omitempty"`
+	MinPixels           *int64         `json:"min_pixels,omitempty"`
+	MaxPixels           *int64         `json:"max_pixels,omitempty"`
 	User                string         `json:"user,omitempty"`
 	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
+	Logprobs            bool           `json:"logprobs,omitempty"`
+	TopLogprobs         *int           `json:"top_logprobs,omitempty"`
 }
 
 // StreamOptions are the streaming settings of a request.
@@ -69,9 +74,32 @@ type ChatCompletion struct {
 
 // Choice is one answer of a [ChatCompletion]; Iris always returns exactly one.
 type Choice struct {
-	Index        int             `json:"index"`
-	Message      ResponseMessage `json:"message"`
-	FinishReason string          `json:"finish_reason"`
+	Index   int             `json:"index"`
+	Message ResponseMessage `json:"message"`
+	// Logprobs is present when the request asked for logprobs.
+	Logprobs     *Logprobs `json:"logprobs,omitempty"`
+	FinishReason string    `json:"finish_reason"`
+}
+
+// Logprobs are the log-probabilities of the answer's tokens, in order.
+type Logprobs struct {
+	Content []TokenLogprob `json:"content"`
+}
+
+// TokenLogprob is one answer token: its text, log-probability, UTF-8 bytes (a token may hold
+// part of a character; its Token then shows U+FFFD) and the step's most likely tokens.
+type TokenLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float64      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []TopLogprob `json:"top_logprobs"`
+}
+
+// TopLogprob is one of a step's most likely tokens.
+type TopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 // ResponseMessage is the assistant's message in a [Choice].
@@ -94,9 +122,11 @@ type ChatCompletionChunk struct {
 // ChunkChoice is the one choice of a [ChatCompletionChunk]. FinishReason is null until the
 // finish chunk, as OpenAI sends it.
 type ChunkChoice struct {
-	Index        int     `json:"index"`
-	Delta        Delta   `json:"delta"`
-	FinishReason *string `json:"finish_reason"`
+	Index int   `json:"index"`
+	Delta Delta `json:"delta"`
+	// Logprobs holds the entries of the tokens of this chunk's delta, when asked for.
+	Logprobs     *Logprobs `json:"logprobs,omitempty"`
+	FinishReason *string   `json:"finish_reason"`
 }
 
 // Delta is the new part of the answer in a chunk.
@@ -136,6 +166,17 @@ type IrisImage struct {
 	Format string `json:"format"`
 	Width  int    `json:"width"`
 	Height int    `json:"height"`
+	// Budget is the pixel budget the image was resized within, for a bundle that declares
+	// budgets.
+	Budget *IrisBudget `json:"budget,omitempty"`
+}
+
+// IrisBudget is the resized-area range an image was planned with.
+type IrisBudget struct {
+	// Detail is the image_url.detail the budget started from ("auto" when none was sent).
+	Detail    string `json:"detail"`
+	MinPixels int64  `json:"min_pixels"`
+	MaxPixels int64  `json:"max_pixels"`
 }
 
 // IrisBundle identifies the bundle that answered.

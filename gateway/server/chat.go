@@ -86,6 +86,7 @@ func (s *Server) complete(ctx context.Context, c *gin.Context, creq core.Request
 		Model:   a.model,
 		Choices: []openai.Choice{{
 			Message:      openai.ResponseMessage{Role: "assistant", Content: res.Text},
+			Logprobs:     logprobsOf(req, res.Logprobs),
 			FinishReason: string(res.FinishReason),
 		}},
 		Usage: usage(res.Usage),
@@ -115,8 +116,9 @@ func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, 
 				return err
 			}
 		}
-		if ev.Kind == core.EventDelta && ev.Text != "" {
-			return w.delta(ev.Text)
+		// With logprobs, a delta without text still carries its tokens' entries.
+		if ev.Kind == core.EventDelta && (ev.Text != "" || len(ev.Logprobs) > 0) {
+			return w.delta(ev.Text, logprobsOf(req, ev.Logprobs))
 		}
 		return nil
 	})
@@ -151,6 +153,17 @@ func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, 
 	if err := w.finish(string(res.FinishReason), irisOf(res), u); err != nil {
 		middleware.Record(c, clientClosed(err))
 	}
+}
+
+// logprobsOf is the choice's logprobs: present (content possibly empty) exactly when asked for.
+func logprobsOf(req *openai.Request, entries []core.TokenLogprob) *openai.Logprobs {
+	if !req.Logprobs {
+		return nil
+	}
+	if entries == nil {
+		entries = []core.TokenLogprob{}
+	}
+	return openai.LogprobsOf(entries)
 }
 
 func clientClosed(err error) *middleware.HTTPError {
@@ -227,6 +240,9 @@ func irisOf(res *core.Result) *openai.Iris {
 	}
 	if im := res.Image; im != nil {
 		out.Image = &openai.IrisImage{SHA256: im.SHA256, Format: im.Format, Width: im.Width, Height: im.Height}
+		if b := res.Params.Budget; b != nil {
+			out.Image.Budget = &openai.IrisBudget{Detail: b.Detail, MinPixels: b.MinPixels, MaxPixels: b.MaxPixels}
+		}
 	}
 	for _, t := range res.Timings {
 		out.TimingsMS[t.Stage] += t.Duration.Seconds() * 1e3
@@ -280,6 +296,12 @@ func fromCore(err error, req *openai.Request) *middleware.HTTPError {
 	}
 	if req.Image != nil && (out.Param == "image" || strings.HasPrefix(out.Param, "image.")) {
 		out.Param = req.Image.Param
+	}
+	if out.Param == "system" {
+		out.Param = "messages[0].content"
+	}
+	if out.Param == "detail" && req.Image != nil {
+		out.Param = req.Image.DetailParam()
 	}
 	if (out.Param == "max_tokens" || out.Param == "max_completion_tokens") && req.MaxTokensParam != "" {
 		out.Param = req.MaxTokensParam

@@ -55,6 +55,24 @@ var (
 
 func vl(extra map[string]any) string { return chat(bundleVL, okParts, extra) }
 
+// withDetail is a vision request whose image part has the given detail value.
+func withDetail(model string, detail any, extra map[string]any) string {
+	part := map[string]any{"type": "image_url", "image_url": map[string]any{"url": pngURL, "detail": detail}}
+	return chat(model, []any{textPart(question), part}, extra)
+}
+
+// budgetOf reads the iris extension's image budget.
+func budgetOf(t *testing.T, body []byte) openai.IrisBudget {
+	t.Helper()
+	cc := completionOf(t, body)
+	if cc.Iris == nil || cc.Iris.Image == nil || cc.Iris.Image.Budget == nil {
+		t.Fatalf("no budget in %s", body)
+	}
+	return *cc.Iris.Image.Budget
+}
+
+const detailParam = "messages[0].content[1].image_url.detail"
+
 func withImage(url string) string {
 	return chat(bundleVL, []any{textPart(question), imagePart(url)}, nil)
 }
@@ -161,6 +179,132 @@ var contractCases = []contractCase{
 				t.Errorf("resolved params %+v", p)
 			}
 		}},
+	{name: "stop strings reach the task", body: vl(map[string]any{"stop": []string{"\n", "END"}}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; len(p.Stop) != 2 || p.Stop[0] != "\n" || p.Stop[1] != "END" {
+				t.Errorf("stop %q", p.Stop)
+			}
+		}},
+	{name: "stop as one string", body: vl(map[string]any{"stop": "."}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; len(p.Stop) != 1 || p.Stop[0] != "." {
+				t.Errorf("stop %q", p.Stop)
+			}
+		}},
+	{name: "stop empty forms", body: vl(map[string]any{"stop": ""}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; p.Stop != nil {
+				t.Errorf("stop %q", p.Stop)
+			}
+		}},
+	{name: "system message reaches the task", body: withMessages(map[string]any{"role": "system", "content": "Be brief."}, map[string]any{"role": "user", "content": okParts}),
+		status: 200, check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; p.System == nil || *p.System != "Be brief." {
+				t.Errorf("system %v", p.System)
+			}
+		}},
+	{name: "developer message as text parts", body: withMessages(map[string]any{"role": "developer", "content": []any{textPart("Be "), textPart("brief.")}}, map[string]any{"role": "user", "content": okParts}),
+		status: 200, check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+			if p := e.rec.lastVision().Params; p.System == nil || *p.System != "Be brief." {
+				t.Errorf("system %v", p.System)
+			}
+		}},
+	{name: "no system message", body: vl(nil), status: 200, check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
+		if p := e.rec.lastVision().Params; p.System != nil {
+			t.Errorf("system %q", *p.System)
+		}
+	}},
+	{name: "logprobs with top_logprobs", body: vl(map[string]any{"logprobs": true, "top_logprobs": 3, "max_tokens": 2}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, body []byte) {
+			if p := e.rec.lastVision().Params; !p.Logprobs || p.TopLogprobs != 3 {
+				t.Errorf("params %+v", p)
+			}
+			var raw struct {
+				Choices []struct {
+					Logprobs struct {
+						Content []struct {
+							Token       string
+							Logprob     float64
+							Bytes       []int
+							TopLogprobs []struct {
+								Token   string
+								Logprob float64
+								Bytes   []int
+							} `json:"top_logprobs"`
+						}
+					}
+				}
+			}
+			if err := json.Unmarshal(body, &raw); err != nil {
+				t.Fatal(err)
+			}
+			c := raw.Choices[0].Logprobs.Content
+			if len(c) != 2 || c[0].Token != "A " || c[0].Bytes[0] != 'A' || c[0].Bytes[1] != ' ' || c[1].Logprob != -0.2 ||
+				len(c[1].TopLogprobs) != 3 || c[1].TopLogprobs[2].Token != "c" || c[1].TopLogprobs[2].Bytes[0] != 'c' {
+				t.Errorf("logprobs %s", body)
+			}
+		}},
+	{name: "logprobs without top_logprobs", body: vl(map[string]any{"logprobs": true, "top_logprobs": 0, "max_tokens": 1}), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if !strings.Contains(string(body), `"logprobs":{"content":[{"token":"A ","logprob":-0.1`) || !strings.Contains(string(body), `"bytes":[65,32],"top_logprobs":[]}]}`) {
+				t.Errorf("body %s", body)
+			}
+		}},
+	{name: "logprobs false", body: vl(map[string]any{"logprobs": false}), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, body []byte) {
+			if strings.Contains(string(body), "logprobs") || e.rec.lastVision().Params.Logprobs {
+				t.Errorf("logprobs in %s", body)
+			}
+		}},
+	{name: "detail low", body: withDetail(bundleVL, "low", nil), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, body []byte) {
+			want := core.PixelBudget{Detail: "low", MinPixels: 3136, MaxPixels: 200704}
+			if b := e.rec.lastVision().Params.Budget; b == nil || *b != want {
+				t.Errorf("task budget %+v, want %+v", b, want)
+			}
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "low", MinPixels: 3136, MaxPixels: 200704}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "detail high", body: withDetail(bundleVL, "high", nil), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "high", MinPixels: 3136, MaxPixels: 12845056}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "detail auto is the bundle's default", body: withDetail(bundleVL, "auto", nil), status: 200,
+		check: func(t *testing.T, e *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "auto", MinPixels: 3136, MaxPixels: 12845056}) {
+				t.Errorf("iris budget %+v", b)
+			}
+			if b := e.rec.lastVision().Params.Budget; b == nil || !b.Default {
+				t.Errorf("task budget %+v is not the default", b)
+			}
+		}},
+	{name: "min_pixels and max_pixels", body: vl(map[string]any{"min_pixels": 50000, "max_pixels": 100000}), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "auto", MinPixels: 50000, MaxPixels: 100000}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "max_pixels clamped to the bundle's bounds", body: withDetail(bundleVL, "low", map[string]any{"max_pixels": int64(1) << 40}), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "low", MinPixels: 3136, MaxPixels: 12845056}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "min_pixels clamped to the bundle's bounds", body: vl(map[string]any{"min_pixels": 1, "max_pixels": 2}), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if b := budgetOf(t, body); b != (openai.IrisBudget{Detail: "auto", MinPixels: 3136, MaxPixels: 3136}) {
+				t.Errorf("iris budget %+v", b)
+			}
+		}},
+	{name: "detail auto on a bundle without budgets", body: withDetail(bundleStrict, "auto", nil), status: 200,
+		check: func(t *testing.T, _ *testEnv, _ *http.Response, body []byte) {
+			if cc := completionOf(t, body); cc.Iris.Image.Budget != nil {
+				t.Errorf("budget %+v from a bundle without budgets", cc.Iris.Image.Budget)
+			}
+		}},
 	{name: "max_completion_tokens", body: vl(map[string]any{"max_completion_tokens": 2}), status: 200,
 		check: func(t *testing.T, e *testEnv, _ *http.Response, _ []byte) {
 			if p := e.rec.lastVision().Params; p.MaxTokens != 2 {
@@ -173,7 +317,7 @@ var contractCases = []contractCase{
 		}
 	}},
 	{name: "aiperf extras ignored", body: vl(map[string]any{"min_tokens": 4, "stream": false, "stream_options": map[string]any{"include_usage": true, "continuous_usage_stats": true},
-		"user": "u", "metadata": map[string]any{"k": "v"}, "n": 1, "stop": nil, "logprobs": false}), status: 200},
+		"user": "u", "metadata": map[string]any{"k": "v"}, "n": 1, "stop": nil, "logprobs": false, "top_logprobs": 0}), status: 200},
 	{name: "request ids echoed", body: vl(nil), header: http.Header{"X-Request-Id": {"req-123"}, "X-Correlation-Id": {"corr-9"}}, status: 200,
 		check: func(t *testing.T, e *testEnv, resp *http.Response, body []byte) {
 			if resp.Header.Get("X-Request-ID") != "req-123" || resp.Header.Get("X-Correlation-ID") != "corr-9" {
@@ -201,6 +345,28 @@ var contractCases = []contractCase{
 	{name: "missing model", body: `{"messages":[{"role":"user","content":"hi"}]}`, status: 400, code: "missing_parameter", param: "model"},
 	{name: "two messages", body: withMessages(map[string]any{"role": "user", "content": "a"}, map[string]any{"role": "user", "content": "b"}),
 		status: 400, code: "unsupported_message_count", param: "messages"},
+	{name: "system then assistant", body: withMessages(map[string]any{"role": "system", "content": "x"}, map[string]any{"role": "assistant", "content": "y"}),
+		status: 400, code: "unsupported_role", param: "messages[1].role"},
+	{name: "system, user, assistant", body: withMessages(map[string]any{"role": "system", "content": "x"}, map[string]any{"role": "user", "content": okParts}, map[string]any{"role": "assistant", "content": "y"}),
+		status: 400, code: "unsupported_message_count", param: "messages"},
+	{name: "system content a number", body: withMessages(map[string]any{"role": "system", "content": 3}, map[string]any{"role": "user", "content": okParts}),
+		status: 400, code: "invalid_type", param: "messages[0].content"},
+	{name: "system content with an image", body: withMessages(map[string]any{"role": "system", "content": []any{imagePart(pngURL)}}, map[string]any{"role": "user", "content": okParts}),
+		status: 400, code: "unsupported_content_part", param: "messages[0].content[0].type"},
+	{name: "system with NUL", body: withMessages(map[string]any{"role": "system", "content": "a\x00"}, map[string]any{"role": "user", "content": okParts}),
+		status: 400, code: "invalid_value", param: "messages[0].content"},
+	{name: "two images after a system message", body: withMessages(map[string]any{"role": "system", "content": "x"}, map[string]any{"role": "user", "content": []any{textPart(question), imagePart(pngURL), imagePart(pngURL)}}),
+		status: 400, code: "too_many_images", param: "messages[1].content[2]"},
+	{name: "detail unknown", body: withDetail(bundleVL, "ultra", nil), status: 400, code: "invalid_value", param: detailParam},
+	{name: "detail a number", body: withDetail(bundleVL, 1, nil), status: 400, code: "invalid_type", param: detailParam},
+	{name: "min_pixels zero", body: vl(map[string]any{"min_pixels": 0}), status: 400, code: "invalid_value", param: "min_pixels"},
+	{name: "max_pixels negative", body: vl(map[string]any{"max_pixels": -5}), status: 400, code: "invalid_value", param: "max_pixels"},
+	{name: "max_pixels over 2^40", body: vl(map[string]any{"max_pixels": int64(1)<<40 + 1}), status: 400, code: "invalid_value", param: "max_pixels"},
+	{name: "min_pixels over max_pixels", body: vl(map[string]any{"min_pixels": 200000, "max_pixels": 100000}), status: 400, code: "conflicting_parameters", param: "max_pixels"},
+	{name: "min_pixels a string", body: vl(map[string]any{"min_pixels": "5000"}), status: 400, code: "invalid_type", param: "min_pixels"},
+	{name: "max_pixels a fraction", body: vl(map[string]any{"max_pixels": 5000.5}), status: 400, code: "invalid_type", param: "max_pixels"},
+	{name: "detail low on a bundle without budgets", body: withDetail(bundleStrict, "low", nil), status: 400, code: "image_budget_not_supported", param: detailParam},
+	{name: "max_pixels on a bundle without budgets", body: chat(bundleStrict, okParts, map[string]any{"max_pixels": 5000}), status: 400, code: "image_budget_not_supported", param: "max_pixels"},
 	{name: "system role", body: withMessages(map[string]any{"role": "system", "content": "be brief"}), status: 400, code: "unsupported_role", param: "messages[0].role"},
 	{name: "developer role", body: withMessages(map[string]any{"role": "developer", "content": "x"}), status: 400, code: "unsupported_role", param: "messages[0].role"},
 	{name: "assistant role", body: withMessages(map[string]any{"role": "assistant", "content": "x"}), status: 400, code: "unsupported_role", param: "messages[0].role"},
@@ -214,13 +380,21 @@ var contractCases = []contractCase{
 	{name: "file part", body: chat(bundleVL, []any{textPart(question), map[string]any{"type": "file", "file": map[string]any{"file_id": "f"}}}, nil),
 		status: 400, code: "unsupported_content_part", param: "messages[0].content[1].type"},
 	{name: "n 2", body: vl(map[string]any{"n": 2}), status: 400, code: "unsupported_parameter", param: "n"},
-	{name: "stop", body: vl(map[string]any{"stop": []string{"."}}), status: 400, code: "unsupported_parameter", param: "stop"},
+	{name: "stop over four", body: vl(map[string]any{"stop": []string{"a", "b", "c", "d", "e"}}), status: 400, code: "invalid_value", param: "stop"},
+	{name: "stop empty string in array", body: vl(map[string]any{"stop": []string{".", ""}}), status: 400, code: "invalid_value", param: "stop[1]"},
+	{name: "stop over 256 bytes", body: vl(map[string]any{"stop": strings.Repeat("x", 257)}), status: 400, code: "invalid_value", param: "stop[0]"},
+	{name: "stop a number", body: vl(map[string]any{"stop": 1}), status: 400, code: "invalid_type", param: "stop"},
+	{name: "stop item a number", body: vl(map[string]any{"stop": []any{".", 2}}), status: 400, code: "invalid_type", param: "stop[1]"},
 	{name: "tools", body: vl(map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f"}}}}), status: 400, code: "unsupported_parameter", param: "tools"},
 	{name: "tool_choice", body: vl(map[string]any{"tool_choice": "auto"}), status: 400, code: "unsupported_parameter", param: "tool_choice"},
 	{name: "functions", body: vl(map[string]any{"functions": []any{map[string]any{"name": "f"}}}), status: 400, code: "unsupported_parameter", param: "functions"},
 	{name: "response_format", body: vl(map[string]any{"response_format": map[string]any{"type": "json_object"}}), status: 400, code: "unsupported_parameter", param: "response_format"},
-	{name: "logprobs", body: vl(map[string]any{"logprobs": true}), status: 400, code: "unsupported_parameter", param: "logprobs"},
-	{name: "top_logprobs", body: vl(map[string]any{"top_logprobs": 2}), status: 400, code: "unsupported_parameter", param: "top_logprobs"},
+	{name: "logprobs a string", body: vl(map[string]any{"logprobs": "yes"}), status: 400, code: "invalid_type", param: "logprobs"},
+	{name: "top_logprobs over 20", body: vl(map[string]any{"logprobs": true, "top_logprobs": 21}), status: 400, code: "invalid_value", param: "top_logprobs"},
+	{name: "top_logprobs negative", body: vl(map[string]any{"logprobs": true, "top_logprobs": -1}), status: 400, code: "invalid_value", param: "top_logprobs"},
+	{name: "top_logprobs without logprobs", body: vl(map[string]any{"top_logprobs": 2}), status: 400, code: "invalid_value", param: "top_logprobs"},
+	{name: "top_logprobs a fraction", body: vl(map[string]any{"logprobs": true, "top_logprobs": 1.5}), status: 400, code: "invalid_type", param: "top_logprobs"},
+	{name: "top_logprobs a string", body: vl(map[string]any{"logprobs": true, "top_logprobs": "2"}), status: 400, code: "invalid_type", param: "top_logprobs"},
 	{name: "reasoning_effort", body: vl(map[string]any{"reasoning_effort": "high"}), status: 400, code: "unsupported_parameter", param: "reasoning_effort"},
 	{name: "chat_template_kwargs", body: vl(map[string]any{"chat_template_kwargs": map[string]any{"enable_thinking": true}}), status: 400, code: "unsupported_parameter", param: "chat_template_kwargs"},
 	{name: "enable_thinking", body: vl(map[string]any{"enable_thinking": false}), status: 400, code: "unsupported_parameter", param: "enable_thinking"},

@@ -156,19 +156,33 @@ func runFake(ctx context.Context, rec *recorder, id, question, answer string, im
 	if len(tokens) > p.MaxTokens {
 		tokens, finish = tokens[:p.MaxTokens], core.FinishLength
 	}
-	var text strings.Builder
-	for _, tok := range tokens {
+	var (
+		text     strings.Builder
+		logprobs []core.TokenLogprob
+	)
+	for i, tok := range tokens {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		text.WriteString(tok)
-		if err := emit(core.Event{Kind: core.EventDelta, Text: tok, Tokens: 1}); err != nil {
+		ev := core.Event{Kind: core.EventDelta, Text: tok, Tokens: 1}
+		if p.Logprobs {
+			// each word is a token of log-probability -(i+1)/10; its alternatives are letters
+			lp := core.TokenLogprob{Token: tok, Bytes: []byte(tok), Logprob: -float32(i+1) / 10, Top: []core.TopLogprob{}}
+			for k := range p.TopLogprobs {
+				alt := string(rune('a' + k))
+				lp.Top = append(lp.Top, core.TopLogprob{Token: alt, Bytes: []byte(alt), Logprob: -float32(k+1) / 4})
+			}
+			logprobs = append(logprobs, lp)
+			ev.Logprobs = []core.TokenLogprob{lp}
+		}
+		if err := emit(ev); err != nil {
 			return nil, err
 		}
 	}
 	usage.CompletionTokens = len(tokens)
 	now := time.Now()
-	res := &core.Result{Text: text.String(), FinishReason: finish, Usage: usage}
+	res := &core.Result{Text: text.String(), FinishReason: finish, Usage: usage, Logprobs: logprobs}
 	for i, st := range fakeStages {
 		res.Timings = append(res.Timings, core.StageTiming{Stage: st, Start: now, Duration: time.Duration(i+1) * time.Millisecond})
 	}
@@ -181,7 +195,7 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 const (
 	bundleVL     = "vl"     // vision-language only, default limits
 	bundleText   = "text"   // text-generation only
-	bundleStrict = "strict" // vision-language with max_bytes 4096, min_side 16
+	bundleStrict = "strict" // vision-language with max_bytes 4096, min_side 16, no image budgets
 	bundleSlow   = "slow"   // vision-language, for busy and disconnect tests
 )
 
@@ -238,6 +252,9 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 		if err != nil {
 			t.Fatalf("build bundle %s: %v", s.name, err)
 		}
+		if s.name == bundleStrict {
+			dropBudgets(t, out)
+		}
 		dirs = append(dirs, out)
 	}
 	rec := newRecorder()
@@ -275,6 +292,30 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 		t.Fatal(err)
 	}
 	return &testEnv{rt: rt, srv: srv, rec: rec, reg: reg, logs: logs}
+}
+
+// dropBudgets rewrites a bundle's manifest without image budgets: a bundle whose image
+// resolution is fixed.
+func dropBudgets(t testing.TB, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, bundles.ManifestName)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := bundles.DecodeManifest(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Image.Budgets = nil
+	var buf bytes.Buffer
+	if err := m.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func writeCheckpoint(t testing.TB, dir string) string {

@@ -57,13 +57,19 @@ func (s *sseWriter) role() error {
 	return s.write(s.buf.Bytes())
 }
 
-// delta writes a chunk of answer text.
-func (s *sseWriter) delta(text string) error {
+// delta writes a chunk of answer text, and the logprobs entries of its tokens when asked for
+// (those go through encoding/json: they are asked for rarely, and are not on the hot path).
+func (s *sseWriter) delta(text string, lp *openai.Logprobs) error {
 	s.buf.Reset()
 	s.buf.Write(s.head)
 	s.buf.WriteString(`{"index":0,"delta":{"content":`)
 	s.buf.Write(appendJSONString(s.buf.AvailableBuffer(), text))
-	s.buf.WriteString(`},"finish_reason":null}]}` + "\n\n")
+	s.buf.WriteString(`}`)
+	if lp != nil {
+		s.buf.WriteString(`,"logprobs":`)
+		s.buf.Write(appendJSON(s.buf.AvailableBuffer(), lp))
+	}
+	s.buf.WriteString(`,"finish_reason":null}]}` + "\n\n")
 	return s.write(s.buf.Bytes())
 }
 

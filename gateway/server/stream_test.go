@@ -33,6 +33,7 @@ var sseTranscriptCases = []struct {
 	{"text_only", chat(bundleText, "Hello <there> & welcome", streamOn)},
 	{"error_after_start", chat(bundleVL, []any{textPart(doFailAfter), imagePart(pngURL)}, streamOn)},
 	{"no_start_event", chat(bundleVL, []any{textPart(doStartSilent), imagePart(pngURL)}, streamOn)},
+	{"logprobs", chat(bundleVL, okParts, map[string]any{"stream": true, "max_tokens": 3, "logprobs": true, "top_logprobs": 2})},
 }
 
 // measured matches the timings only the runtime measures; everything else in a transcript is
@@ -114,6 +115,8 @@ func TestStreamMatchesCompletion(t *testing.T) {
 		"limited": {chat(bundleVL, okParts, map[string]any{"max_tokens": 3}),
 			chat(bundleVL, okParts, map[string]any{"max_tokens": 3, "stream": true, "stream_options": map[string]any{"include_usage": true}})},
 		"text": {chat(bundleText, "Say hi", nil), chat(bundleText, "Say hi", streamOn)},
+		"logprobs": {chat(bundleVL, okParts, map[string]any{"logprobs": true, "top_logprobs": 2}),
+			chat(bundleVL, okParts, map[string]any{"logprobs": true, "top_logprobs": 2, "stream": true, "stream_options": map[string]any{"include_usage": true}})},
 	}
 	for name, b := range bodies {
 		t.Run(name, func(t *testing.T) {
@@ -139,15 +142,27 @@ func TestStreamMatchesCompletion(t *testing.T) {
 			if first.Choices[0].Delta.Role != "assistant" || first.Choices[0].FinishReason != nil {
 				t.Errorf("first chunk %+v", first)
 			}
-			var text strings.Builder
+			var (
+				text     strings.Builder
+				logprobs []openai.TokenLogprob
+			)
 			for _, c := range chunks[1 : len(chunks)-2] {
 				if len(c.Choices) != 1 || c.Choices[0].Delta.Content == nil || *c.Choices[0].Delta.Content == "" || c.Choices[0].FinishReason != nil {
 					t.Fatalf("content chunk %+v", c)
 				}
 				text.WriteString(*c.Choices[0].Delta.Content)
+				if lp := c.Choices[0].Logprobs; lp != nil {
+					logprobs = append(logprobs, lp.Content...)
+				}
 			}
 			if text.String() != want.Choices[0].Message.Content {
 				t.Errorf("streamed text %q, answer %q", text.String(), want.Choices[0].Message.Content)
+			}
+			if wl := want.Choices[0].Logprobs; (wl == nil) != (logprobs == nil) || (wl != nil && !reflect.DeepEqual(logprobs, wl.Content)) {
+				t.Errorf("streamed logprobs %+v, answer %+v", logprobs, wl)
+			}
+			if strings.Contains(name, "logprobs") && len(logprobs) != want.Usage.CompletionTokens {
+				t.Errorf("%d streamed entries for %d tokens", len(logprobs), want.Usage.CompletionTokens)
 			}
 			if fr := finish.Choices[0].FinishReason; fr == nil || *fr != want.Choices[0].FinishReason {
 				t.Errorf("finish chunk %+v, answer finished %q", finish.Choices[0], want.Choices[0].FinishReason)

@@ -5,8 +5,9 @@ manifest.json, which records per image and family what transformers 5.17 compute
 the decoded RGB (load_image: PIL open, exif_transpose, convert("RGB")), the resized size,
 image_grid_thw, pixel_values (sha256 of the float32 little-endian bytes, plus every value when
 there are at most 20000, else 64 sampled ones) and the chat-framed input_ids and
-mm_token_type_ids for a fixed question with the image before and after the text; for images
-the processor refuses, the exception.
+mm_token_type_ids for a fixed question with the image before and after the text (and with the
+image first after a client system message); for images the processor refuses, the exception;
+and for a few images at several per-request pixel budgets (BUDGETS), the same outputs.
 
 Each processor is built from a local directory holding a preprocessor_config.json, the real
 Qwen tokenizer files (.build/tokenizer/qwen3) and a chat template; the configs and templates are
@@ -36,6 +37,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "core/internal/prep/testdata/golden"
 TOKENIZER = ROOT / ".build/tokenizer/qwen3"
 QUESTION = "What is the main object in this image? Answer in one word."
+# A client system message: it replaces Qwen2.5-VL's default system turn, and is Qwen3-VL's only one.
+SYSTEM = "You are a careful assistant. Réponds en un mot."
 FULL_LIMIT = 20000
 SAMPLES = 64
 
@@ -77,6 +80,14 @@ QWEN3_VL_TEMPLATE = (
     "{{- '<|im_end|>\\n' }}{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
+
+# Per-request pixel budgets (Iris's image_url.detail / min_pixels / max_pixels): the processor run
+# with size={"shortest_edge": min, "longest_edge": max} on a few images that scale down and up.
+BUDGET_FILES = ["rgb_28x28.png", "tall_29x1000.jpg", "rgb_426x320.jpg", "large_1600x1200.jpg"]
+BUDGETS = {
+    "qwen2_5_vl": [(3136, 200704), (65536, 401408), (401408, 1003520)],
+    "qwen3_vl": [(4096, 262144), (262144, 1048576), (65536, 131072)],
+}
 
 FAMILIES = {
     "qwen2_5_vl": {
@@ -188,13 +199,19 @@ def build_processor(family, spec, workdir):
     return proc, cfg
 
 
-def frame(proc, img, text_first):
+def frame(proc, img, text_first, system=None, size=None):
     parts = [{"type": "image", "image": img}, {"type": "text", "text": QUESTION}]
     if text_first:
         parts.reverse()
-    out = proc.apply_chat_template([{"role": "user", "content": parts}], tokenize=True, return_dict=True,
+    messages = [{"role": "user", "content": parts}]
+    if system is not None:
+        messages.insert(0, {"role": "system", "content": system})
+    kwargs = {"return_mm_token_type_ids": True}
+    if size is not None:
+        kwargs["size"] = size
+    out = proc.apply_chat_template(messages, tokenize=True, return_dict=True,
                                    add_generation_prompt=True, return_tensors="pt",
-                                   processor_kwargs={"return_mm_token_type_ids": True})
+                                   processor_kwargs=kwargs)
     return out
 
 
@@ -263,8 +280,29 @@ def main():
                         raise SystemExit(f"{family}/{e['file']}: chat pixel_values differ from the image processor's")
                     case[key] = {"input_ids": fr["input_ids"][0].tolist(),
                                  "mm_token_type_ids": fr["mm_token_type_ids"][0].tolist()}
+                fr = frame(proc, pil, False, SYSTEM)
+                case["system_image_first"] = {"input_ids": fr["input_ids"][0].tolist(),
+                                              "mm_token_type_ids": fr["mm_token_type_ids"][0].tolist()}
                 cases.append(case)
-            families[family] = {"preprocessor_config": cfg, "cases": cases}
+            budgets = []
+            for file in BUDGET_FILES:
+                pil = load_image(str(imgdir / file))
+                for lo, hi in BUDGETS[family]:
+                    size = {"shortest_edge": lo, "longest_edge": hi}
+                    out = ip(images=[pil], size=size, return_tensors="pt")
+                    pv = out["pixel_values"].to(torch.float32).contiguous()
+                    thw = out["image_grid_thw"][0].tolist()
+                    fr = frame(proc, pil, False, size=size)
+                    if not torch.equal(fr["pixel_values"], out["pixel_values"]):
+                        raise SystemExit(f"{family}/{file} at {size}: chat pixel_values differ from the image processor's")
+                    budgets.append({
+                        "file": file, "min_pixels": lo, "max_pixels": hi,
+                        "resized_height": thw[1] * ip.patch_size, "resized_width": thw[2] * ip.patch_size,
+                        "image_grid_thw": thw, "pixel_values_shape": list(pv.shape),
+                        "pixel_values_sha256": sha(pv.numpy().reshape(-1).astype("<f4").tobytes()),
+                        "image_first": {"input_ids": fr["input_ids"][0].tolist(),
+                                        "mm_token_type_ids": fr["mm_token_type_ids"][0].tolist()}})
+            families[family] = {"preprocessor_config": cfg, "cases": cases, "budgets": budgets}
 
     doc = {
         "generator": "scripts/reference/golden_preprocess.py",
@@ -272,6 +310,7 @@ def main():
                      "torchvision": torchvision.__version__, "pillow": PIL.__version__,
                      "numpy": np.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()},
         "question": QUESTION,
+        "system": SYSTEM,
         "images": entries,
         "families": families,
     }

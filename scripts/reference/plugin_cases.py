@@ -104,25 +104,36 @@ def random_sizes(n, seed):
     return out
 
 
+# Client system messages (None: the client sent none, the bundle's system_prompt applies).
+SYSTEMS = [None, "Answer in one word.", "", "Système: 東京 ☃\nsecond line <|im_end|>"]
+
+
 def frames(fam, tokens, params):
     system = params.get("system_prompt", fam["system"])
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)  # as transformers renders templates
     tmpl = env.from_string(fam["template"])
     out = []
-    for question, text_first in [("What is in this image?", False), ("Describe it.", True),
-                                 ("", False), (" lead and trail ", True), ("<|im_end|> injected", False),
-                                 ("Unicode: 東京 ☃\nsecond line", False)]:
+    questions = [("What is in this image?", False), ("Describe it.", True), ("", False), (" lead and trail ", True),
+                 ("<|im_end|> injected", False), ("Unicode: 東京 ☃\nsecond line", False)]
+    for (question, text_first), client_system in \
+            [(q, None) for q in questions] + [(questions[i % 2], sy) for i, sy in enumerate(SYSTEMS[1:])]:
         content = [{"type": "image"}, {"type": "text", "text": question}]
         if text_first:
             content.reverse()
         messages = [{"role": "user", "content": content}]
-        if system != fam["system"]:
+        if client_system is not None:
+            # the client's system message replaces the bundle's (and the template's default) one
+            messages.insert(0, {"role": "system", "content": client_system})
+        elif system != fam["system"]:
             messages.insert(0, {"role": "system", "content": system})
         text = tmpl.render(messages=messages, add_generation_prompt=True, add_vision_id=False)
         span = "<|vision_start|><|image_pad|><|vision_end|>"
         assert text.count(span) == 1, text
         before, after = text.split(span)
-        out.append({"question": question, "text_first": text_first, "want": {
+        case = {"question": question, "text_first": text_first}
+        if client_system is not None:
+            case["system"] = client_system
+        out.append({**case, "want": {
             "before": before, "after": after,
             "span": {"open": ["<|vision_start|>"], "pad": "<|image_pad|>", "count": tokens,
                      "close": ["<|vision_end|>"]},

@@ -31,8 +31,12 @@ var ErrMalformed = errors.New("malformed message")
 // under wazero spends about 140 µs json-encoding a Description and about 5 µs on this.
 
 // Minor is the minor version of the wire format within ABI v1. A decoder accepts messages of
-// its own minor version or older; fields added in a later minor go at the end of their message.
-const Minor = 0
+// its own minor version or older; fields added in a later minor go at the end of their message,
+// and a host writes its requests at the plugin's minor ([EncodeAt], [Description.Minor]).
+//
+//	minor 0  the first v1 format
+//	minor 1  FrameRequest.System (a presence byte, then the string)
+const Minor = 1
 
 // Message kinds.
 const (
@@ -46,11 +50,21 @@ const (
 )
 
 // Encode encodes a message: a *PlanRequest, *Plan, *FrameRequest, *Frame or *Description.
-func Encode(v any) ([]byte, error) { return encode(make([]byte, 0, 256), v) }
+func Encode(v any) ([]byte, error) { return encode(make([]byte, 0, 256), v, Minor) }
+
+// EncodeAt encodes a message at an older minor version, for a peer that speaks only that one:
+// the fields of later minors are left out. A field set that the minor cannot carry is an error,
+// never silently dropped.
+func EncodeAt(v any, minor int) ([]byte, error) {
+	if minor < 0 || minor > Minor {
+		return nil, fmt.Errorf("encoding %T: no wire minor %d (this side speaks up to %d)", v, minor, Minor)
+	}
+	return encode(make([]byte, 0, 256), v, byte(minor))
+}
 
 // encode appends the message v to b.
-func encode(b []byte, v any) ([]byte, error) {
-	w := &writer{b: b}
+func encode(b []byte, v any, minor byte) ([]byte, error) {
+	w := &writer{b: b, minor: minor}
 	w.message(v)
 	if w.err != nil {
 		return nil, fmt.Errorf("encoding %T: %w", v, w.err)
@@ -80,7 +94,7 @@ func Decode(b []byte, v any) error {
 
 // EncodeResult wraps a successful result (a Plan, Frame or Description) in a response.
 func EncodeResult[T any](v T) ([]byte, error) {
-	return encode(append(make([]byte, 0, 256), kindOK), &v)
+	return encode(append(make([]byte, 0, 256), kindOK), &v, Minor)
 }
 
 // EncodeError wraps a typed error in a response.
@@ -145,8 +159,9 @@ func (e *Error) validate() error {
 
 // writer appends a message; err records the first value it cannot encode.
 type writer struct {
-	b   []byte
-	err error
+	b     []byte
+	minor byte
+	err   error
 }
 
 func (w *writer) int(v int)      { w.b = binary.AppendVarint(w.b, int64(v)) }
@@ -256,23 +271,32 @@ func (w *writer) plan(p *Plan) {
 func (w *writer) message(v any) {
 	switch m := v.(type) {
 	case *PlanRequest:
-		w.b = append(w.b, kindPlanRequest, Minor)
+		w.b = append(w.b, kindPlanRequest, w.minor)
 		w.int(m.Image.Width)
 		w.int(m.Image.Height)
 		w.str(m.Image.Format)
 		w.bool(m.Image.HasAlpha)
 		w.params(m.Params)
 	case *Plan:
-		w.b = append(w.b, kindPlan, Minor)
+		w.b = append(w.b, kindPlan, w.minor)
 		w.plan(m)
 	case *FrameRequest:
-		w.b = append(w.b, kindFrameRequest, Minor)
+		w.b = append(w.b, kindFrameRequest, w.minor)
 		w.str(m.Question)
 		w.bool(m.TextFirst)
 		w.plan(&m.Plan)
 		w.params(m.Params)
+		switch {
+		case w.minor >= 1:
+			w.present(m.System != nil)
+			if m.System != nil {
+				w.str(*m.System)
+			}
+		case m.System != nil:
+			w.err = fmt.Errorf("a system message needs wire minor 1, the peer speaks %d", w.minor)
+		}
 	case *Frame:
-		w.b = append(w.b, kindFrame, Minor)
+		w.b = append(w.b, kindFrame, w.minor)
 		w.str(m.Before)
 		w.strs(m.Span.Open)
 		w.str(m.Span.Pad)
@@ -285,7 +309,7 @@ func (w *writer) message(v any) {
 		}
 		w.bool(m.Hints.SkipSpecialTokens)
 	case *Description:
-		w.b = append(w.b, kindDescription, Minor)
+		w.b = append(w.b, kindDescription, w.minor)
 		w.int(m.ABI)
 		w.str(m.Family)
 		w.strs(m.Tasks)
@@ -459,10 +483,13 @@ func (r *reader) params() map[string]any {
 	return m
 }
 
-func (r *reader) minor() {
-	if v := r.byte(); r.err == nil && v > Minor {
+// minor reads a message's minor version; the fields it reads next depend on it.
+func (r *reader) minor() int {
+	v := r.byte()
+	if r.err == nil && v > Minor {
 		r.fail("wire format v%d.%d is newer than this side's v%d.%d", Version, v, Version, Minor)
 	}
+	return int(v)
 }
 
 func (r *reader) plan(p *Plan) {
@@ -503,7 +530,7 @@ func (r *reader) message(v any) {
 	if k := r.byte(); r.err == nil && k != want {
 		r.fail("message kind %q, want %q", k, want)
 	}
-	r.minor()
+	minor := r.minor()
 	switch m := v.(type) {
 	case *PlanRequest:
 		*m = PlanRequest{Image: ImageHeader{Width: r.int(), Height: r.int(), Format: r.str(), HasAlpha: r.bool()}}
@@ -515,6 +542,10 @@ func (r *reader) message(v any) {
 		*m = FrameRequest{Question: r.str(), TextFirst: r.bool()}
 		r.plan(&m.Plan)
 		m.Params = r.params()
+		if minor >= 1 && r.present() {
+			sys := r.str()
+			m.System = &sys
+		}
 	case *Frame:
 		*m = Frame{Before: r.str()}
 		m.Span = ImageSpan{Open: r.strs(), Pad: r.str(), Count: r.int(), Close: r.strs()}
@@ -531,7 +562,7 @@ func (r *reader) message(v any) {
 		}
 		m.Hints.SkipSpecialTokens = r.bool()
 	case *Description:
-		*m = Description{ABI: r.int(), Family: r.str(), Tasks: r.strs()}
+		*m = Description{ABI: r.int(), Minor: minor, Family: r.str(), Tasks: r.strs()}
 		if n := r.uint(); n > 0 {
 			m.Params = make([]ParamSpec, n)
 			for i := range m.Params {

@@ -35,7 +35,9 @@ func messages() []any {
 		&Frame{Before: "<|im_start|>user\n", Span: ImageSpan{Open: []string{"<|vision_start|>"}, Pad: "<|image_pad|>",
 			Count: 432, Close: []string{"<|vision_end|>"}}, After: "q<|im_end|>\n", StopTokenIDs: []int32{151645, 151643},
 			Hints: DecodeHints{SkipSpecialTokens: true}},
-		&Description{ABI: 1, Family: "qwen2_5_vl", Tasks: []string{"vision-language-generation"},
+		&FrameRequest{Question: "q", Plan: p, System: new("Answer in French.")},
+		&FrameRequest{Question: "q", Plan: p, System: new("")},
+		&Description{ABI: 1, Minor: Minor, Family: "qwen2_5_vl", Tasks: []string{"vision-language-generation"},
 			Params: []ParamSpec{{Name: "min_pixels", Type: ParamInt, Default: int64(3136), Doc: "d"},
 				{Name: "ratio", Type: ParamFloat, Default: 0.5}},
 			Limits: Limits{MaxAspectRatio: 200, MinImageTokens: 4, MaxImageTokens: 16384}},
@@ -57,6 +59,37 @@ func TestRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, m) {
 			t.Errorf("%T round trip:\n got %+v\nwant %+v", m, got, m)
 		}
+	}
+}
+
+// TestOlderMinor: a request written for a minor-0 plugin is the minor-0 bytes (no System field),
+// decodes on both sides, and a System it cannot carry is an error, never dropped.
+func TestOlderMinor(t *testing.T) {
+	p := samplePlan()
+	req := &FrameRequest{Question: "q", TextFirst: true, Plan: p, Params: map[string]any{"a": int64(1)}}
+	old, err := EncodeAt(req, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := Encode(req)
+	if old[1] != 0 || cur[1] != Minor || len(cur) != len(old)+1 {
+		t.Fatalf("minor 0: %d bytes (minor %d); current: %d bytes (minor %d)", len(old), old[1], len(cur), cur[1])
+	}
+	var got FrameRequest
+	if err := Decode(old, &got); err != nil || !reflect.DeepEqual(&got, req) {
+		t.Fatalf("minor-0 request: %+v, %v", got, err)
+	}
+	req.System = new("s")
+	if _, err := EncodeAt(req, 0); err == nil || !strings.Contains(err.Error(), "minor 1") {
+		t.Fatalf("a system message encoded at minor 0: %v", err)
+	}
+	if _, err := EncodeAt(req, Minor+1); err == nil {
+		t.Fatal("encoded at a minor from the future")
+	}
+	d, _ := EncodeAt(&Description{ABI: 1, Family: "f", Tasks: []string{"t"}}, 0)
+	var desc Description
+	if err := Decode(d, &desc); err != nil || desc.Minor != 0 {
+		t.Fatalf("a minor-0 description: %+v, %v", desc, err)
 	}
 }
 

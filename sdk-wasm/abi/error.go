@@ -20,6 +20,9 @@ const (
 	CodeAspectRatioTooExtreme = "aspect_ratio_too_extreme"
 	CodeUnsupportedImage      = "unsupported_image"
 	CodeQuestionTooLong       = "question_too_long"
+	// CodeSystemNotSupported: the plugin cannot frame the request's system message (its SDK
+	// predates FrameRequest.System, or its family's template has no system turn).
+	CodeSystemNotSupported = "system_message_not_supported"
 )
 
 // Failure codes.

@@ -163,6 +163,10 @@ type FrameRequest struct {
 	Plan Plan `json:"plan"`
 	// Params is the same [plugin.params] table the plan was made with.
 	Params map[string]any `json:"params,omitempty"`
+	// System is the client's system message, nil when it sent none: the plugin frames it as the
+	// family's chat template frames a system turn (it replaces a default system prompt). Wire
+	// minor 1; a minor-0 plugin never gets one (the host refuses the request instead).
+	System *string `json:"system,omitempty"`
 }
 
 // ImageSpan is the run of tokens that stands for the image in the prompt.
@@ -219,7 +223,10 @@ type Limits struct {
 
 // Description is what iris_describe returns: who the plugin is and what it reads.
 type Description struct {
-	ABI    int    `json:"abi"`
+	ABI int `json:"abi"`
+	// Minor is the wire minor version the plugin's SDK speaks, read from the message; the host
+	// encodes its requests at min(its own, this) and offers only what that minor carries.
+	Minor  int    `json:"minor"`
 	Family string `json:"family"`
 	// Tasks are the core task names the plugin frames prompts for, e.g. "vision-language-generation".
 	Tasks  []string    `json:"tasks"`

@@ -45,9 +45,11 @@ type WantPlan struct {
 
 // FrameCase is one question framed for the case's plan.
 type FrameCase struct {
-	Question  string    `json:"question"`
-	TextFirst bool      `json:"text_first"`
-	Want      abi.Frame `json:"want"`
+	Question  string `json:"question"`
+	TextFirst bool   `json:"text_first"`
+	// System is the client's system message, absent when it sent none.
+	System *string   `json:"system,omitempty"`
+	Want   abi.Frame `json:"want"`
 }
 
 // LoadSuite reads a suite file. A missing or empty file is an error: a suite that silently runs
@@ -122,7 +124,7 @@ func (c *Case) run(ctx context.Context, t *testing.T, r Runner) {
 		t.Errorf("plan:\n got %+v\nwant %+v", plan, *w.Plan)
 	}
 	for _, fc := range c.Frames {
-		f, err := r.Frame(ctx, abi.FrameRequest{Question: fc.Question, TextFirst: fc.TextFirst, Plan: plan, Params: c.Params})
+		f, err := r.Frame(ctx, abi.FrameRequest{Question: fc.Question, TextFirst: fc.TextFirst, Plan: plan, Params: c.Params, System: fc.System})
 		if err != nil {
 			t.Errorf("frame %q (text first %t): %v", fc.Question, fc.TextFirst, err)
 			continue

@@ -2,9 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrStop, returned by Request.OnToken, ends generation normally with FinishStop after that
+// token: the caller found a stop string in the text so far.
+var ErrStop = errors.New("stop requested")
 
 // FinishReason says why generation stopped, with OpenAI's names.
 type FinishReason string
@@ -27,8 +32,17 @@ type Request struct {
 	StopIDs []int32
 	// IgnoreEOS disables StopIDs: exactly MaxNewTokens tokens are generated.
 	IgnoreEOS bool
+	// Logprobs asks for each answer token's log-probability ([LogSoftmax]) and its step's
+	// TopLogprobs most likely tokens (at most [MaxTopLogprobs]). It needs the logits on the
+	// host, so a [GreedyModel]'s device argmax is not used.
+	Logprobs    bool
+	TopLogprobs int
+	// OnLogprob, if set with Logprobs, receives each answer token's entry just before OnToken
+	// receives the token.
+	OnLogprob func(TokenLogprob)
 	// OnToken, if set, receives each answer token as soon as it is sampled (streaming); an
-	// error it returns ends generation with that error.
+	// error it returns ends generation with that error, except [ErrStop], which ends it with
+	// FinishStop, the token kept.
 	OnToken func(id int32) error
 }
 
@@ -36,8 +50,10 @@ type Request struct {
 type Result struct {
 	// Tokens is the answer, without the stop token.
 	Tokens []int32
-	Finish FinishReason
-	// StopToken is the sampled stop id when Finish is FinishStop.
+	// Logprobs has one entry per token of Tokens when Request.Logprobs was set.
+	Logprobs []TokenLogprob
+	Finish   FinishReason
+	// StopToken is the sampled stop id when a stop token ended the answer (not [ErrStop]).
 	StopToken int32
 	// PromptTokens counts the prompt (image tokens included); ImageTokens the image tokens.
 	PromptTokens int
@@ -100,7 +116,7 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 	// A greedy request on a GreedyModel gets each step's argmax from the device; otherwise the
 	// sampler reads the logits.
 	greedy, _ := m.(GreedyModel)
-	if !req.Sampling.Greedy() {
+	if !req.Sampling.Greedy() || req.Logprobs {
 		greedy = nil
 	}
 	var (
@@ -137,8 +153,18 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 			return res, nil
 		}
 		res.Tokens = append(res.Tokens, tok)
+		if req.Logprobs {
+			lp := LogSoftmax(logits, tok, req.TopLogprobs)
+			res.Logprobs = append(res.Logprobs, lp)
+			if req.OnLogprob != nil {
+				req.OnLogprob(lp)
+			}
+		}
 		if req.OnToken != nil {
-			if err := req.OnToken(tok); err != nil {
+			if err := req.OnToken(tok); errors.Is(err, ErrStop) {
+				res.Finish = FinishStop
+				return res, nil
+			} else if err != nil {
 				return nil, err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
@@ -271,6 +272,36 @@ func TestGenerateGreedyModel(t *testing.T) {
 	}
 }
 
+// TestGenerateLogprobs: a greedy request with logprobs reads the logits on the host (not the
+// GreedyModel's device argmax), and each answer token gets its entry, reported before OnToken.
+func TestGenerateLogprobs(t *testing.T) {
+	m := greedyFake{newFake(5, 6, 2)}
+	var seen []string
+	res, err := engine.Generate(context.Background(), m, engine.Request{
+		IDs: []int32{1}, MaxNewTokens: 8, StopIDs: []int32{2}, Logprobs: true, TopLogprobs: 2,
+		OnLogprob: func(lp engine.TokenLogprob) { seen = append(seen, fmt.Sprintf("lp %d", lp.ID)) },
+		OnToken:   func(id int32) error { seen = append(seen, fmt.Sprintf("tok %d", id)); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range m.calls {
+		if strings.HasSuffix(c, "greedy") {
+			t.Fatalf("calls %q: the device argmax was used for a logprobs request", m.calls)
+		}
+	}
+	if !slices.Equal(seen, []string{"lp 5", "tok 5", "lp 6", "tok 6"}) || len(res.Logprobs) != 2 {
+		t.Fatalf("events %q, %d entries", seen, len(res.Logprobs))
+	}
+	// the fake's logits are one 1 among vocab-1 zeros
+	vocab := float64(m.cfg.Text.Vocab)
+	want := float32(1 - math.Log(math.E+vocab-1))
+	lp := res.Logprobs[1]
+	if lp.ID != 6 || math.Abs(float64(lp.Logprob-want)) > 1e-6 || len(lp.Top) != 2 || lp.Top[0].ID != 6 || lp.Top[1].ID != 0 {
+		t.Errorf("entry %+v, want id 6 logprob %v, top [6 0]", lp, want)
+	}
+}
+
 // TestFlattenMixedEmbeddings refuses a prompt whose images are partly on a device.
 func TestFlattenMixedEmbeddings(t *testing.T) {
 	m := &deviceFake{fakeModel: newFake(5)}
@@ -335,6 +366,23 @@ func TestGenerateCallbackError(t *testing.T) {
 	})
 	if !errors.Is(err, stop) {
 		t.Fatalf("err = %v, want the callback's error", err)
+	}
+}
+
+// TestGenerateCallbackStop: ErrStop from OnToken (a stop string) ends the answer with
+// FinishStop, keeping the token that completed it.
+func TestGenerateCallbackStop(t *testing.T) {
+	m := newFake(5, 6, 7, 8)
+	res, err := engine.Generate(context.Background(), m, engine.Request{
+		IDs: []int32{1}, MaxNewTokens: 5, OnToken: func(id int32) error {
+			if id == 6 {
+				return engine.ErrStop
+			}
+			return nil
+		},
+	})
+	if err != nil || res.Finish != engine.FinishStop || !slices.Equal(res.Tokens, []int32{5, 6}) {
+		t.Fatalf("got %+v, %v; want tokens [5 6], finish stop", res, err)
 	}
 }
 

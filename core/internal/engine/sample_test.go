@@ -157,3 +157,69 @@ func softmax(x []float64, t float64) []float64 {
 	}
 	return out
 }
+
+// TestLogSoftmax checks LogSoftmax against the definition in float64, and its top list: order,
+// ties (lower id first), NaNs skipped, bounds.
+func TestLogSoftmax(t *testing.T) {
+	ref := func(l []float32, id int) float64 { // log(e^x_id / sum e^x), shifted by the max
+		m := math.Inf(-1)
+		for _, v := range l {
+			if v == v {
+				m = math.Max(m, float64(v))
+			}
+		}
+		s := 0.0
+		for _, v := range l {
+			if v == v {
+				s += math.Exp(float64(v) - m)
+			}
+		}
+		return float64(l[id]) - m - math.Log(s)
+	}
+	tests := []struct {
+		name    string
+		logits  []float32
+		id      int32
+		top     int
+		wantTop []int32
+	}{
+		{"plain", []float32{1, 3, 2}, 1, 3, []int32{1, 2, 0}},
+		{"not the argmax", []float32{1, 3, 2}, 0, 1, []int32{1}},
+		{"ties by id", []float32{2, 5, 5, 1, 5}, 4, 2, []int32{1, 2}},
+		{"nan skipped", []float32{nan, 1, nan, 2}, 1, 4, []int32{3, 1}},
+		{"no top", []float32{0, 0}, 1, 0, nil},
+		{"top over the vocabulary", []float32{0, 1}, 0, 5, []int32{1, 0}},
+		{"top over 20", make([]float32, 40), 3, 25, []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}},
+		{"large logits", []float32{1000, 1001, 999}, 2, 1, []int32{1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := engine.LogSoftmax(tt.logits, tt.id, tt.top)
+			if got.ID != tt.id || math.Abs(float64(got.Logprob)-ref(tt.logits, int(tt.id))) > 1e-6 {
+				t.Errorf("logprob %+v, want %v", got.Logprob, ref(tt.logits, int(tt.id)))
+			}
+			if len(got.Top) != len(tt.wantTop) {
+				t.Fatalf("top %+v, want ids %v", got.Top, tt.wantTop)
+			}
+			for i, e := range got.Top {
+				if e.ID != tt.wantTop[i] || math.Abs(float64(e.Logprob)-ref(tt.logits, int(e.ID))) > 1e-6 {
+					t.Errorf("top[%d] = %+v, want id %d", i, e, tt.wantTop[i])
+				}
+			}
+		})
+	}
+	if lp := engine.LogSoftmax(nil, 0, 3); !math.IsInf(float64(lp.Logprob), -1) || lp.Top != nil {
+		t.Errorf("empty logits: %+v", lp)
+	}
+}
+
+func BenchmarkLogSoftmax(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	l := make([]float32, 151936)
+	for i := range l {
+		l[i] = float32(rng.NormFloat64())
+	}
+	for b.Loop() {
+		engine.LogSoftmax(l, 7, 20)
+	}
+}

@@ -86,9 +86,18 @@ func (p *Plugin) Plan(ctx context.Context, img abi.ImageHeader, params map[strin
 
 // Frame asks the plugin for the prompt around the image span of an executed plan. Errors are as
 // for Plan. The returned frame is validated against the plan.
+//
+// A system message needs a plugin of wire minor 1 or later; an older one gets no call, and the
+// request is refused with [abi.CodeSystemNotSupported].
 func (p *Plugin) Frame(ctx context.Context, req abi.FrameRequest) (abi.Frame, error) {
 	ctx, span := p.host.tracer.Start(ctx, "plugin.frame", trace.WithAttributes(p.attrs()...))
 	defer span.End()
+	if req.System != nil && p.desc.Minor < 1 {
+		err := abi.Refusef(abi.CodeSystemNotSupported, "the %s plugin of this bundle (wire minor %d) frames no system messages; rebuild it with a newer SDK",
+			p.name, p.desc.Minor)
+		p.finish(span, opFrame, err)
+		return abi.Frame{}, err
+	}
 	f, err := roundTrip[abi.Frame](ctx, p, opFrame, &req)
 	if err == nil {
 		if verr := f.Validate(&req.Plan); verr != nil {
@@ -138,7 +147,8 @@ func (p *Plugin) finish(span trace.Span, op string, err error) {
 // CodeBadOutput; a typed error from the plugin comes back as *abi.Error.
 func roundTrip[T any](ctx context.Context, p *Plugin, op string, req any) (T, error) {
 	var zero T
-	in, err := abi.Encode(req)
+	// written at the plugin's minor, so that a plugin built with an older SDK still reads it
+	in, err := abi.EncodeAt(req, min(abi.Minor, p.desc.Minor))
 	if err != nil {
 		// Only params can fail to encode (a value that is no int, float, string or bool).
 		return zero, abi.Failf(abi.CodeInvalidParams, "plugin %s: %s: %v", p.name, op, err)

@@ -205,6 +205,30 @@ func TestMalformedOutputIsRefused(t *testing.T) {
 	}
 }
 
+// TestOlderMinorPlugin: a plugin built with a minor-0 SDK (raw describes itself so) gets its
+// requests written at minor 0 and still serves; a system message is refused before any call.
+func TestOlderMinorPlugin(t *testing.T) {
+	h := plugintest.NewHost(t, plugin.Options{})
+	p := plugintest.Load(t, h, "raw", modules["raw"], plugin.Limits{})
+	if m := p.Describe().Minor; m != 0 {
+		t.Fatalf("raw describes minor %d, want 0", m)
+	}
+	pl, err := p.Plan(context.Background(), img, mode("ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := p.Frame(context.Background(), abi.FrameRequest{Question: "q", Plan: pl, Params: mode("ok")})
+	if err != nil || f.Before != "minor 0" {
+		t.Fatalf("frame without a system message: %+v, %v", f, err)
+	}
+	sys := "Be brief."
+	_, err = p.Frame(context.Background(), abi.FrameRequest{Question: "q", Plan: pl, Params: mode("ok"), System: &sys})
+	var ae *abi.Error
+	if !errors.As(err, &ae) || ae.Kind != abi.Refusal || ae.Code != abi.CodeSystemNotSupported {
+		t.Fatalf("a system message to a minor-0 plugin: %v, want the refusal %s", err, abi.CodeSystemNotSupported)
+	}
+}
+
 func TestDeadlinesAndCancellation(t *testing.T) {
 	h := plugintest.NewHost(t, plugin.Options{})
 	p := plugintest.Load(t, h, "abuse", modules["abuse"], plugin.Limits{Timeout: 100 * time.Millisecond})

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -42,18 +43,29 @@ type goldenCase struct {
 	PixelValuesSamples [][2]float64 `json:"pixel_values_samples"`
 	ImageFirst         *tokens      `json:"image_first"`
 	TextFirst          *tokens      `json:"text_first"`
+	SystemImageFirst   *tokens      `json:"system_image_first"`
 }
 
 type manifest struct {
 	Question string
+	System   string
 	Images   []struct {
 		File      string
 		SHA256    string
 		RGBSHA256 string `json:"rgb_sha256"`
 	}
 	Families map[string]struct {
-		Cases []goldenCase
+		Cases   []goldenCase
+		Budgets []budgetCase
 	}
+}
+
+// budgetCase is an image at a per-request pixel budget: the processor run with
+// size={"shortest_edge": MinPixels, "longest_edge": MaxPixels}.
+type budgetCase struct {
+	goldenCase
+	MinPixels int64 `json:"min_pixels"`
+	MaxPixels int64 `json:"max_pixels"`
 }
 
 func readManifest(t testing.TB) *manifest {
@@ -165,6 +177,82 @@ func TestGolden(t *testing.T) {
 				}
 				in.Question = m.Question
 				checkCase(t, pr, in, &c)
+				checkSystem(t, pr, in, m.System, &c)
+			})
+		}
+	}
+}
+
+// checkSystem compares the prompt ids after a client system message with the processor's
+// apply_chat_template: it replaces Qwen2.5-VL's default system turn and is Qwen3-VL's only one.
+func checkSystem(t *testing.T, pr *prep.Preparer, in prep.Input, system string, c *goldenCase) {
+	t.Helper()
+	if c.Error != nil {
+		return
+	}
+	if system == "" || c.SystemImageFirst == nil {
+		t.Fatal("the golden case has no system-message ids")
+	}
+	in.System = &system
+	res, err := pr.Prepare(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	if !slices.Equal(res.InputIDs, c.SystemImageFirst.InputIDs) {
+		t.Errorf("system message: input_ids\n got %v\nwant %v", res.InputIDs, c.SystemImageFirst.InputIDs)
+	}
+	if !slices.Equal(res.MMTokenTypeIDs, c.SystemImageFirst.MMTokenTypeIDs) {
+		t.Error("system message: mm_token_type_ids differ")
+	}
+}
+
+// TestGoldenBudgets runs the pipeline with per-request pixel budgets (the min_pixels and
+// max_pixels params a request's image_url.detail or min_pixels/max_pixels sets) on images that
+// scale down and up, for both families: resize, grid, pixel_values (sha256) and input_ids must
+// be the processor's at each budget.
+func TestGoldenBudgets(t *testing.T) {
+	m := readManifest(t)
+	e := newEnv(t)
+	inputs := map[string]prep.Input{}
+	for _, im := range m.Images {
+		inputs[im.File] = decode(t, im.File, im.SHA256, im.RGBSHA256)
+	}
+	for _, family := range []string{"qwen2_5_vl", "qwen3_vl"} {
+		budgets := m.Families[family].Budgets
+		if len(budgets) < 9 {
+			t.Fatalf("%s: %d budget cases", family, len(budgets))
+		}
+		pr, err := prep.New(prep.Config{Plugin: e.plugins[family], Tokenizer: e.tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range budgets {
+			t.Run(fmt.Sprintf("%s/%s/%d-%d", family, c.File, c.MinPixels, c.MaxPixels), func(t *testing.T) {
+				in := inputs[c.File]
+				in.Question = m.Question
+				in.Params = map[string]any{"min_pixels": c.MinPixels, "max_pixels": c.MaxPixels}
+				res, err := pr.Prepare(context.Background(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Release()
+				if r := res.Plan.Resize; r == nil || r.Width != c.ResizedWidth || r.Height != c.ResizedHeight {
+					t.Errorf("resize %+v, want %dx%d", r, c.ResizedWidth, c.ResizedHeight)
+				}
+				if got := []int{res.Grid.T, res.Grid.H, res.Grid.W}; !slices.Equal(got, c.ImageGridTHW) {
+					t.Errorf("image_grid_thw %v, want %v", got, c.ImageGridTHW)
+				}
+				if !slices.Equal(res.InputIDs, c.ImageFirst.InputIDs) || !slices.Equal(res.MMTokenTypeIDs, c.ImageFirst.MMTokenTypeIDs) {
+					t.Errorf("input_ids differ: %d ids, want %d", len(res.InputIDs), len(c.ImageFirst.InputIDs))
+				}
+				buf := make([]byte, 4*len(res.PixelValues))
+				for i, v := range res.PixelValues {
+					binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+				}
+				if got := hexSum(buf); got != c.PixelValuesSHA256 {
+					t.Errorf("pixel_values sha256 %s, want %s", got[:16], c.PixelValuesSHA256[:16])
+				}
 			})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -93,6 +94,11 @@ type Input struct {
 	Question string
 	// TextFirst is true when the question came before the image in the message.
 	TextFirst bool
+	// System is the client's system message; nil when it sent none.
+	System *string
+	// Params override keys of the bundle's [plugin.params] for this request (a pixel budget's
+	// min_pixels and max_pixels); nil for none.
+	Params map[string]any
 }
 
 // Span locates the image placeholders in InputIDs.
@@ -161,7 +167,15 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 	hdr := abi.ImageHeader{Width: w, Height: h, Format: in.Format, HasAlpha: in.HasAlpha}
 
 	begin := time.Now()
-	plan, err := p.plugin.Plan(ctx, hdr, p.params)
+	params := p.params
+	if len(in.Params) > 0 {
+		params = maps.Clone(p.params)
+		if params == nil {
+			params = map[string]any{}
+		}
+		maps.Copy(params, in.Params)
+	}
+	plan, err := p.plugin.Plan(ctx, hdr, params)
 	res.Timings.Plan = time.Since(begin)
 	if err != nil {
 		return nil, err
@@ -185,7 +199,7 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 		}()
 		t := time.Now()
 		res.Timings.FrameStart = t.Sub(begin)
-		frame, ferr = p.plugin.Frame(ctx, abi.FrameRequest{Question: in.Question, TextFirst: in.TextFirst, Plan: plan, Params: p.params})
+		frame, ferr = p.plugin.Frame(ctx, abi.FrameRequest{Question: in.Question, TextFirst: in.TextFirst, Plan: plan, Params: params, System: in.System})
 		res.Timings.Frame = time.Since(t)
 		if ferr != nil {
 			return

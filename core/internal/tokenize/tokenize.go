@@ -34,6 +34,7 @@ type Tokenizer struct {
 	special map[string]int32 // added tokens by content
 	names   map[int32]string
 	vocab   int
+	bytes   tokenBytes
 }
 
 // Load reads dir/tokenizer.json.
@@ -61,6 +62,7 @@ func LoadFile(path string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
 	}
 	t := &Tokenizer{tk: tk, special: map[string]int32{}, names: map[int32]string{}, vocab: int(tk.VocabSize())}
+	t.bytes.path = path
 	for _, a := range doc.AddedTokens {
 		t.special[a.Content] = a.ID
 		t.names[a.ID] = a.Content

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 // tokenizerDir is where `just setup` puts the real Qwen tokenizer.
@@ -190,5 +191,41 @@ func BenchmarkEncodePrompt(b *testing.B) {
 		if _, err := tk.Encode(text); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestTokenBytes: the bytes of a text's tokens, joined, are the text's UTF-8 (byte-level BPE
+// splits characters across tokens; a token's bytes may be part of one), and an added token's
+// bytes are its content.
+func TestTokenBytes(t *testing.T) {
+	tk, err := Load(tokenizerDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Close()
+	for _, text := range []string{"A cat sat.", "Unicode: 東京 ☃\nsecond line 🐱", "  spaces\tand\u00a0nbsp", "<|im_start|>user\nhi<|im_end|>"} {
+		ids, err := tk.Encode(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var joined []byte
+		partial := false
+		for _, id := range ids {
+			b, err := tk.TokenBytes(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			partial = partial || !utf8.Valid(b)
+			joined = append(joined, b...)
+		}
+		if string(joined) != text {
+			t.Errorf("%q: token bytes join to %q", text, joined)
+		}
+		if strings.Contains(text, "🐱") && !partial {
+			t.Errorf("%q: no token holds part of a character; the test proves less than it says", text)
+		}
+	}
+	if _, err := tk.TokenBytes(1 << 30); err == nil {
+		t.Error("an id outside the vocabulary has bytes")
 	}
 }

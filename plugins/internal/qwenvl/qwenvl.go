@@ -144,12 +144,20 @@ func pyFloat(f float64) string {
 	return s
 }
 
-// Frame implements vlm.Plugin: the Qwen chat template with one user turn holding the image and
-// the question in the order the client sent them, and the generation prompt.
+// Frame implements vlm.Plugin: the Qwen chat template with an optional system turn, one user
+// turn holding the image and the question in the order the client sent them, and the generation
+// prompt. The client's system message, when sent, is the system turn (even an empty one, as the
+// templates render it); otherwise the bundle's system_prompt is, and "" leaves the turn out.
+// That is both templates: Qwen2.5-VL's default system turn is replaced by a system message, and
+// Qwen3-VL has none by default.
 func (f *Family) Frame(req vlm.FrameRequest, params vlm.Params) (vlm.Frame, error) {
 	system := params.String(ParamSystemPrompt)
+	hasSystem := system != ""
+	if req.System != nil {
+		system, hasSystem = *req.System, true
+	}
 	var before strings.Builder
-	if system != "" {
+	if hasSystem {
 		before.WriteString(tokIMStart + "system\n" + system + tokIMEnd + "\n")
 	}
 	before.WriteString(tokIMStart + "user\n")

@@ -1,7 +1,11 @@
 package qwen25vl
 
 import (
+	"context"
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
@@ -100,4 +104,81 @@ func maxDiff(a, b []float32) float64 {
 		return math.Inf(1)
 	}
 	return d
+}
+
+// logprobsGolden is scripts/reference/golden_logprobs.py's output.
+type logprobsGolden struct {
+	Top   int `json:"top"`
+	Cases []struct {
+		Case  string `json:"case"`
+		Steps []struct {
+			Token       int32     `json:"token"`
+			Logprob     float64   `json:"logprob"`
+			TopIDs      []int32   `json:"top_ids"`
+			TopLogprobs []float64 `json:"top_logprobs"`
+		} `json:"steps"`
+	} `json:"cases"`
+}
+
+// TestLogprobsMatchTransformers generates greedily with logprobs and 20 alternatives on both
+// fixture models: every token, its log-probability and the top-20 log-probabilities must equal
+// transformers' log_softmax of its fp32 logits within 1e-4. Alternatives closer than that to
+// their neighbour may trade places, so the top list is compared as values, and each id
+// transformers lists must be listed here with its value unless it sits at a near-tie.
+func TestLogprobsMatchTransformers(t *testing.T) {
+	const tol = 1e-4
+	for _, model := range []string{"tiny-untied", "tiny-tied"} {
+		raw, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "golden", "logprobs-"+model+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g logprobsGolden
+		if err := json.Unmarshal(raw, &g); err != nil {
+			t.Fatal(err)
+		}
+		m := loadFixture(t, model, native.Options{})
+		for _, gc := range g.Cases {
+			t.Run(model+"/"+gc.Case, func(t *testing.T) {
+				c, img := loadCase(t, gc.Case)
+				res, err := engine.Generate(context.Background(), m, engine.Request{
+					IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: len(gc.Steps),
+					IgnoreEOS: true, Logprobs: true, TopLogprobs: g.Top,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var worst float64
+				for i, want := range gc.Steps {
+					got := res.Logprobs[i]
+					if got.ID != want.Token || res.Tokens[i] != want.Token {
+						t.Fatalf("step %d: token %d, transformers chose %d", i, got.ID, want.Token)
+					}
+					worst = max(worst, math.Abs(float64(got.Logprob)-want.Logprob))
+					if len(got.Top) != len(want.TopLogprobs) {
+						t.Fatalf("step %d: %d alternatives, want %d", i, len(got.Top), len(want.TopLogprobs))
+					}
+					byID := map[int32]float32{}
+					for j, e := range got.Top {
+						byID[e.ID] = e.Logprob
+						worst = max(worst, math.Abs(float64(e.Logprob)-want.TopLogprobs[j]))
+					}
+					for j, id := range want.TopIDs {
+						v, ok := byID[id]
+						nearTie := (j > 0 && want.TopLogprobs[j-1]-want.TopLogprobs[j] < tol) ||
+							(j+1 < len(want.TopLogprobs) && want.TopLogprobs[j]-want.TopLogprobs[j+1] < tol)
+						if !ok && !nearTie {
+							t.Errorf("step %d: transformers' alternative %d (%.6f) is not listed", i, id, want.TopLogprobs[j])
+						}
+						if ok {
+							worst = max(worst, math.Abs(float64(v)-want.TopLogprobs[j]))
+						}
+					}
+				}
+				if worst > tol {
+					t.Errorf("max |diff| of the log-probabilities %.3g > %.0e", worst, tol)
+				}
+				t.Logf("max |diff| %.3g over %d steps", worst, len(gc.Steps))
+			})
+		}
+	}
 }

@@ -31,11 +31,14 @@ func alloc(n uint32) uint32 {
 //go:wasmexport iris_reset
 func reset() { pinned = pinned[:0] }
 
+// describe answers at wire minor 0, as a plugin built before FrameRequest.System does: the
+// host must write its requests at minor 0 and never send it a system message.
+//
 //go:wasmexport iris_describe
 func describe() uint64 {
-	b, _ := abi.EncodeResult(abi.Description{ABI: 1, Family: "raw", Tasks: []string{"vision-language-generation"},
-		Params: []abi.ParamSpec{{Name: "mode", Type: abi.ParamString, Default: "ok"}}})
-	return keep(b)
+	b, _ := abi.EncodeAt(&abi.Description{ABI: 1, Family: "raw", Tasks: []string{"vision-language-generation"},
+		Params: []abi.ParamSpec{{Name: "mode", Type: abi.ParamString, Default: "ok"}}}, 0)
+	return keep(append([]byte{'O'}, b...))
 }
 
 func request(ptr, n uint32) []byte {
@@ -103,7 +106,18 @@ func planExport(ptr, n uint32) uint64 {
 	return keep(abi.EncodeError(abi.Refusef("unknown_mode", "mode %q", mode)))
 }
 
+// frame reports the minor version of the request it got in Before.
+//
 //go:wasmexport iris_frame
-func frame(ptr, n uint32) uint64 { return 0 }
+func frame(ptr, n uint32) uint64 {
+	in := request(ptr, n)
+	var req abi.FrameRequest
+	if err := abi.Decode(in, &req); err != nil {
+		return keep(abi.EncodeError(abi.Failf(abi.CodeBadRequest, "%v", err)))
+	}
+	b, _ := abi.EncodeResult(abi.Frame{Before: "minor " + string(rune('0'+in[1])),
+		Span: abi.ImageSpan{Pad: "<p>", Count: req.Plan.ImageTokens}, StopTokenIDs: []int32{1}})
+	return keep(b)
+}
 
 func main() {}
