@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // ErrUnsupported reports a checkpoint whose model type or graph option no backend implements.
@@ -357,4 +358,14 @@ func (c *Config) Validate() error {
 		bad("image_token_id %d outside the vocabulary", c.ImageTokenID)
 	}
 	return errors.Join(errs...)
+}
+
+// ConfigModelTypes lists the model types ParseConfig knows the defaults of, sorted.
+func ConfigModelTypes() []string {
+	out := make([]string, 0, len(families))
+	for k := range families {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -78,9 +78,9 @@ const (
 )
 
 type graphEntry struct {
-	g      *gpu.Graph
-	epoch  int
-	never  bool // the pass takes launch shapes from host data (errNoGraph): always plain
+	g     *gpu.Graph
+	epoch int
+	never bool // the pass takes launch shapes from host data (errNoGraph): always plain
 }
 
 // pendingRead is a download into pinned memory to copy to its destination at Sync.

@@ -1,0 +1,99 @@
+package ml
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestTensorViews(t *testing.T) {
+	x := Tensor{Addr: 4096, Rows: 5, Cols: 12, Stride: 12, DType: BF16}
+	if r := x.RowsAt(2, 3); r.Addr != 4096+2*12*2 || r.Rows != 3 || r.Cols != 12 {
+		t.Errorf("RowsAt: %+v", r)
+	}
+	c := x.ColsAt(4, 6)
+	if c.Addr != 4096+4*2 || c.Cols != 6 || c.Stride != 12 || c.Contiguous() {
+		t.Errorf("ColsAt: %+v", c)
+	}
+	if r := x.Reshape(15, 4); r.Rows != 15 || r.Stride != 4 {
+		t.Errorf("Reshape: %+v", r)
+	}
+	if z := (Tensor{}).RowsAt(3, 9).ColsAt(1, 2).Reshape(4, 4); z.Valid() {
+		t.Errorf("a view of the zero tensor is %+v", z)
+	}
+	for name, f := range map[string]func(){
+		"rows past the end": func() { x.RowsAt(4, 2) },
+		"columns":           func() { x.ColsAt(10, 3) },
+		"reshape strided":   func() { c.Reshape(5, 6) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// poolOnly is a Backend whose Alloc hands out distinct addresses (KVPool needs nothing else).
+type poolOnly struct{ Backend }
+
+func (p *poolOnly) Alloc(rows, cols int, dt DType) (Tensor, error) {
+	return Tensor{Addr: 1 << 20, Rows: rows, Cols: cols, Stride: cols, DType: dt}, nil
+}
+
+func TestKVPool(t *testing.T) {
+	p, err := NewKVPool(&poolOnly{}, 2, 8, 16, 10, F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := p.Alloc(40) // 3 blocks
+	b, _ := p.Alloc(16) // 1
+	c, _ := p.Alloc(50) // 4
+	if used, total := p.Use(); used != 8 || total != 10 {
+		t.Fatalf("use %d/%d, want 8/10", used, total)
+	}
+	if a.Cap() != 48 || b.Start() != 48 || c.Start() != 64 || a.K(1).Rows != 48 {
+		t.Errorf("caps/starts: %d %d %d", a.Cap(), b.Start(), c.Start())
+	}
+	if _, err := p.Alloc(33); !errors.Is(err, ErrKVFull) {
+		t.Errorf("3 blocks with 2 free: %v", err)
+	}
+	// freeing a and b leaves one run of 4 blocks (coalesced), then the tail's 2
+	a.Free()
+	b.Free()
+	b.Free() // twice is fine
+	d, err := p.Alloc(64)
+	if err != nil || d.Start() != 0 {
+		t.Fatalf("4 blocks after coalescing: start %v, %v", d, err)
+	}
+	c.Free()
+	d.Free()
+	if used, _ := p.Use(); used != 0 {
+		t.Errorf("%d blocks in use after every free", used)
+	}
+	if e, err := p.Alloc(160); err != nil || e.Cap() != 160 {
+		t.Errorf("the whole pool after everything was freed: %v", err)
+	}
+	if _, err := NewKVPool(&poolOnly{}, 0, 8, 16, 10, F32); err == nil {
+		t.Error("a pool of no layers was made")
+	}
+}
+
+func TestWiden(t *testing.T) {
+	got := make([]float32, 3)
+	// bf16 1.0, -2.0, and f16 0.5, 65504, a subnormal
+	if err := Widen(got, []byte{0x80, 0x3f, 0x00, 0xc0, 0x00, 0x00}, "BF16"); err != nil || got[0] != 1 || got[1] != -2 || got[2] != 0 {
+		t.Errorf("bf16: %v %v", got, err)
+	}
+	if err := Widen(got, []byte{0x00, 0x38, 0xff, 0x7b, 0x01, 0x00}, "F16"); err != nil || got[0] != 0.5 || got[1] != 65504 || got[2] != 5.9604645e-08 {
+		t.Errorf("f16: %v %v", got, err)
+	}
+	if err := Widen(got, []byte{1, 2}, "F32"); err == nil {
+		t.Error("2 bytes for 3 f32 values accepted")
+	}
+	if err := Widen(got, nil, "I8"); err == nil {
+		t.Error("I8 accepted")
+	}
+}

@@ -1,0 +1,86 @@
+package models
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/iris-vlm/iris/bundles"
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/ml"
+)
+
+// TestFamilyTables proves the three family tables agree: every model type the engine runs has
+// its config defaults (engine.ParseConfig) and a bundle family (bundles.Families, whose fixed
+// geometry the plugin is built with) whose geometry the checkpoint's config matches.
+func TestFamilyTables(t *testing.T) {
+	if got, want := ModelTypes(), engine.ConfigModelTypes(); !slices.Equal(got, want) {
+		t.Errorf("families %v, config defaults for %v", got, want)
+	}
+	fixtures := map[string]string{"qwen2_5_vl": fixture.ModelDir("tiny-untied")}
+	for _, mt := range ModelTypes() {
+		var fam *bundles.Family
+		for _, f := range bundles.Families {
+			if slices.Contains(f.ModelTypes, mt) {
+				fam = &f
+			}
+		}
+		if fam == nil {
+			t.Errorf("model type %s: no bundle family", mt)
+			continue
+		}
+		dir, ok := fixtures[mt]
+		if !ok {
+			t.Errorf("model type %s: no fixture checkpoint to check its geometry with", mt)
+			continue
+		}
+		cfg, err := engine.LoadConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := cfg.Vision
+		for key, got := range map[string]int{"patch_size": v.PatchSize, "temporal_patch_size": v.TemporalPatchSize, "merge_size": v.MergeSize} {
+			if want, _ := fam.Fixed[key].(float64); int(want) != got {
+				t.Errorf("%s: bundle family fixes %s = %v, the engine reads %d", mt, key, fam.Fixed[key], got)
+			}
+		}
+	}
+	// bundle families the engine does not run yet are listed, so the gap is seen
+	for name, f := range bundles.Families {
+		runs := false
+		for _, mt := range f.ModelTypes {
+			runs = runs || slices.Contains(ModelTypes(), mt)
+		}
+		if !runs {
+			t.Logf("bundle family %s: no engine family yet", name)
+		}
+	}
+}
+
+// TestLoadRefuses: an unknown model type is ErrUnsupported, and the backend is closed.
+func TestLoadRefuses(t *testing.T) {
+	b, err := native.New(native.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(t.TempDir(), b, Options{}); err == nil {
+		t.Error("a directory without a checkpoint loaded")
+	}
+	if b.Kernels() != "" {
+		t.Error("the backend was left open after a failed load")
+	}
+	b2, _ := native.New(native.Options{Threads: 1})
+	m, err := Load(fixture.ModelDir("tiny-tied"), b2, Options{KVTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if used, total := m.(engine.Pooled).KVUse(); used != 0 || total != 4 {
+		t.Errorf("KV pool %d/%d blocks, want 0/4 (64 tokens of 16)", used, total)
+	}
+	if _, err := m.NewSequence(65); !errors.Is(err, ml.ErrKVFull) {
+		t.Errorf("a sequence over the pool: %v", err)
+	}
+}
