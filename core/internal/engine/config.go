@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 )
 
 // ErrUnsupported reports a checkpoint whose model type or graph option no backend implements.
@@ -77,26 +78,33 @@ func (v VisionConfig) PatchDim() int {
 	return v.InChannels * v.TemporalPatchSize * v.PatchSize * v.PatchSize
 }
 
-// family holds what a model type fixes that its config.json does not say.
-type family struct {
-	visionNormEps float64
-	qkvBias       bool
+// ConfigDefaults are what a model type fixes that its config.json does not say: the values the
+// reference applies when a key is absent. Each family registers its own (RegisterConfig) from its
+// folder under core/internal/models.
+type ConfigDefaults struct {
+	VisionNormEps float64
+	QKVBias       bool
 	// defaults the reference applies when config.json omits a key
-	textEps, textTheta, visionTheta float64
-	mropeSection                    [3]int
-	windowSize                      int
-	fullAtt                         []int
+	TextEps, TextTheta, VisionTheta float64
+	MRopeSection                    [3]int
+	WindowSize                      int
+	FullAtt                         []int
 }
 
-// families is the table of supported model types.
-var families = map[string]family{
-	// transformers 5.17 models/qwen2_5_vl: Qwen2_5_VLRMSNorm(..., eps=1e-6) in the vision tower,
-	// q/k/v bias in Qwen2_5_VLAttention, defaults from Qwen2_5_VL{Text,Vision}Config.
-	"qwen2_5_vl": {
-		visionNormEps: 1e-6, qkvBias: true,
-		textEps: 1e-5, textTheta: 1e6, visionTheta: 1e4,
-		mropeSection: [3]int{16, 24, 24}, windowSize: 112, fullAtt: []int{7, 15, 23, 31},
-	},
+var (
+	familiesMu sync.RWMutex
+	families   = map[string]ConfigDefaults{}
+)
+
+// RegisterConfig makes ParseConfig accept modelType with these defaults; a family calls it from
+// its package's init. Registering a model type twice panics.
+func RegisterConfig(modelType string, d ConfigDefaults) {
+	familiesMu.Lock()
+	defer familiesMu.Unlock()
+	if _, dup := families[modelType]; dup {
+		panic("engine: model type " + modelType + " registered twice")
+	}
+	families[modelType] = d
 }
 
 // LoadConfig reads dir/config.json.
@@ -138,7 +146,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	if _, err := top.get("model_type", &cfg.ModelType); err != nil {
 		return nil, err
 	}
+	familiesMu.RLock()
 	fam, ok := families[cfg.ModelType]
+	familiesMu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("model_type %q: %w", cfg.ModelType, ErrUnsupported)
 	}
@@ -193,16 +203,16 @@ func ParseConfig(data []byte) (*Config, error) {
 	opt(text, "num_key_value_heads", &t.KVHeads)
 	t.MaxPositions = 32768
 	opt(text, "max_position_embeddings", &t.MaxPositions)
-	t.RMSNormEps = fam.textEps
+	t.RMSNormEps = fam.TextEps
 	opt(text, "rms_norm_eps", &t.RMSNormEps)
 	t.Act = "silu"
 	opt(text, "hidden_act", &t.Act)
-	t.QKVBias = fam.qkvBias
+	t.QKVBias = fam.QKVBias
 
 	// Rotary: rope_parameters (transformers 5) or rope_scaling plus rope_theta (hub).
-	t.RopeTheta = fam.textTheta
+	t.RopeTheta = fam.TextTheta
 	opt(text, "rope_theta", &t.RopeTheta)
-	section := fam.mropeSection[:]
+	section := fam.MRopeSection[:]
 	for _, key := range []string{"rope_scaling", "rope_parameters"} {
 		var rope jsonObject
 		opt(text, key, &rope)
@@ -257,21 +267,21 @@ func ParseConfig(data []byte) (*Config, error) {
 	opt(vision, "patch_size", &v.PatchSize)
 	opt(vision, "temporal_patch_size", &v.TemporalPatchSize)
 	opt(vision, "spatial_merge_size", &v.MergeSize)
-	v.WindowSize = fam.windowSize
+	v.WindowSize = fam.WindowSize
 	opt(vision, "window_size", &v.WindowSize)
-	v.FullAttBlocks = append([]int(nil), fam.fullAtt...)
+	v.FullAttBlocks = append([]int(nil), fam.FullAtt...)
 	opt(vision, "fullatt_block_indexes", &v.FullAttBlocks)
 	v.Act = "silu"
 	opt(vision, "hidden_act", &v.Act)
 	v.TokensPerSecond = 4
 	opt(vision, "tokens_per_second", &v.TokensPerSecond)
-	v.RopeTheta = fam.visionTheta
+	v.RopeTheta = fam.VisionTheta
 	var vrope jsonObject
 	opt(vision, "rope_parameters", &vrope)
 	if vrope != nil {
 		opt(vrope, "rope_theta", &v.RopeTheta)
 	}
-	v.NormEps = fam.visionNormEps
+	v.NormEps = fam.VisionNormEps
 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -362,6 +372,8 @@ func (c *Config) Validate() error {
 
 // ConfigModelTypes lists the model types ParseConfig knows the defaults of, sorted.
 func ConfigModelTypes() []string {
+	familiesMu.RLock()
+	defer familiesMu.RUnlock()
 	out := make([]string, 0, len(families))
 	for k := range families {
 		out = append(out, k)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	_ "github.com/iris-vlm/iris/core/internal/models/qwen25vl" // registers its config defaults
 )
 
 func TestParseConfig(t *testing.T) {

@@ -3,8 +3,8 @@
 //
 // Every kernel exists for two storage types, named by a suffix: _f32 (float activations and
 // weights: the exact-parity mode) and _bf16 (__nv_bfloat16 storage, float arithmetic). The bf16
-// kernels round where transformers 5.17 rounds in a bf16 model (models/qwen2_5_vl/
-// modeling_qwen2_5_vl.py), quoted next to each kernel, so that greedy tokens agree as often as
+// kernels round where transformers 5.17 rounds in a bf16 model (the PyTorch lines are quoted next
+// to each kernel), so that greedy tokens agree as often as
 // rounding allows.
 //
 // Built by `just kernels` (nvcc 13.0, sm_90 SASS + compute_90 PTX) into build/iris.fatbin, which
@@ -144,7 +144,7 @@ extern "C" __global__ void iris_scatter_bf16(bf16 *out, int ldo, const bf16 *in,
 // ---------------------------------------------------------------------------------------------
 // normalisation and elementwise steps
 
-// Qwen2_5_VLRMSNorm.forward:
+// RMSNorm.forward (transformers' *RMSNorm modules):
 //   hidden_states = hidden_states.to(torch.float32)
 //   variance = hidden_states.pow(2).mean(-1, keepdim=True)
 //   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
@@ -246,7 +246,7 @@ template <typename T> __device__ void bias_rows(T *out, const T *b, int rows, in
 extern "C" __global__ void iris_bias_f32(float *out, const float *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
 extern "C" __global__ void iris_bias_bf16(bf16 *out, const bf16 *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
 
-// Qwen2MLP: self.act_fn(self.gate_proj(x)) * self.up_proj(x), act_fn = silu. gu holds the gate
+// a gated MLP: self.act_fn(self.gate_proj(x)) * self.up_proj(x), act_fn = silu. gu holds the gate
 // and up projections side by side ([rows, 2*I]); out is [rows, I] at row stride ldo >= I, the
 // columns past I set to zero (they meet the zero padding of a weight whose row is padded to a
 // 16-byte multiple for the tensor cores). silu and the product each round to T.
@@ -291,7 +291,7 @@ template <typename T> __device__ void pad_rows(T *out, const T *in, int rows, in
 extern "C" __global__ void iris_pad_rows_f32(float *out, const float *in, int rows, int n, int ldo) { pad_rows(out, in, rows, n, ldo); }
 extern "C" __global__ void iris_pad_rows_bf16(bf16 *out, const bf16 *in, int rows, int n, int ldo) { pad_rows(out, in, rows, n, ldo); }
 
-// nn.GELU() (approximate="none") in Qwen2_5_VLPatchMerger.mlp: x * 0.5 * (1 + erf(x / sqrt(2)))
+// nn.GELU() (approximate="none"): x * 0.5 * (1 + erf(x / sqrt(2)))
 template <typename T> __device__ void gelu(T *x, long n) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     GRID_STRIDE(i, n) {

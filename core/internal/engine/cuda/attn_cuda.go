@@ -51,7 +51,7 @@ const gemmAttnBudget = 1 << 30
 // With grouped kv heads the heads of a chunk sharing a kv head run as one strided batch, a
 // launch per group and product; with a.ptrs (every head in one chunk, a.q0 = a.k0 = 0) the whole
 // segment runs as one batch of pointers per product instead (three launches, not six, for
-// Qwen's 16 heads in 2 groups).
+// 16 heads in 2 groups).
 func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p gpu.DevPtr, chunk int) error {
 	e := dt.size()
 	causal := 0

@@ -1,5 +1,5 @@
 // ops.c: the small steps between the matrix products, each next to the PyTorch line it mirrors
-// (transformers 5.17, models/qwen2_5_vl/modeling_qwen2_5_vl.py). All in F32.
+// (transformers 5.17's RMSNorm, MLP and rotary modules). All in F32.
 #include <math.h>
 #include <string.h>
 
@@ -13,7 +13,7 @@
 #define HAVE_X86 0
 #endif
 
-// Qwen2_5_VLRMSNorm.forward:
+// RMSNorm.forward (the *RMSNorm modules of transformers' decoders and towers):
 //   variance = hidden_states.pow(2).mean(-1, keepdim=True)
 //   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
 //   return self.weight * hidden_states
@@ -93,7 +93,7 @@ static AVX2 void softmax_avx2(float *x, int n) {
 }
 #endif
 
-// Qwen2MLP / Qwen2_5_VLMLP: self.act_fn(self.gate_proj(x)) * self.up_proj(x), act_fn = silu
+// a gated MLP: self.act_fn(self.gate_proj(x)) * self.up_proj(x), act_fn = silu
 void silu_mul(const kernels *kn, float *gate, const float *up, int n) {
 #if HAVE_X86
     if (kn->level >= IRIS_KERNELS_AVX2) {
@@ -108,7 +108,7 @@ void silu_mul(const kernels *kn, float *gate, const float *up, int n) {
     }
 }
 
-// nn.GELU() (approximate="none") in Qwen2_5_VLPatchMerger.mlp: x * 0.5 * (1 + erf(x / sqrt(2)))
+// nn.GELU() (approximate="none"): x * 0.5 * (1 + erf(x / sqrt(2)))
 void gelu_erf(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
 }
