@@ -221,3 +221,32 @@ func Mark(b Backend, stage string) {
 		m.Mark(stage)
 	}
 }
+
+// SpanRun is a run of CachedAttention's query rows that continue one sequence: row Row+i sees
+// the pool rows [Start, Start+Past+1+i), a causal attention after Past cached keys.
+type SpanRun struct {
+	Row, Rows, Start, Past int
+}
+
+// SpanRuns splits CachedAttention's spans (two values a query row) into runs of one sequence
+// each, checking them against the pool's rows. Backends that attend per sequence share it.
+func SpanRuns(spans []int32, rows, poolRows int) ([]SpanRun, error) {
+	if len(spans) != 2*rows {
+		return nil, fmt.Errorf("%d span values for %d rows", len(spans), rows)
+	}
+	var runs []SpanRun
+	for i := 0; i < rows; {
+		start, n0 := int(spans[2*i]), int(spans[2*i+1])
+		j := i + 1
+		for j < rows && int(spans[2*j]) == start && int(spans[2*j+1]) == n0+(j-i) {
+			j++
+		}
+		keys := n0 + (j - i) - 1
+		if start < 0 || n0 < 1 || start+keys > poolRows {
+			return nil, fmt.Errorf("keys [%d, %d) of a pool of %d rows", start, start+keys, poolRows)
+		}
+		runs = append(runs, SpanRun{Row: i, Rows: j - i, Start: start, Past: n0 - 1})
+		i = j
+	}
+	return runs, nil
+}

@@ -60,7 +60,6 @@ type Backend struct {
 	// afterKernel: the last thing enqueued is a kernel (a dependent launch may follow it).
 	afterKernel bool
 
-	segs     int // flash segment bounds written this pass (each its own buffer)
 	replays  int // passes run as a graph
 	graphs   map[string]*graphEntry
 	joined   map[joinKey]ml.Tensor // biases of merged products, side by side (mergeOuts)
@@ -705,7 +704,7 @@ func (b *Backend) Sync() error {
 		}
 	}
 	b.reads = b.reads[:0]
-	b.backAt, b.stageAt, b.flushAt, b.segs = 0, 0, 0, 0
+	b.backAt, b.stageAt, b.flushAt = 0, 0, 0
 	clear(b.bounds)
 	b.collect()
 	err := b.err

@@ -656,21 +656,16 @@ func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, 
 		b.fail(errNoGraph)
 		return
 	}
-	for i := 0; i < q.Rows && b.err == nil; {
-		start, n0 := int(sp[2*i]), int(sp[2*i+1])
-		j := i + 1
-		for j < q.Rows && int(sp[2*j]) == start && int(sp[2*j+1]) == n0+(j-i) {
-			j++
-		}
-		keys := n0 + (j - i) - 1
-		if start < 0 || n0 < 1 || start+keys > kPool.Rows {
-			b.bad("attention: keys [%d, %d) of %d", start, start+keys, kPool.Rows)
-			return
-		}
+	runs, err := ml.SpanRuns(sp, q.Rows, kPool.Rows)
+	if err != nil {
+		b.bad("attention: %v", err)
+		return
+	}
+	for _, r := range runs {
 		c := a
-		c.Causal, c.Past = true, n0-1
-		b.Attention(out.RowsAt(i, j-i), q.RowsAt(i, j-i), kPool.RowsAt(start, keys), vPool.RowsAt(start, keys), c)
-		i = j
+		c.Causal, c.Past = true, r.Past
+		keys := r.Past + r.Rows
+		b.Attention(out.RowsAt(r.Row, r.Rows), q.RowsAt(r.Row, r.Rows), kPool.RowsAt(r.Start, keys), vPool.RowsAt(r.Start, keys), c)
 	}
 }
 
@@ -697,7 +692,6 @@ func (b *Backend) Graph(key string, run func(replay bool)) {
 		fn()
 		return
 	}
-	b.segs = 0
 	if e.g != nil && e.epoch == b.epoch {
 		b.mode = replaying
 		run(true) // the inputs and outputs only: the graph has the ops
@@ -766,7 +760,7 @@ func (b *Backend) GraphRuns() int {
 // reset forgets the pinned areas' contents and pending reads of an abandoned run.
 func (b *Backend) reset() {
 	b.reads = b.reads[:0]
-	b.stageAt, b.flushAt, b.backAt, b.segs = 0, 0, 0, 0
+	b.stageAt, b.flushAt, b.backAt = 0, 0, 0
 	clear(b.bounds)
 }
 

@@ -90,33 +90,9 @@ func TestParityFP32(t *testing.T) {
 // decode, prefilled in chunks, leaving at different steps) gives exactly the greedy tokens each
 // gives alone.
 func TestBatchEqualsSingleFP32(t *testing.T) {
-	ctx := context.Background()
 	for _, model := range []string{"tiny-untied", "tiny-tied"} {
 		m, _ := loadFixture(t, model, Options{Precision: "fp32"})
-		reqs, err := fixture.MixedRequests(m.Config())
-		if err != nil {
-			t.Fatal(err)
-		}
-		alone, err := fixture.Alone(ctx, m, reqs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tc := range []struct{ width, chunk int }{{2, 1 << 20}, {3, 64}, {7, 37}, {7, 1 << 20}} {
-			t.Run(fmt.Sprintf("%s/width%d/chunk%d", model, tc.width, tc.chunk), func(t *testing.T) {
-				got, err := fixture.Batched(ctx, m, reqs, tc.width, tc.chunk)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := range reqs {
-					if !slices.Equal(got[i], alone[i]) {
-						t.Errorf("request %d: batched %v, alone %v", i, got[i], alone[i])
-					}
-				}
-				if used, _ := m.(engine.Pooled).KVUse(); used != 0 {
-					t.Errorf("%d KV blocks in use after every sequence closed", used)
-				}
-			})
-		}
+		t.Run(model, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m) })
 	}
 }
 

@@ -446,29 +446,19 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 		C.int(q.Rows), C.int(k.Rows), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), causal, C.int(a.Past), C.float(a.Scale))))
 }
 
-// CachedAttention implements ml.Backend: each run of rows that continue one sequence (the same
-// start, each seeing one more key) is one causal attention over that sequence's keys.
+// CachedAttention implements ml.Backend: each run of rows that continue one sequence is one
+// causal attention over that sequence's keys.
 func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
-	sp := spans.Host
-	if len(sp) != 2*q.Rows {
-		b.fail(fmt.Errorf("native attention: %d span values for %d rows: %w", len(sp), q.Rows, engine.ErrInvalidInput))
+	runs, err := ml.SpanRuns(spans.Host, q.Rows, k.Rows)
+	if err != nil {
+		b.fail(fmt.Errorf("native attention: %w: %w", err, engine.ErrInvalidInput))
 		return
 	}
 	a.Causal = true
-	for i := 0; i < q.Rows && b.err == nil; {
-		start, n0 := int(sp[2*i]), int(sp[2*i+1])
-		j := i + 1
-		for j < q.Rows && int(sp[2*j]) == start && int(sp[2*j+1]) == n0+(j-i) {
-			j++
-		}
-		keys := n0 + (j - i) - 1
-		if start < 0 || n0 < 1 || start+keys > k.Rows {
-			b.fail(fmt.Errorf("native attention: keys [%d, %d) of %d: %w", start, start+keys, k.Rows, engine.ErrInvalidInput))
-			return
-		}
-		a.Past = n0 - 1
-		b.Attention(out.RowsAt(i, j-i), q.RowsAt(i, j-i), k.RowsAt(start, keys), v.RowsAt(start, keys), a)
-		i = j
+	for _, r := range runs {
+		a.Past = r.Past
+		keys := r.Past + r.Rows
+		b.Attention(out.RowsAt(r.Row, r.Rows), q.RowsAt(r.Row, r.Rows), k.RowsAt(r.Start, keys), v.RowsAt(r.Start, keys), a)
 	}
 }
 
