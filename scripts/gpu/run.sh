@@ -133,9 +133,11 @@ if [[ $phase == compare ]]; then
   for f in "$carry"/base/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$base/$(basename "${f%.xz}")"; done
   chmod +x "$base"/* 2>/dev/null
   if [[ ! -x $base/iris || ! -x $base/gpucheck ]]; then echo "FAIL compare: no base binaries in .carry/base"; exit 1; fi
-  step "fp32 reference of transformers (9 cases x 32 tokens) and this build's parity"
-  timeout 300 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$OUT/ref.json" --new 32 --precisions fp32; verdict reference $?
-  timeout 150 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$OUT/ref.json" -new 32 -precision fp32 -out "$OUT/parity.json"; verdict parity $?
+  if [[ -z ${IRIS_COMPARE_SPEED:-} ]]; then # IRIS_COMPARE_SPEED=1: timings only
+    step "fp32 reference of transformers (9 cases x 32 tokens) and this build's parity"
+    timeout 300 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$OUT/ref.json" --new 32 --precisions fp32; verdict reference $?
+    timeout 150 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$OUT/ref.json" -new 32 -precision fp32 -out "$OUT/parity.json"; verdict parity $?
+  fi
   step "engine, c=1: base and this build alternating (gpucheck bench, the photo)"
   for round in 1 2; do
     for who in base new; do

@@ -16,7 +16,7 @@ type Input struct {
 }
 
 // Output is what a batch gives one sequence: the argmax of its last token's logits and, when
-// asked, the logits themselves (valid until the next Forward on the model).
+// asked, the logits themselves (the sequence's: valid until its next call).
 type Output struct {
 	Argmax int32
 	Logits []float32

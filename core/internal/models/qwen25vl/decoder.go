@@ -86,16 +86,41 @@ func (m *Model) plan(batch []engine.Input) (*batchPlan, error) {
 			p.spans = append(p.spans, int32(start), int32(past+j+1))
 		}
 		// Qwen2_5_VLRotaryEmbedding: freqs = inv_freq @ position_ids in F32, frequency f driven
-		// by position row freqAxis[f]
+		// by position row freqAxis[f] (the angles of each position come from the model's table)
+		top := int32(0)
+		for _, v := range flat.Pos {
+			top = max(top, v)
+		}
+		cos, sin := m.angles(int(top) + 1)
 		for j := range n {
 			for f := range half {
-				angle := float32(flat.Pos[m.freqAxis[f]*n+j]) * m.invFreq[f]
-				p.cos = append(p.cos, float32(math.Cos(float64(angle))))
-				p.sin = append(p.sin, float32(math.Sin(float64(angle))))
+				at := int(flat.Pos[m.freqAxis[f]*n+j])*half + f
+				if at < 0 {
+					return nil, fmt.Errorf("input %d: negative rotary position: %w", i, engine.ErrInvalidInput)
+				}
+				p.cos = append(p.cos, cos[at])
+				p.sin = append(p.sin, sin[at])
 			}
 		}
 	}
 	return p, nil
+}
+
+// angles returns the cosines and sines of every frequency at positions [0, n) (n rows of hd/2),
+// computing the missing rows once for the model's life: a prefill of 200 tokens asks for 25,600
+// of them, which took 0.4 ms of the host's time a request when computed each time.
+func (m *Model) angles(n int) (cos, sin []float32) {
+	half := len(m.invFreq)
+	m.ropeMu.Lock()
+	defer m.ropeMu.Unlock()
+	for p := len(m.ropeCos) / half; p < n; p++ {
+		for f := range half {
+			a := float64(float32(p) * m.invFreq[f])
+			m.ropeCos = append(m.ropeCos, float32(math.Cos(a)))
+			m.ropeSin = append(m.ropeSin, float32(math.Sin(a)))
+		}
+	}
+	return m.ropeCos, m.ropeSin
 }
 
 // Forward implements engine.Batcher: Qwen2_5_VLTextModel + lm_head over every input's tokens at
@@ -125,16 +150,15 @@ func (m *Model) Forward(ctx context.Context, batch []engine.Input) ([]engine.Out
 
 func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, error) {
 	b := m.b
-	t := &m.cfg.Text
 	n, nb := len(p.ids), len(batch)
 	picks := make([]int32, nb)
 	outs := make([]engine.Output, nb)
-	for i := range outs {
-		if batch[i].Logits {
-			outs[i].Logits = m.logits
-			if nb > 1 {
-				outs[i].Logits = make([]float32, t.Vocab)
+	for i, s := range p.seqs {
+		if batch[i].Logits { // each sequence's own: valid until its next call (engine.Model)
+			if s.logits == nil {
+				s.logits = m.takeLogits()
 			}
+			outs[i].Logits = s.logits
 		}
 	}
 	// A decode step of a given batch size issues the same ops on the same buffers every time:

@@ -71,7 +71,13 @@ type Model struct {
 
 	invFreq  []float32 // text rotary frequencies
 	freqAxis []int     // which position row (t, h, w) drives each frequency
-	logits   []float32
+	// logitRows are the logits buffers of closed sequences, for the next ones (a vocabulary's
+	// worth each: 600 KB at 152k).
+	logitRows sync.Pool
+	// ropeCos and ropeSin are the angles of positions 0, 1, ... (hd/2 values each), grown on
+	// demand (angles); ropeMu guards them (plans are made outside mu).
+	ropeMu           sync.Mutex
+	ropeCos, ropeSin []float32
 
 	// image rows kept in backend memory (EncodeVisionDevice): every buffer made, and those
 	// released; rowsMu guards rowsFree (Release runs on any goroutine).
@@ -135,7 +141,6 @@ func (m *Model) init(opts Options) error {
 	if err != nil {
 		return err
 	}
-	m.logits = make([]float32, t.Vocab)
 	return nil
 }
 
@@ -246,10 +251,11 @@ func (m *Model) Close() error {
 	return err
 }
 
-// sequence is a KV cache from the model's pool.
+// sequence is a KV cache from the model's pool, and the logits its calls return.
 type sequence struct {
-	m  *Model
-	kv *ml.KVCache
+	m      *Model
+	kv     *ml.KVCache
+	logits []float32
 }
 
 // NewSequence implements engine.Model.
@@ -275,7 +281,19 @@ func (s *sequence) Cap() int { return s.kv.Cap() }
 func (s *sequence) Reset()   { s.kv.Len = 0 }
 func (s *sequence) Close() error {
 	s.kv.Free()
+	if s.logits != nil {
+		s.m.logitRows.Put(&s.logits)
+		s.logits = nil
+	}
 	return nil
+}
+
+// takeLogits is a vocabulary-sized buffer for a sequence's logits.
+func (m *Model) takeLogits() []float32 {
+	if p, ok := m.logitRows.Get().(*[]float32); ok {
+		return *p
+	}
+	return make([]float32, m.cfg.Text.Vocab)
 }
 
 // EncodeVision implements engine.Model.

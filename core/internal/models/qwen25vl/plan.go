@@ -76,6 +76,15 @@ func planVision(v *engine.VisionConfig, g engine.Grid) *visionPlan {
 	n := p.patches
 	p.rope = make([]float32, 2*n*half)
 	cos, sin := p.cos(), p.sin()
+	// the angles of one position, once: a grid has max(H, W) positions, not one per patch
+	side := max(g.H, g.W)
+	cs := make([]float32, 2*side*quarter)
+	for pos := range side {
+		for f := range quarter {
+			a := float64(float32(pos) * inv[f])
+			cs[pos*quarter+f], cs[(side+pos)*quarter+f] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+	}
 	frame := g.H * g.W
 	bw := g.W / merge
 	for u, src := range p.index {
@@ -85,13 +94,11 @@ func planVision(v *engine.VisionConfig, g engine.Grid) *visionPlan {
 			block, within := q/unit, q%unit
 			hpos := (block/bw)*merge + within/merge
 			wpos := (block%bw)*merge + within%merge
-			for f := range quarter {
-				ah, aw := float32(hpos)*inv[f], float32(wpos)*inv[f]
-				cos[dst*half+f] = float32(math.Cos(float64(ah)))
-				sin[dst*half+f] = float32(math.Sin(float64(ah)))
-				cos[dst*half+quarter+f] = float32(math.Cos(float64(aw)))
-				sin[dst*half+quarter+f] = float32(math.Sin(float64(aw)))
-			}
+			row := dst * half
+			copy(cos[row:row+quarter], cs[hpos*quarter:])
+			copy(sin[row:row+quarter], cs[(side+hpos)*quarter:])
+			copy(cos[row+quarter:row+half], cs[wpos*quarter:])
+			copy(sin[row+quarter:row+half], cs[(side+wpos)*quarter:])
 		}
 	}
 	return p
