@@ -38,8 +38,11 @@ if [[ -n ${IRIS_BASE:-} ]]; then
   git worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
   git worktree add --detach "$wt" "$IRIS_BASE" >/dev/null
   ln -sfn "$PWD/.build" "$wt/.build"
-  (cd "$wt" && scripts/gpu/build-kernels.sh && go build "${flags[@]}" -o "$OLDPWD/$out/base/iris" ./gateway/cmd/iris &&
-    go build "${flags[@]}" -o "$OLDPWD/$out/base/gpucheck" ./core/internal/engine/cuda/gpucheck)
+  # the base's own plugin too: a host refuses a plugin newer than its wire format
+  dest=$PWD/$out/base
+  (cd "$wt" && scripts/gpu/build-kernels.sh && go build "${flags[@]}" -o "$dest/iris" ./gateway/cmd/iris &&
+    go build "${flags[@]}" -o "$dest/gpucheck" ./core/internal/engine/cuda/gpucheck &&
+    cd plugins/qwen2_5_vl && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -o "$dest/qwen2_5_vl.wasm" .)
   git worktree remove --force "$wt"
 fi
 if [[ $phase == compare ]]; then

@@ -152,6 +152,7 @@ if [[ $phase == compare ]]; then
     b=$bin; [[ $who == base ]] && b=$base
     rm -rf "$work/bundle-$who"
     plugin=(); [[ -f $bin/qwen2_5_vl.wasm ]] && plugin=(--plugin "$bin/qwen2_5_vl.wasm")
+    [[ $who == base && -f $base/qwen2_5_vl.wasm ]] && plugin=(--plugin "$base/qwen2_5_vl.wasm") # its own wire format
     timeout 120 "$b/iris" bundle build --from "$model" --family qwen2_5_vl --out "$work/bundle-$who" --backend cuda --name qwen25vl-3b --context 4096 "${plugin[@]}" >/dev/null; verdict "bundle-$who" $?
   done
   for round in 1 2; do
