@@ -1,16 +1,17 @@
-// Package engine defines the model-execution interface the runtime drives, and what every backend
-// shares: the graph config parsed from config.json, 3-D rotary positions, request bounds, sampling
-// and the generate loop (vision -> prefill -> decode).
+// Package engine defines the model-execution interface the runtime drives, and what every family
+// shares: the graph config parsed from config.json (with each family's registered defaults), 3-D
+// rotary positions, request bounds, sampling and the generate loop (vision -> prefill -> decode).
 //
-// A backend (the cgo CPU engine in engine/native, the CUDA one in engine/cuda) implements [Model]
-// and [Sequence], and may implement [DeviceEncoder] (image rows kept on its device) and
-// [GreedyModel] (the greedy choice made on its device), which [Generate] uses when present;
-// everything else in this package is backend-independent Go without cgo.
+// A model family (core/internal/models/<family>, written over the op set of core/internal/ml and
+// run by a backend: engine/native on the CPU, engine/cuda on the GPU) implements [Model],
+// [Sequence] and the batch-first [Batcher], and may implement [DeviceEncoder] (image rows kept in
+// backend memory), [GreedyModel] (the greedy choice taken in place) and [Pooled] (KV blocks in
+// use), which [Generate] and the runtime use when present; this package is Go without cgo.
 //
 // # Notes
 //
-//   - A [Model] is safe for concurrent use; a backend may serialise calls (the CPU backend runs
-//     one call at a time, each on all its threads).
+//   - A [Model] is safe for concurrent use; a model may serialise calls (one pass at a time on
+//     its backend).
 //   - A [Sequence] (one KV cache) is used by one request at a time: its methods and the Model
 //     methods that take it must not be called concurrently for the same Sequence.
 //   - [Check] runs before any kernel: the runtime calls it to refuse a request as a client error,
