@@ -281,16 +281,16 @@ func (s *sequence) Cap() int { return s.kv.Cap() }
 func (s *sequence) Reset()   { s.kv.Len = 0 }
 func (s *sequence) Close() error {
 	s.kv.Free()
-	if s.logits != nil {
-		s.m.logitRows.Put(&s.logits)
+	if buf := s.logits; buf != nil {
 		s.logits = nil
+		s.m.logitRows.Put(&buf)
 	}
 	return nil
 }
 
 // takeLogits is a vocabulary-sized buffer for a sequence's logits.
 func (m *Model) takeLogits() []float32 {
-	if p, ok := m.logitRows.Get().(*[]float32); ok {
+	if p, ok := m.logitRows.Get().(*[]float32); ok && len(*p) == m.cfg.Text.Vocab {
 		return *p
 	}
 	return make([]float32, m.cfg.Text.Vocab)
