@@ -785,6 +785,18 @@ func (b *Backend) Mark(stage string) {
 	if p.totals == nil {
 		p.totals, p.counts = map[string]float64{}, map[string]int{}
 	}
+	if p.n == 0 { // the pass's opening event
+		b.record(p, "")
+	}
+	b.record(p, stage)
+	b.afterKernel = false
+}
+
+// record records the pass's next event, for the stage that ends at it.
+func (b *Backend) record(p *profiler, stage string) {
+	if b.err != nil {
+		return
+	}
 	if p.n == len(p.events) {
 		e, err := gpu.NewEvent()
 		if err != nil {
@@ -794,23 +806,8 @@ func (b *Backend) Mark(stage string) {
 		p.events = append(p.events, e)
 		p.names = append(p.names, "")
 	}
-	if p.n == 0 { // the pass's opening event
-		b.fail(p.events[0].Record(b.stream))
-		p.names[0] = ""
-		p.n = 1
-		if p.n == len(p.events) {
-			e, err := gpu.NewEvent()
-			if err != nil {
-				b.fail(err)
-				return
-			}
-			p.events = append(p.events, e)
-			p.names = append(p.names, "")
-		}
-	}
 	p.names[p.n] = stage
 	b.fail(p.events[p.n].Record(b.stream))
-	b.afterKernel = false
 	p.n++
 }
 
