@@ -195,12 +195,13 @@ func (m *deviceFake) EncodeVisionDevice(_ context.Context, img engine.Image) (*e
 }
 
 func (m *deviceFake) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
-	in, err := p.Flatten(m.cfg)
-	if err != nil {
+	if _, err := p.Flatten(m.cfg); err != nil {
 		return nil, err
 	}
-	if len(in.Device) != len(p.Images) || in.Embeds != nil {
-		return nil, fmt.Errorf("flattened %d device images and %d host values", len(in.Device), len(in.Embeds))
+	for i, e := range p.Images {
+		if e.Device == nil || e.Data != nil {
+			return nil, fmt.Errorf("image %d: rows not on the device (%d host values)", i, len(e.Data))
+		}
 	}
 	if m.fail {
 		return nil, errors.New("prefill failed")

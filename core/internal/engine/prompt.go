@@ -2,21 +2,17 @@ package engine
 
 import "fmt"
 
-// PrefillInput is a Prompt laid out the way every backend's prefill consumes it.
+// PrefillInput is a Prompt laid out the way a family's prefill consumes it.
 type PrefillInput struct {
 	// Pos holds the t, h and w rows of the positions, one after the other (3*len(IDs)).
 	Pos []int32
-	// Slots are the indexes of the image placeholders in IDs, in order; Embeds their rows
-	// (len(Slots)*Config.Text.Hidden values), as masked_scatter places them.
-	Slots  []int32
-	Embeds []float32
-	// Device are the images, in order, when their rows are on the device (Embeddings.Device;
-	// Embeds is then nil). A prompt's images are all in host memory or all on the device.
-	Device []*Embeddings
+	// Slots are the indexes of the image placeholders in IDs, in order: the rows of p.Images,
+	// one image after the other, go there (masked_scatter).
+	Slots []int32
 }
 
-// Flatten checks p against cfg and lays it out for a prefill. Backends share it so that every one
-// validates and scatters the same way.
+// Flatten checks p against cfg (a prompt's images are all in host memory or all on the device)
+// and lays it out for a prefill. Families share it so that every one validates the same way.
 func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
 	n := len(p.IDs)
 	if n == 0 || len(p.Positions.T) != n || len(p.Positions.H) != n || len(p.Positions.W) != n {
@@ -46,18 +42,8 @@ func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
 	if rows != len(out.Slots) {
 		return nil, fmt.Errorf("%d image embedding rows for %d placeholder tokens: %w", rows, len(out.Slots), ErrInvalidInput)
 	}
-	switch {
-	case onDevice == len(p.Images) && onDevice > 0:
-		out.Device = p.Images
-	case onDevice > 0:
+	if onDevice > 0 && onDevice < len(p.Images) {
 		return nil, fmt.Errorf("%d of %d images' embeddings on the device: %w", onDevice, len(p.Images), ErrInvalidInput)
-	case len(p.Images) == 1:
-		out.Embeds = p.Images[0].Data
-	case rows > 0:
-		out.Embeds = make([]float32, 0, rows*hidden)
-		for _, e := range p.Images {
-			out.Embeds = append(out.Embeds, e.Data...)
-		}
 	}
 	return out, nil
 }

@@ -159,8 +159,3 @@ func (l *Loader) Matrix(prefixes []string, name string, rows, cols int) Tensor {
 func (l *Loader) Vector(prefixes []string, name string, n int) Tensor {
 	return l.load(prefixes, name, 1, n, func(DType) DType { return l.b.DType() }, false)
 }
-
-// Table binds an embedding table (rows x cols) in the backend's matrix type.
-func (l *Loader) Table(prefixes []string, name string, rows, cols int) Tensor {
-	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true)
-}

@@ -74,11 +74,12 @@ type Options struct {
 
 // Backend runs ml ops on the host's cores.
 type Backend struct {
-	c       *C.iris_cpu
-	scratch map[string]*buffer
-	owned   []unsafe.Pointer
-	inputs  int // the pass's inputs so far (Input, Ints)
-	err     error
+	c         *C.iris_cpu
+	scratch   map[string]*buffer
+	owned     []unsafe.Pointer
+	inputs    int       // the pass's inputs so far (Input, Ints)
+	inputBufs []*buffer // their buffers, reused from pass to pass
+	err       error
 	// Calls counts the ops run, so tests can prove a refusal ran nothing.
 	Calls int64
 }
@@ -135,6 +136,10 @@ func (b *Backend) Close() error {
 	for _, p := range b.owned {
 		C.free(p)
 	}
+	for _, in := range b.inputBufs {
+		C.free(in.p)
+	}
+	b.inputBufs = nil
 	b.scratch, b.owned = map[string]*buffer{}, nil
 	if b.c != nil {
 		C.iris_cpu_free(b.c)
@@ -144,7 +149,7 @@ func (b *Backend) Close() error {
 }
 
 func (b *Backend) fail(err error) {
-	if b.err == nil {
+	if err != nil && b.err == nil {
 		b.err = err
 	}
 }
@@ -282,9 +287,21 @@ func (b *Backend) Write(dst ml.Tensor, src []float32) {
 
 // input is the pass's next input buffer of n bytes (buffers are reused from pass to pass).
 func (b *Backend) input(n int64) unsafe.Pointer {
-	name := fmt.Sprint("input", b.inputs)
+	if b.inputs == len(b.inputBufs) {
+		b.inputBufs = append(b.inputBufs, &buffer{})
+	}
+	in := b.inputBufs[b.inputs]
 	b.inputs++
-	return b.grow(name, n)
+	if in.bytes < n {
+		C.free(in.p)
+		in.p, in.bytes = C.malloc(C.size_t(max(n, 64))), n
+		if in.p == nil {
+			in.bytes = 0
+			b.fail(fmt.Errorf("input of %d bytes: out of memory", n))
+			return nil
+		}
+	}
+	return in.p
 }
 
 // Input implements ml.Backend.
@@ -442,7 +459,7 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 	if a.Causal {
 		causal = 1
 	}
-	b.failIf(status("attention", C.iris_attention(b.c, ptr(out), stride(out), ptr(q), stride(q), ptr(k), stride(k), ptr(v), stride(v),
+	b.fail(status("attention", C.iris_attention(b.c, ptr(out), stride(out), ptr(q), stride(q), ptr(k), stride(k), ptr(v), stride(v),
 		C.int(q.Rows), C.int(k.Rows), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), causal, C.int(a.Past), C.float(a.Scale))))
 }
 
@@ -472,11 +489,5 @@ func (b *Backend) SegmentAttention(out, q, k, v ml.Tensor, bounds []int32, a ml.
 			return
 		}
 		b.Attention(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)
-	}
-}
-
-func (b *Backend) failIf(err error) {
-	if err != nil {
-		b.fail(err)
 	}
 }

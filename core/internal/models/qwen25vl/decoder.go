@@ -20,7 +20,6 @@ type imageIn struct {
 // batchPlan is a batch laid out for the decoder: every input's tokens one after the other.
 type batchPlan struct {
 	seqs   []*sequence
-	starts []int     // first row of each input
 	ids    []int32   // all tokens
 	images []imageIn // the image rows of the placeholders
 	cos    []float32 // [rows, hd/2]
@@ -76,7 +75,6 @@ func (m *Model) plan(batch []engine.Input) (*batchPlan, error) {
 		}
 		r0 := len(p.ids)
 		p.seqs = append(p.seqs, s)
-		p.starts = append(p.starts, r0)
 		p.ids = append(p.ids, in.IDs...)
 		p.last = append(p.last, int32(r0+n-1))
 		p.decode = p.decode && n == 1
@@ -206,8 +204,7 @@ func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine
 	tt := b.Scratch("t.t", n, H)
 	gu := b.Scratch("t.gu", n, 2*I)
 	act := b.Scratch("t.act", n, I)
-	rope := b.Input(append(p.cos, p.sin...), 2*n, hd/2) // cos rows, then sin rows
-	rot := ml.Rotary{Cos: rope.RowsAt(0, n), Sin: rope.RowsAt(n, n)}
+	rot := ml.Rotary{Cos: b.Input(p.cos, n, hd/2), Sin: b.Input(p.sin, n, hd/2)}
 	logits := b.ScratchF32("t.logits", nb, t.Vocab)
 	if b.Err() != nil {
 		return

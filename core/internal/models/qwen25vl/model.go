@@ -161,7 +161,7 @@ func (m *Model) bind() error {
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
 	w := &m.w
-	w.embed = ld.Table(textPrefixes, "embed_tokens.weight", t.Vocab, H)
+	w.embed = ld.Matrix(textPrefixes, "embed_tokens.weight", t.Vocab, H) // also lm_head's when tied
 	if m.cfg.TieEmbeddings {
 		w.lmHead = w.embed
 	} else {
