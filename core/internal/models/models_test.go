@@ -71,7 +71,10 @@ func TestLoadRefuses(t *testing.T) {
 	if b.Kernels() != "" {
 		t.Error("the backend was left open after a failed load")
 	}
-	b2, _ := native.New(native.Options{Threads: 1})
+	b2, err := native.New(native.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := Load(fixture.ModelDir("tiny-tied"), b2, Options{KVTokens: 64})
 	if err != nil {
 		t.Fatal(err)

@@ -39,19 +39,6 @@ func loadFixture(t testing.TB, model string, opts Options) (engine.Model, *Backe
 	return loadDir(t, fixture.ModelDir(model), opts)
 }
 
-func loadCase(t testing.TB, name string) (*fixture.Case, engine.Image) {
-	t.Helper()
-	c, err := fixture.LoadCase(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := c.EngineImage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, img
-}
-
 // TestParityFP32 runs every golden case of both fixture models in fp32: the vision tower output,
 // the first-step logits and 24 greedy tokens must match transformers, with and without graphs,
 // with each comparison path.
@@ -108,7 +95,7 @@ func TestBF16Runs(t *testing.T) {
 	ctx := context.Background()
 	agree, total := 0, 0
 	for _, g := range golden.Cases {
-		c, img := loadCase(t, g.Case)
+		c, img := fixture.MustCase(t, g.Case)
 		var toks [2][]int32
 		for i, m := range []engine.Model{graph, plain} {
 			res, err := engine.Generate(ctx, m, engine.Request{IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: 8, IgnoreEOS: true})
@@ -140,7 +127,7 @@ func TestGraphMatchesPlain(t *testing.T) {
 		t.Run(prec, func(t *testing.T) {
 			graph, _ := loadFixture(t, "tiny-untied", Options{Precision: prec})
 			plain, _ := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true})
-			c, img := loadCase(t, "rect_320x240")
+			c, img := fixture.MustCase(t, "rect_320x240")
 			ctx := context.Background()
 			var seqs [2]engine.Sequence
 			var last [2][]float32

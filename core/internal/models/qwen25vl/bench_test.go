@@ -132,7 +132,7 @@ func compare(b *testing.B, m *Model, c *fixture.Case, img engine.Image, name str
 // BenchmarkTiny times the committed tiny fixture on the windows_448x336 case (192 image tokens).
 func BenchmarkTiny(b *testing.B) {
 	m := loadFixture(b, "tiny-untied", native.Options{Threads: benchThreads})
-	c, img := loadCase(b, "windows_448x336")
+	c, img := fixture.MustCase(b, "windows_448x336")
 	compare(b, m, c, img, "tiny-untied", 24)
 }
 

@@ -60,8 +60,8 @@ func TestRefusesBeforeKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rect, rectImg := loadCase(t, "rect_320x240")    // 126 prompt tokens, 396 patches
-	large, largeImg := loadCase(t, "large_644x476") // 1564 patches
+	rect, rectImg := fixture.MustCase(t, "rect_320x240")    // 126 prompt tokens, 396 patches
+	large, largeImg := fixture.MustCase(t, "large_644x476") // 1564 patches
 
 	tests := []struct {
 		name string
@@ -162,7 +162,7 @@ func TestParityDetectsWrongGraph(t *testing.T) {
 func firstLogits(t *testing.T, m *Model, name string) []float32 {
 	t.Helper()
 	ctx := context.Background()
-	c, img := loadCase(t, name)
+	c, img := fixture.MustCase(t, name)
 	emb, err := m.EncodeVision(ctx, img)
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for _, g := range golden.Cases[:4] {
-		c, img := loadCase(t, g.Case)
+		c, img := fixture.MustCase(t, g.Case)
 		wg.Go(func() {
 			res, err := engine.Generate(context.Background(), m, engine.Request{
 				IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: len(g.Tokens), IgnoreEOS: true,
@@ -252,7 +252,7 @@ func TestStopToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := golden.Cases[0]
-	c, img := loadCase(t, g.Case)
+	c, img := fixture.MustCase(t, g.Case)
 	stop := g.Tokens[5]
 	first := slices.Index(g.Tokens, stop)
 	var streamed []int32
@@ -593,7 +593,7 @@ func ExampleNew() {
 func TestChunkedPrefill(t *testing.T) {
 	m := loadFixture(t, "tiny-untied", native.Options{})
 	ctx := context.Background()
-	c, img := loadCase(t, "partial_406x238")
+	c, img := fixture.MustCase(t, "partial_406x238")
 	want := firstLogits(t, m, c.Name)
 
 	emb, err := m.EncodeVision(ctx, img)

@@ -53,19 +53,6 @@ func loadFixture(t testing.TB, model string, opts native.Options) *Model {
 // kernels names the backend's matmul kernels.
 func kernels(m *Model) string { return m.Backend().(*native.Backend).Kernels() }
 
-func loadCase(t testing.TB, name string) (*fixture.Case, engine.Image) {
-	t.Helper()
-	c, err := fixture.LoadCase(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := c.EngineImage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, img
-}
-
 // TestParity runs every golden case of both fixture models: the vision tower output, the
 // first-step logits, and 24 greedy tokens must match transformers.
 func TestParity(t *testing.T) {
@@ -139,7 +126,7 @@ func TestLogprobsMatchTransformers(t *testing.T) {
 		m := loadFixture(t, model, native.Options{})
 		for _, gc := range g.Cases {
 			t.Run(model+"/"+gc.Case, func(t *testing.T) {
-				c, img := loadCase(t, gc.Case)
+				c, img := fixture.MustCase(t, gc.Case)
 				res, err := engine.Generate(context.Background(), m, engine.Request{
 					IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: len(gc.Steps),
 					IgnoreEOS: true, Logprobs: true, TopLogprobs: g.Top,
