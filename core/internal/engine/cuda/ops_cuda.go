@@ -379,12 +379,8 @@ func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 		b.bad("rope: cos and sin of other strides")
 		return
 	}
-	once := 0
-	if rot.RoundOnce {
-		once = 1
-	}
 	b.rows(b.k.ropeRows, x.Rows, gpu.P(dp(x)), gpu.I(x.Stride), gpu.I(heads), gpu.I(hd), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)),
-		gpu.I(rot.Cos.Stride), gpu.I(once))
+		gpu.I(rot.Cos.Stride), gpu.I(roundOnce(rot)))
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -554,36 +550,42 @@ func maxSegment(bounds []int32) int {
 	return longest
 }
 
-// CachedAttention implements ml.Backend: rows that continue one sequence (prefill) as one
-// causal segment over its keys; single rows (decode) through the pool kernel.
+// CachedAttention implements ml.Backend: the rows of each sequence as one causal segment over
+// its keys (decode rows reach the pool kernel through RopeCachedAttention, which has their new
+// keys).
 func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
-	b.cachedAttention(out, q, ml.Tensor{}, ml.Tensor{}, ml.Rotary{}, k, v, ml.Ints{}, spans, a)
+	if b.same("attention", out, q, k, v) {
+		b.sequenceAttention(out, q, k, v, spans, a)
+	}
 }
 
 // RopeCachedAttention implements ml.RopeCachedAttentioner: when every sequence brings one row (a
 // decode step), one kernel rotates q and k, writes k and v to the pool and attends; otherwise
-// the composition.
+// one kernel rotates and writes, then attention runs per sequence.
 func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
-	if !b.decodeRows(spans) || !b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
-		// rotations and pool writes in one kernel, then attention per sequence
-		if !b.same("rope", q, k, v, kPool, vPool) || q.Rows == 0 {
-			return
-		}
-		if rot.Cos.Stride != rot.Sin.Stride || !kPool.Contiguous() || !vPool.Contiguous() {
-			b.bad("rope: cos and sin of other strides, or a strided pool")
-			return
-		}
-		once := 0
-		if rot.RoundOnce {
-			once = 1
-		}
-		b.rows(b.k.ropeKV, q.Rows, gpu.P(dp(q)), gpu.I(q.Stride), gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride),
-			gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride), gpu.I(once), gpu.P(dp(kPool)), gpu.P(dp(vPool)),
-			gpu.P(gpu.DevPtr(slots.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim))
-		b.CachedAttention(out, q, kPool, vPool, spans, a)
+	if !b.same("attention", out, q, k, v, kPool, vPool) || q.Rows == 0 {
 		return
 	}
-	b.cachedAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
+	if rot.Cos.Stride != rot.Sin.Stride || !kPool.Contiguous() || !vPool.Contiguous() {
+		b.bad("rope: cos and sin of other strides, or a strided pool")
+		return
+	}
+	if b.decodeRows(spans) && b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
+		b.poolAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
+		return
+	}
+	b.rows(b.k.ropeKV, q.Rows, gpu.P(dp(q)), gpu.I(q.Stride), gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride),
+		gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride), gpu.I(roundOnce(rot)), gpu.P(dp(kPool)), gpu.P(dp(vPool)),
+		gpu.P(gpu.DevPtr(slots.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim))
+	b.sequenceAttention(out, q, kPool, vPool, spans, a)
+}
+
+// roundOnce is the rope kernels' flag for rot's rounding.
+func roundOnce(rot ml.Rotary) int {
+	if rot.RoundOnce {
+		return 1
+	}
+	return 0
 }
 
 // decodeRows reports whether each row of spans is its own sequence. A sequence's rows are
@@ -613,50 +615,49 @@ func (b *Backend) poolKernelOK(a ml.Attn, ts ...ml.Tensor) bool {
 // graphSplits*decSK keys; a longer one runs plainly.
 const graphSplits = 8192 / decSK
 
-// cachedAttention runs attention over the pool: the pool kernel for decode rows (with the rotary
-// embedding and pool write fused when k and v are given), else per sequence.
-func (b *Backend) cachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
-	if !b.same("attention", out, q, k, v, kPool, vPool) {
-		return
-	}
+// poolAttention is RopeCachedAttention for decode rows: iris_attn_pool, its key spans and new
+// slots read on the device, so that a recorded graph serves every step.
+func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
 	sp := spans.Host
 	if len(sp) != 2*q.Rows {
 		b.bad("attention: %d span values for %d rows", len(sp), q.Rows)
 		return
 	}
-	if k.Valid() && b.decodeRows(spans) && b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
-		longest := 0
-		for i := 1; i < len(sp); i += 2 {
-			longest = max(longest, int(sp[i]))
-		}
-		splits := (longest + decSK - 1) / decSK
-		if b.mode != plain {
-			if splits > graphSplits {
-				b.fail(errMoved) // a graph's grid covers graphSplits: run this step plainly
-				return
-			}
-			splits = graphSplits
-		}
-		rows := q.Rows
-		// sized for a graph's splits in any case, so that a plain run makes what a recording needs
-		part := b.scratchT("attn.part", rows*a.Heads*max(splits, graphSplits), a.HeadDim+2, ml.F32)
-		ticket := b.scratchT("attn.ticket", rows, a.Heads, ml.F32) // int32s, zero between launches
-		if b.err != nil {
+	longest := 0
+	for i := 1; i < len(sp); i += 2 {
+		longest = max(longest, int(sp[i]))
+	}
+	splits := (longest + decSK - 1) / decSK
+	if b.mode != plain {
+		if splits > graphSplits {
+			b.fail(errMoved) // a graph's grid covers graphSplits: run this step plainly
 			return
 		}
-		b.launchDep(b.k.attnPool, gpu.Dim3{X: a.Heads, Y: splits, Z: rows}, gpu.Dim3{X: decThreads}, 0,
-			gpu.P(dp(out)), gpu.I(out.Stride), gpu.P(dp(part)), gpu.P(dp(ticket)), gpu.P(dp(q)), gpu.I(q.Stride),
-			gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride),
-			gpu.P(dp(kPool)), gpu.P(dp(vPool)), gpu.P(gpu.DevPtr(slots.Addr)), gpu.P(gpu.DevPtr(spans.Addr)),
-			gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim), gpu.F(a.Scale))
+		splits = graphSplits
+	}
+	rows := q.Rows
+	// sized for a graph's splits in any case, so that a plain run makes what a recording needs
+	part := b.scratchT("attn.part", rows*a.Heads*max(splits, graphSplits), a.HeadDim+2, ml.F32)
+	ticket := b.scratchT("attn.ticket", rows, a.Heads, ml.F32) // int32s, zero between launches
+	if b.err != nil {
 		return
 	}
+	b.launchDep(b.k.attnPool, gpu.Dim3{X: a.Heads, Y: splits, Z: rows}, gpu.Dim3{X: decThreads}, 0,
+		gpu.P(dp(out)), gpu.I(out.Stride), gpu.P(dp(part)), gpu.P(dp(ticket)), gpu.P(dp(q)), gpu.I(q.Stride),
+		gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride),
+		gpu.P(dp(kPool)), gpu.P(dp(vPool)), gpu.P(gpu.DevPtr(slots.Addr)), gpu.P(gpu.DevPtr(spans.Addr)),
+		gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim), gpu.F(a.Scale))
+}
+
+// sequenceAttention is attention over the pool one sequence at a time (ml.SpanRuns), each a
+// causal segment through Attention.
+func (b *Backend) sequenceAttention(out, q, kPool, vPool ml.Tensor, spans ml.Ints, a ml.Attn) {
 	if b.mode != plain {
 		// the sequences' key counts become launch shapes here: a graph would keep this step's
 		b.fail(errNoGraph)
 		return
 	}
-	runs, err := ml.SpanRuns(sp, q.Rows, kPool.Rows)
+	runs, err := ml.SpanRuns(spans.Host, q.Rows, kPool.Rows)
 	if err != nil {
 		b.bad("attention: %v", err)
 		return
