@@ -120,6 +120,15 @@ type Rotary struct {
 	RoundOnce bool
 }
 
+// GELUApprox selects GELU's form.
+type GELUApprox uint8
+
+// GELU forms: nn.GELU() and gelu_pytorch_tanh (nn.GELU(approximate="tanh")).
+const (
+	GELUErf GELUApprox = iota
+	GELUTanh
+)
+
 // Out is one output of a [Backend.Linears] product: Y = x W^T + B.
 type Out struct {
 	Y, W, B Tensor
@@ -164,13 +173,26 @@ type Backend interface {
 	// RMSNorm sets xOut = x + delta (x alone when delta is none; xOut may be x) and y =
 	// xOut / rms(xOut) * w: the residual add before a norm, fused.
 	RMSNorm(y, xOut, x, delta, w Tensor, eps float32)
+	// LayerNorm sets xOut = x + delta as RMSNorm does and y = (xOut - mean) / sqrt(var + eps)
+	// * w + bias (bias may be none): nn.LayerNorm, statistics in F32.
+	LayerNorm(y, xOut, x, delta, w, bias Tensor, eps float32)
+	// HeadNorm RMS-normalises each of the heads (hd values) of every row of x in place and
+	// multiplies by w (hd values): a per-head q/k norm before RoPE.
+	HeadNorm(x Tensor, heads, hd int, w Tensor, eps float32)
 	// SiluMul sets y = silu(gate) * up.
 	SiluMul(y, gate, up Tensor)
-	// GELU applies the erf GELU to x in place.
-	GELU(x Tensor)
+	// GELU applies GELU to x in place: the erf form or the tanh approximation.
+	GELU(x Tensor, approx GELUApprox)
 	// Gather sets dst row i to src row idx[i]; Scatter sets dst row idx[i] to src row i.
 	Gather(dst, src Tensor, idx Ints)
 	Scatter(dst, src Tensor, idx Ints)
+	// ScatterAdd adds src row i to dst row idx[i] (features added at some positions of a
+	// residual stream), rounding the sum once to dst's type.
+	ScatterAdd(dst, src Tensor, idx Ints)
+	// AddEmbedBag adds to row i of dst the sum over k < K of weights[i, k] * table row ids[i*K+k]
+	// (K = weights.Cols, weights F32): a learned position table resampled to a grid. The sum is
+	// accumulated in F32 and rounded to dst's type before the add.
+	AddEmbedBag(dst, table Tensor, ids Ints, weights Tensor)
 	// Rope rotates each of the heads of every row of x (head dim hd) by the row's angles:
 	// x*cos + rotate_half(x)*sin, the second half of the angles equal to the first.
 	Rope(x Tensor, heads, hd int, rot Rotary)

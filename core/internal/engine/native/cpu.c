@@ -66,7 +66,7 @@ void iris_linears(iris_cpu *c, const float *x, int ldx, int M, const iris_out *o
 // row ops: prefill and the vision tower apply them to hundreds of rows (expf and erff are not
 // free), so they run on the pool in chunks of rows
 
-typedef enum { OP_RMSNORM, OP_SILU_MUL, OP_GELU, OP_ROPE } row_op;
+typedef enum { OP_RMSNORM, OP_LAYERNORM, OP_HEAD_RMSNORM, OP_SILU_MUL, OP_GELU, OP_GELU_TANH, OP_ROPE } row_op;
 
 typedef struct {
     row_op op;
@@ -78,6 +78,7 @@ typedef struct {
     const float *a; // delta, up, cos
     int lda;
     const float *w; // norm weight, sin
+    const float *b; // norm bias
     float *xo;      // the norm's residual output
     int ldxo;
     int rows, n;
@@ -96,20 +97,28 @@ static void rows_task(void *arg, int task, int thread) {
         float *x = c->x ? c->x + (size_t)r * c->ldx : NULL;
         const float *a = c->a ? c->a + (size_t)r * c->lda : NULL;
         switch (c->op) {
-        case OP_RMSNORM: {
+        case OP_RMSNORM:
+        case OP_LAYERNORM: {
             float *xo = c->xo + (size_t)r * c->ldxo;
             if (a)
                 for (int i = 0; i < c->n; i++) xo[i] = x[i] + a[i];
             else if (xo != x)
                 memmove(xo, x, (size_t)c->n * sizeof(float));
-            rmsnorm(y, xo, c->w, c->n, c->eps);
+            if (c->op == OP_LAYERNORM)
+                layernorm(y, xo, c->w, c->b, c->n, c->eps);
+            else
+                rmsnorm(y, xo, c->w, c->n, c->eps);
             break;
         }
+        case OP_HEAD_RMSNORM:
+            for (int h = 0; h < c->heads; h++) rmsnorm(y + (size_t)h * c->hd, y + (size_t)h * c->hd, c->w, c->hd, c->eps);
+            break;
         case OP_SILU_MUL:
             if (y != x) memmove(y, x, (size_t)c->n * sizeof(float));
             silu_mul(c->kn, y, a, c->n);
             break;
         case OP_GELU: gelu_erf(y, c->n); break;
+        case OP_GELU_TANH: gelu_tanh(y, c->n); break;
         case OP_ROPE: {
             const float *sn = c->w + (size_t)r * c->lda;
             for (int h = 0; h < c->heads; h++) rope_rotate(y + (size_t)h * c->hd, a, sn, c->hd);
@@ -138,13 +147,25 @@ void iris_rmsnorm(iris_cpu *c, float *y, int ldy, float *xo, int ldxo, const flo
     run_rows(c, &r);
 }
 
+void iris_layernorm(iris_cpu *c, float *y, int ldy, float *xo, int ldxo, const float *x, int ldx, const float *d, int ldd,
+                    const float *w, const float *b, int rows, int n, float eps) {
+    rows_ctx r = {.op = OP_LAYERNORM, .y = y, .ldy = ldy, .xo = xo, .ldxo = ldxo, .x = (float *)x, .ldx = ldx, .a = d, .lda = ldd,
+                  .w = w, .b = b, .rows = rows, .n = n, .eps = eps};
+    run_rows(c, &r);
+}
+
+void iris_head_rmsnorm(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, const float *w, float eps) {
+    rows_ctx r = {.op = OP_HEAD_RMSNORM, .y = x, .ldy = ldx, .w = w, .rows = rows, .n = heads * hd, .heads = heads, .hd = hd, .eps = eps};
+    run_rows(c, &r);
+}
+
 void iris_silu_mul(iris_cpu *c, float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int rows, int n) {
     rows_ctx r = {.op = OP_SILU_MUL, .y = y, .ldy = ldy, .x = (float *)g, .ldx = ldg, .a = u, .lda = ldu, .rows = rows, .n = n};
     run_rows(c, &r);
 }
 
-void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n) {
-    rows_ctx r = {.op = OP_GELU, .y = x, .ldy = ldx, .rows = rows, .n = n};
+void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n, int tanh) {
+    rows_ctx r = {.op = tanh ? OP_GELU_TANH : OP_GELU, .y = x, .ldy = ldx, .rows = rows, .n = n};
     run_rows(c, &r);
 }
 
@@ -172,6 +193,38 @@ void iris_gather(float *y, int ldy, const float *x, int ldx, int n, const int32_
 
 void iris_scatter(float *y, int ldy, const float *x, int ldx, int n, const int32_t *idx, int rows) {
     for (int i = 0; i < rows; i++) memcpy(y + (size_t)idx[i] * ldy, x + (size_t)i * ldx, (size_t)n * sizeof(float));
+}
+
+void iris_scatter_add(float *y, int ldy, const float *x, int ldx, int n, const int32_t *idx, int rows) {
+    for (int i = 0; i < rows; i++) {
+        float *dst = y + (size_t)idx[i] * ldy;
+        const float *src = x + (size_t)i * ldx;
+        for (int j = 0; j < n; j++) dst[j] += src[j];
+    }
+}
+
+// Qwen3VLVisionModel: (self.pos_embed(interp_indices) * interp_weights[:, :, None]).sum(1), then
+// hidden_states + pos_embeds
+void iris_embed_bag_add(float *y, int ldy, int dt, const void *table, int ldt, int n, const int32_t *ids, const float *w,
+                        int ldw, int taps, int rows) {
+    for (int i = 0; i < rows; i++) {
+        float *dst = y + (size_t)i * ldy;
+        for (int j = 0; j < n; j++) {
+            float acc = 0;
+            for (int k = 0; k < taps; k++) {
+                size_t at = (size_t)ids[(size_t)i * taps + k] * ldt + j;
+                float t;
+                if (dt == IRIS_BF16) {
+                    uint32_t u = (uint32_t)((const uint16_t *)table)[at] << 16;
+                    memcpy(&t, &u, 4);
+                } else {
+                    t = ((const float *)table)[at];
+                }
+                acc += t * w[(size_t)i * ldw + k];
+            }
+            dst[j] += acc;
+        }
+    }
 }
 
 iris_status iris_attention(iris_cpu *c, float *out, int ldo, const float *q, int ldq, const float *k, int ldk,

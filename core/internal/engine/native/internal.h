@@ -68,6 +68,8 @@ void linear(pool *p, const kernels *kn, const float *x, int ldx, int M, const li
 void rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 void silu_mul(const kernels *kn, float *gate, const float *up, int n);
 void gelu_erf(float *x, int n);
+void gelu_tanh(float *x, int n);
+void layernorm(float *out, const float *x, const float *w, const float *b, int n, float eps);
 void softmax(const kernels *kn, float *x, int n);
 void bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 void f16_to_f32(float *dst, const uint16_t *src, size_t n);

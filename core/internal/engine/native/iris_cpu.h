@@ -68,10 +68,16 @@ void iris_linears(iris_cpu *c, const float *x, int ldx, int M, const iris_out *o
 // iris_rmsnorm: xo = x + d (x alone when d is NULL; xo may be x), then y = xo / rms(xo) * w.
 void iris_rmsnorm(iris_cpu *c, float *y, int ldy, float *xo, int ldxo, const float *x, int ldx, const float *d, int ldd,
                   const float *w, int rows, int n, float eps);
+// iris_layernorm: xo = x + d as iris_rmsnorm, then y = (xo - mean) / sqrt(var + eps) * w + b (b
+// may be NULL).
+void iris_layernorm(iris_cpu *c, float *y, int ldy, float *xo, int ldxo, const float *x, int ldx, const float *d, int ldd,
+                    const float *w, const float *b, int rows, int n, float eps);
+// iris_head_rmsnorm: each of the heads (hd values) of every row of x, in place: x / rms(x) * w.
+void iris_head_rmsnorm(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, const float *w, float eps);
 // iris_silu_mul: y = silu(g) * u.
 void iris_silu_mul(iris_cpu *c, float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int rows, int n);
-// iris_gelu: x = gelu(x) (erf form).
-void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n);
+// iris_gelu: x = gelu(x), the erf form (tanh = 0) or the tanh approximation (tanh = 1).
+void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n, int tanh);
 // iris_rope rotates the heads of each row of x by the row's angles (cos, sin: hd/2 values each).
 void iris_rope(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, const float *cos, const float *sin, int ldc);
 
@@ -80,6 +86,12 @@ void iris_rope(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, cons
 void iris_embed(float *y, int ldy, int dt, const void *table, int ldt, int n, const int32_t *ids, int rows);
 void iris_gather(float *y, int ldy, const float *x, int ldx, int n, const int32_t *idx, int rows);
 void iris_scatter(float *y, int ldy, const float *x, int ldx, int n, const int32_t *idx, int rows);
+// iris_scatter_add: y row idx[i] += x row i.
+void iris_scatter_add(float *y, int ldy, const float *x, int ldx, int n, const int32_t *idx, int rows);
+// iris_embed_bag_add: y row i += sum over k < taps of w[i*ldw + k] * table row ids[i*taps + k]
+// (table F32 or BF16), the sum in F32.
+void iris_embed_bag_add(float *y, int ldy, int dt, const void *table, int ldt, int n, const int32_t *ids, const float *w,
+                        int ldw, int taps, int rows);
 
 // iris_attention: out = softmax(q k^T * scale [+ causal mask]) v for every head; q has heads of
 // hd values a row, k and v kv_heads (query head h reads key head h / (heads / kv_heads)).

@@ -418,12 +418,37 @@ func (b *Backend) SiluMul(y, gate, up ml.Tensor) {
 	C.iris_silu_mul(b.c, ptr(y), stride(y), ptr(gate), stride(gate), ptr(up), stride(up), C.int(y.Rows), C.int(y.Cols))
 }
 
+// LayerNorm implements ml.Backend.
+func (b *Backend) LayerNorm(y, xOut, x, delta, w, bias ml.Tensor, eps float32) {
+	if !b.f32("layernorm", y, xOut, x, delta, w, bias) || !b.ok() {
+		return
+	}
+	C.iris_layernorm(b.c, ptr(y), stride(y), ptr(xOut), stride(xOut), ptr(x), stride(x), ptrOrNil(delta), stride(delta), ptr(w),
+		ptrOrNil(bias), C.int(x.Rows), C.int(x.Cols), C.float(eps))
+}
+
+// HeadNorm implements ml.Backend.
+func (b *Backend) HeadNorm(x ml.Tensor, heads, hd int, w ml.Tensor, eps float32) {
+	if !b.f32("headnorm", x, w) || !b.ok() {
+		return
+	}
+	if heads*hd > x.Cols || w.Rows*w.Cols != hd {
+		b.fail(fmt.Errorf("native headnorm: %d heads of %d in %d columns, weight of %d: %w", heads, hd, x.Cols, w.Rows*w.Cols, engine.ErrInvalidInput))
+		return
+	}
+	C.iris_head_rmsnorm(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(heads), C.int(hd), ptr(w), C.float(eps))
+}
+
 // GELU implements ml.Backend.
-func (b *Backend) GELU(x ml.Tensor) {
+func (b *Backend) GELU(x ml.Tensor, approx ml.GELUApprox) {
 	if !b.f32("gelu", x) || !b.ok() {
 		return
 	}
-	C.iris_gelu(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(x.Cols))
+	tanh := C.int(0)
+	if approx == ml.GELUTanh {
+		tanh = 1
+	}
+	C.iris_gelu(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(x.Cols), tanh)
 }
 
 // Gather implements ml.Backend.
@@ -440,6 +465,28 @@ func (b *Backend) Scatter(dst, src ml.Tensor, idx ml.Ints) {
 		return
 	}
 	C.iris_scatter(ptr(dst), stride(dst), ptr(src), stride(src), C.int(src.Cols), C.I(C.uintptr_t(idx.Addr)), C.int(idx.Len))
+}
+
+// ScatterAdd implements ml.Backend.
+func (b *Backend) ScatterAdd(dst, src ml.Tensor, idx ml.Ints) {
+	if !b.f32("scatter-add", dst, src) || !b.ok() {
+		return
+	}
+	C.iris_scatter_add(ptr(dst), stride(dst), ptr(src), stride(src), C.int(src.Cols), C.I(C.uintptr_t(idx.Addr)), C.int(idx.Len))
+}
+
+// AddEmbedBag implements ml.Backend.
+func (b *Backend) AddEmbedBag(dst, table ml.Tensor, ids ml.Ints, weights ml.Tensor) {
+	if !b.f32("embed-bag", dst, weights) || !b.ok() {
+		return
+	}
+	if ids.Len != dst.Rows*weights.Cols || weights.Rows != dst.Rows || table.Cols != dst.Cols {
+		b.fail(fmt.Errorf("native embed-bag: %d ids, weights %dx%d, table %dx%d, dst %dx%d: %w", ids.Len, weights.Rows, weights.Cols,
+			table.Rows, table.Cols, dst.Rows, dst.Cols, engine.ErrInvalidInput))
+		return
+	}
+	C.iris_embed_bag_add(ptr(dst), stride(dst), dt(table), C.V(C.uintptr_t(table.Addr)), C.int(table.Stride), C.int(dst.Cols),
+		C.I(C.uintptr_t(ids.Addr)), ptr(weights), stride(weights), C.int(weights.Cols), C.int(dst.Rows))
 }
 
 // Rope implements ml.Backend (in F32 the two roundings agree).

@@ -24,6 +24,20 @@ void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
     for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * inv);
 }
 
+// nn.LayerNorm (F32): (x - mean) / sqrt(var + eps) * weight + bias, the biased variance.
+void layernorm(float *out, const float *x, const float *w, const float *b, int n, float eps) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    float mean = (float)(s / n);
+    double v = 0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)x[i] - mean;
+        v += d * d;
+    }
+    float rstd = 1.0f / sqrtf((float)(v / n) + eps);
+    for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * rstd * w[i] + (b ? b[i] : 0.0f);
+}
+
 #if HAVE_X86
 // exp8 is expf on 8 lanes, within 1-2 ulp (Cephes' polynomial): torch itself vectorises exp with
 // SLEEF's 1-ulp expf, so libm's correctly rounded scalar expf is no closer to the reference, only
@@ -111,6 +125,15 @@ void silu_mul(const kernels *kn, float *gate, const float *up, int n) {
 // nn.GELU() (approximate="none"): x * 0.5 * (1 + erf(x / sqrt(2)))
 void gelu_erf(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+}
+
+// gelu_pytorch_tanh: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+void gelu_tanh(float *x, int n) {
+    const float beta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f;
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(beta * (v + kappa * v * v * v)));
+    }
 }
 
 // nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32)

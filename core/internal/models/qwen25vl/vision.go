@@ -80,7 +80,7 @@ func (m *Model) visionOps(img engine.Image, res ml.Tensor) {
 	// GELU, Linear; the unit's patches are adjacent rows, so the view is free.
 	b.RMSNorm(xn, x[1-r], x[r], t, w.mergerNorm, eps)
 	b.Linears(xn.Reshape(units, unit*VH), ml.Out{Y: h1, W: w.fc1, B: w.fc1B})
-	b.GELU(h1)
+	b.GELU(h1, ml.GELUErf)
 	b.Linears(h1, ml.Out{Y: h2, W: w.fc2, B: w.fc2B})
 	// merged_hidden_states[reverse_indices, :]: unit u of the window order is token index[u]
 	b.Scatter(res, h2, index)
