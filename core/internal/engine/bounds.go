@@ -107,8 +107,8 @@ func Check(cfg *Config, lim Limits, req *Request) error {
 			return fmt.Errorf("image %d: %d placeholder tokens, grid %v needs %d: %w", i, runs[i], g, g.Tokens(v.MergeSize), ErrInvalidInput)
 		}
 		if e := img.Embeddings; e != nil {
-			if !e.fits(runs[i], cfg.Text.Hidden) {
-				return fmt.Errorf("image %d: embeddings %dx%d do not fit %d tokens of width %d: %w", i, e.Tokens, e.Dim, runs[i], cfg.Text.Hidden, ErrInvalidInput)
+			if !e.fits(runs[i], cfg.EmbedDim()) {
+				return fmt.Errorf("image %d: embeddings %dx%d do not fit %d tokens of width %d: %w", i, e.Tokens, e.Dim, runs[i], cfg.EmbedDim(), ErrInvalidInput)
 			}
 		} else if len(img.Pixels) != g.Patches()*v.PatchDim() {
 			return fmt.Errorf("image %d: %d pixel values, grid %v needs %d: %w", i, len(img.Pixels), g, g.Patches()*v.PatchDim(), ErrInvalidInput)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,8 +45,13 @@ type TextConfig struct {
 	MaxPositions int
 	RMSNormEps   float64
 	RopeTheta    float64
-	// MRopeSection splits the HeadDim/2 rotary frequencies between the t, h and w positions.
-	MRopeSection [3]int
+	// MRopeSection splits the HeadDim/2 rotary frequencies between the t, h and w positions:
+	// in chunks (Qwen2.5-VL) or, with MRopeInterleaved, frequency f < 3*section[a] with f%3 = a
+	// follows axis a (Qwen3-VL), the rest t.
+	MRopeSection     [3]int
+	MRopeInterleaved bool
+	// QKNorm applies an RMSNorm over each head of q and k before RoPE (Qwen3).
+	QKNorm bool
 	// Act is the MLP activation; QKVBias says q/k/v projections carry a bias.
 	Act     string
 	QKVBias bool
@@ -67,11 +73,21 @@ type VisionConfig struct {
 	FullAttBlocks []int
 	OutHidden     int
 	RopeTheta     float64
-	// NormEps is the RMSNorm epsilon of the blocks and the merger (fixed by the family).
-	NormEps         float64
+	// NormEps is the epsilon of the blocks' and the merger's norms (fixed by the family).
+	NormEps float64
+	// PosEmbeddings is the size of a learned square position table resampled to each grid
+	// (num_position_embeddings; 0: none).
+	PosEmbeddings int
+	// Deepstack are the blocks whose output feeds a merger of its own, added to the decoder's
+	// hidden states at the image tokens after decoder layer i (deepstack_visual_indexes).
+	Deepstack       []int
 	Act             string
 	TokensPerSecond int
 }
+
+// EmbedDim is the width of one image token's row out of the vision tower: the merger's output,
+// then each deepstack merger's.
+func (c *Config) EmbedDim() int { return c.Vision.OutHidden * (1 + len(c.Vision.Deepstack)) }
 
 // PatchDim is the length of one pixel row: channels x frames x patch x patch.
 func (v VisionConfig) PatchDim() int {
@@ -89,6 +105,20 @@ type ConfigDefaults struct {
 	MRopeSection                    [3]int
 	WindowSize                      int
 	FullAtt                         []int
+	// HeadDimKey honours the text config's head_dim (else hidden_size / num_attention_heads);
+	// BiasKey reads attention_bias (else QKVBias); QKNorm is the family's per-head q/k norm.
+	HeadDimKey, BiasKey, QKNorm bool
+	// VisionAct is the vision MLP activation the family runs ("silu" when empty).
+	VisionAct string
+	// PosEmbeddings is num_position_embeddings when absent.
+	PosEmbeddings int
+}
+
+func (d ConfigDefaults) visionAct() string {
+	if d.VisionAct == "" {
+		return "silu"
+	}
+	return d.VisionAct
 }
 
 var (
@@ -208,6 +238,13 @@ func ParseConfig(data []byte) (*Config, error) {
 	t.Act = "silu"
 	opt(text, "hidden_act", &t.Act)
 	t.QKVBias = fam.QKVBias
+	if fam.BiasKey {
+		opt(text, "attention_bias", &t.QKVBias)
+	}
+	t.QKNorm = fam.QKNorm
+	if fam.HeadDimKey {
+		opt(text, "head_dim", &t.HeadDim)
+	}
 
 	// Rotary: rope_parameters (transformers 5) or rope_scaling plus rope_theta (hub).
 	t.RopeTheta = fam.TextTheta
@@ -220,6 +257,7 @@ func ParseConfig(data []byte) (*Config, error) {
 			continue
 		}
 		opt(rope, "rope_theta", &t.RopeTheta)
+		opt(rope, "mrope_interleaved", &t.MRopeInterleaved)
 		if rope.has("mrope_section") {
 			section = nil
 			opt(rope, "mrope_section", &section)
@@ -271,8 +309,11 @@ func ParseConfig(data []byte) (*Config, error) {
 	opt(vision, "window_size", &v.WindowSize)
 	v.FullAttBlocks = append([]int(nil), fam.FullAtt...)
 	opt(vision, "fullatt_block_indexes", &v.FullAttBlocks)
-	v.Act = "silu"
+	v.Act = fam.visionAct()
 	opt(vision, "hidden_act", &v.Act)
+	v.PosEmbeddings = fam.PosEmbeddings
+	opt(vision, "num_position_embeddings", &v.PosEmbeddings)
+	opt(vision, "deepstack_visual_indexes", &v.Deepstack)
 	v.TokensPerSecond = 4
 	opt(vision, "tokens_per_second", &v.TokensPerSecond)
 	v.RopeTheta = fam.VisionTheta
@@ -286,8 +327,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	// Qwen2_5_VLAttention: head_dim = hidden_size // num_heads (a head_dim key is ignored).
-	if t.Heads > 0 {
+	// Qwen2_5_VLAttention: head_dim = hidden_size // num_heads (a head_dim key is ignored unless
+	// the family reads it).
+	if t.Heads > 0 && t.HeadDim == 0 {
 		t.HeadDim = t.Hidden / t.Heads
 	}
 	if err := cfg.Validate(); err != nil {
@@ -332,8 +374,11 @@ func (c *Config) Validate() error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if t.Hidden%t.Heads != 0 {
-		bad("hidden_size %d not divisible by num_attention_heads %d", t.Hidden, t.Heads)
+	familiesMu.RLock()
+	fam := families[c.ModelType]
+	familiesMu.RUnlock()
+	if t.HeadDim <= 0 || (!fam.HeadDimKey && t.Hidden != t.Heads*t.HeadDim) {
+		bad("head_dim %d: hidden_size %d over %d heads", t.HeadDim, t.Hidden, t.Heads)
 	}
 	if t.Heads%t.KVHeads != 0 {
 		bad("num_attention_heads %d not a multiple of num_key_value_heads %d", t.Heads, t.KVHeads)
@@ -344,8 +389,19 @@ func (c *Config) Validate() error {
 	if t.Act != "silu" {
 		bad("text hidden_act %q: %w", t.Act, ErrUnsupported)
 	}
-	if v.Act != "silu" {
-		bad("vision hidden_act %q: %w", v.Act, ErrUnsupported)
+	if v.Act != fam.visionAct() {
+		bad("vision hidden_act %q (%s runs %s): %w", v.Act, c.ModelType, fam.visionAct(), ErrUnsupported)
+	}
+	if side := int(math.Sqrt(float64(v.PosEmbeddings))); v.PosEmbeddings < 0 || side*side != v.PosEmbeddings {
+		bad("num_position_embeddings %d is not a square", v.PosEmbeddings)
+	}
+	if len(v.Deepstack) > t.Layers {
+		bad("%d deepstack mergers for %d decoder layers", len(v.Deepstack), t.Layers)
+	}
+	for _, b := range v.Deepstack {
+		if b < 0 || b >= v.Depth {
+			bad("deepstack_visual_indexes: block %d outside depth %d", b, v.Depth)
+		}
 	}
 	if v.Hidden%v.Heads != 0 || (v.Hidden/v.Heads)%4 != 0 {
 		bad("vision head_dim %d/%d must be a whole multiple of 4", v.Hidden, v.Heads)

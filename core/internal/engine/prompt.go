@@ -29,7 +29,7 @@ func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
 		}
 	}
 	out.Pos = append(append(append(out.Pos, p.Positions.T...), p.Positions.H...), p.Positions.W...)
-	hidden, rows, onDevice := cfg.Text.Hidden, 0, 0
+	hidden, rows, onDevice := cfg.EmbedDim(), 0, 0
 	for _, e := range p.Images {
 		if e == nil || !e.fits(e.Tokens, hidden) {
 			return nil, fmt.Errorf("image embeddings do not have width %d: %w", hidden, ErrInvalidInput)

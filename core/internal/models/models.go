@@ -10,6 +10,7 @@ import (
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
+	"github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
 
 // Options tune a load.
@@ -31,6 +32,12 @@ var families = map[string]Family{
 		ModelType: qwen25vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
 			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens})
+		},
+	},
+	qwen3vl.ModelType: {
+		ModelType: qwen3vl.ModelType,
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
+			return qwen3vl.New(b, ck, cfg, lim, qwen3vl.Options{KVTokens: opts.KVTokens})
 		},
 	},
 }

@@ -1,259 +1,26 @@
 package qwen25vl
 
 import (
-	"context"
-	"fmt"
 	"math"
-	"slices"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
-// imageIn is one image's rows and the batch rows of its placeholders.
-type imageIn struct {
-	host  []float32 // rows in host memory, or
-	dev   ml.Tensor // rows in backend memory (EncodeVisionDevice)
-	slots []int32
-}
-
-// batchPlan is a batch laid out for the decoder: every input's tokens one after the other.
-type batchPlan struct {
-	seqs   []*sequence
-	ids    []int32   // all tokens
-	images []imageIn // the image rows of the placeholders
-	cos    []float32 // [rows, hd/2]
-	sin    []float32
-	last   []int32 // the last row of each input
-	slots  []int32 // each row's row in the KV pool
-	spans  []int32 // each row's keys in the KV pool: start, count
-	decode bool    // every input is one token
-}
-
-// plan checks a batch against the model and lays it out.
-func (m *Model) plan(batch []engine.Input) (*batchPlan, error) {
-	cfg := m.cfg
-	t := &cfg.Text
-	half := t.HeadDim / 2
-	p := &batchPlan{decode: true}
-	for i, in := range batch {
-		s, ok := in.Seq.(*sequence)
-		if !ok || s.m != m {
-			return nil, fmt.Errorf("input %d: sequence from another model: %w", i, engine.ErrInvalidInput)
-		}
-		if slices.Contains(p.seqs, s) {
-			return nil, fmt.Errorf("input %d: sequence twice in one batch: %w", i, engine.ErrInvalidInput)
-		}
-		if s.kv.Cap() == 0 {
-			return nil, engine.ErrClosed
-		}
-		n := len(in.IDs)
-		if s.kv.Len+n > s.kv.Cap() {
-			return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.kv.Len + n, Limit: s.kv.Cap()}
-		}
-		flat, err := engine.Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images}.Flatten(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("input %d: %w", i, err)
-		}
-		used := 0 // placeholders given rows so far
-		for _, e := range in.Images {
-			img := imageIn{}
-			if e.Device != nil {
-				r, ok := e.Device.(*imageRows)
-				if !ok || r.m != m {
-					return nil, fmt.Errorf("input %d: image rows of another model: %w", i, engine.ErrInvalidInput)
-				}
-				img.dev = r.t.RowsAt(0, e.Tokens)
-			} else {
-				img.host = e.Data
-			}
-			for _, slot := range flat.Slots[used : used+e.Tokens] {
-				img.slots = append(img.slots, int32(len(p.ids))+slot)
-			}
-			used += e.Tokens
-			p.images = append(p.images, img)
-		}
-		r0 := len(p.ids)
-		p.seqs = append(p.seqs, s)
-		p.ids = append(p.ids, in.IDs...)
-		p.last = append(p.last, int32(r0+n-1))
-		p.decode = p.decode && n == 1
-		start, past := s.kv.Start(), s.kv.Len
-		for j := range n {
-			p.slots = append(p.slots, int32(start+past+j))
-			p.spans = append(p.spans, int32(start), int32(past+j+1))
-		}
-		// Qwen2_5_VLRotaryEmbedding: freqs = inv_freq @ position_ids in F32, frequency f driven
-		// by position row freqAxis[f] (the angles of each position come from the model's table)
-		top := int32(0)
-		for _, v := range flat.Pos {
-			top = max(top, v)
-		}
-		cos, sin := m.angles(int(top) + 1)
-		for j := range n {
-			for f := range half {
-				at := int(flat.Pos[m.freqAxis[f]*n+j])*half + f
-				if at < 0 {
-					return nil, fmt.Errorf("input %d: negative rotary position: %w", i, engine.ErrInvalidInput)
-				}
-				p.cos = append(p.cos, cos[at])
-				p.sin = append(p.sin, sin[at])
-			}
-		}
-	}
-	return p, nil
-}
-
-// angles returns the cosines and sines of every frequency at positions [0, n) (n rows of hd/2),
-// computing the missing rows once for the model's life: a prefill of 200 tokens asks for 25,600
-// of them, which took 0.4 ms of the host's time a request when computed each time.
-func (m *Model) angles(n int) (cos, sin []float32) {
-	half := len(m.invFreq)
-	m.ropeMu.Lock()
-	defer m.ropeMu.Unlock()
-	for p := len(m.ropeCos) / half; p < n; p++ {
-		for f := range half {
-			a := float64(float32(p) * m.invFreq[f])
-			m.ropeCos = append(m.ropeCos, float32(math.Cos(a)))
-			m.ropeSin = append(m.ropeSin, float32(math.Sin(a)))
-		}
-	}
-	return m.ropeCos, m.ropeSin
-}
-
-// Forward implements engine.Batcher: Qwen2_5_VLTextModel + lm_head over every input's tokens at
-// once, each attending over its own cache.
-func (m *Model) Forward(ctx context.Context, batch []engine.Input) ([]engine.Output, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(batch) == 0 {
-		return nil, fmt.Errorf("empty batch: %w", engine.ErrInvalidInput)
-	}
-	p, err := m.plan(batch)
-	if err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, engine.ErrClosed
-	}
-	outs, err := m.decoder(p, batch)
-	if err != nil {
-		return nil, fmt.Errorf("forward: %w", err)
-	}
-	return outs, nil
-}
-
-func (m *Model) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, error) {
-	b := m.b
-	n, nb := len(p.ids), len(batch)
-	picks := make([]int32, nb)
-	outs := make([]engine.Output, nb)
-	for i, s := range p.seqs {
-		if batch[i].Logits { // each sequence's own: valid until its next call (engine.Model)
-			if s.logits == nil {
-				s.logits = m.takeLogits()
-			}
-			outs[i].Logits = s.logits
-		}
-	}
-	// A decode step of a given batch size issues the same ops on the same buffers every time:
-	// backends that record graphs replay it.
-	key := ""
-	if p.decode {
-		key = fmt.Sprintf("decode/%d", nb)
-		for _, o := range outs {
-			if o.Logits != nil { // the logits' copies are part of the recording
-				key += "+"
-			} else {
-				key += "-"
-			}
-		}
-	}
-	err := ml.Do(b, func() error {
-		ml.Graph(b, key, func(replay bool) { m.decoderOps(p, n, nb, picks, outs, replay) })
-		return b.Sync()
-	})
-	if err != nil {
-		return nil, err
-	}
-	for i := range outs {
-		outs[i].Argmax = picks[i]
-	}
-	for i, s := range p.seqs {
-		s.kv.Len += len(batch[i].IDs)
-	}
-	return outs, nil
-}
-
-// decoderOps issues the decoder's ops for the batch; the argmax (and the logits where asked for)
-// of each input's last row land in picks and outs at the next Sync. With replay it issues only
-// the inputs and the outputs (ml.Graph).
-func (m *Model) decoderOps(p *batchPlan, n, nb int, picks []int32, outs []engine.Output, replay bool) {
-	b := m.b
-	t := &m.cfg.Text
-	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
-	qd, kvd := t.Heads*hd, t.KVHeads*hd
-
-	x := [2]ml.Tensor{b.Scratch("t.x0", n, H), b.Scratch("t.x1", n, H)} // the residual, alternating
-	xn := b.Scratch("t.xn", n, H)
-	qkv := b.Scratch("t.qkv", n, qd+2*kvd)
-	att := b.Scratch("t.att", n, qd)
-	tt := b.Scratch("t.t", n, H)
-	gu := b.Scratch("t.gu", n, 2*I)
-	act := b.Scratch("t.act", n, I)
-	rot := ml.Rotary{Cos: b.Input(p.cos, n, hd/2), Sin: b.Input(p.sin, n, hd/2)}
-	logits := b.ScratchF32("t.logits", nb, t.Vocab)
-	if b.Err() != nil {
-		return
-	}
-
-	ids, slots, spans := b.Ints(p.ids), b.Ints(p.slots), b.Ints(p.spans)
-	var idx ml.Ints
-	if n != nb && nb > 1 {
-		idx = b.Ints(p.last)
-	}
-	if !replay {
-		m.decoderLayers(p, x, xn, qkv, att, tt, gu, act, logits, rot, ids, slots, spans, idx, n, nb)
-	}
-	b.Argmax(picks, logits)
-	for i := range outs {
-		if outs[i].Logits != nil {
-			b.Read(outs[i].Logits, logits.RowsAt(i, 1))
-		}
-	}
-	ml.Mark(b, "decoder.head")
-}
-
-// decoderLayers issues the ops between the inputs and the outputs of decoderOps.
-func (m *Model) decoderLayers(p *batchPlan, x [2]ml.Tensor, xn, qkv, att, tt, gu, act, logits ml.Tensor, rot ml.Rotary,
-	ids, slots, spans, idx ml.Ints, n, nb int) {
-	b := m.b
-	t := &m.cfg.Text
-	w := &m.w
-	H, hd := t.Hidden, t.HeadDim
+// LayerOps implements kit.Family: Qwen2_5_VLTextModel's decoder layers over the pass's rows.
+func (m *Model) LayerOps(p *kit.Pass) (int, ml.Tensor) {
+	b := m.Backend()
+	t := &m.Config().Text
+	hd := t.HeadDim
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
 	eps := float32(t.RMSNormEps)
 
-	// inputs_embeds = embed_tokens(input_ids).masked_scatter(image_mask, image_embeds)
-	b.Embed(x[0], w.embed, ids)
-	for i, img := range p.images {
-		rows := img.dev
-		if !rows.Valid() {
-			rows = b.Scratch(fmt.Sprintf("t.img%d", i), len(img.slots), H)
-			b.Write(rows, img.host)
-		}
-		b.Scatter(x[0], rows, b.Ints(img.slots))
-	}
-
-	q, k, v := qkv.ColsAt(0, qd), qkv.ColsAt(qd, kvd), qkv.ColsAt(qd+kvd, kvd)
+	q, k, v := p.QKV.ColsAt(0, qd), p.QKV.ColsAt(qd, kvd), p.QKV.ColsAt(qd+kvd, kvd)
 	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd)))}
-	ml.Mark(b, "decoder.embed")
+	x, xn, tt := p.X, p.XN, p.T
 	r := 0 // x[r] holds the residual
-	for l := range w.layers {
-		L := &w.layers[l]
+	for l := range m.w.layers {
+		L := &m.w.layers[l]
 		delta := ml.Tensor{}
 		if l > 0 {
 			delta = tt
@@ -264,24 +31,12 @@ func (m *Model) decoderLayers(p *batchPlan, x [2]ml.Tensor, xn, qkv, att, tt, gu
 		r ^= 1
 		// apply_multimodal_rotary_pos_emb, the keys and values into each sequence's cache, and
 		// causal attention over it
-		ml.RopeCachedAttention(b, att, q, k, v, rot, m.kv.K(l), m.kv.V(l), slots, spans, a)
-		b.Linears(att, ml.Out{Y: tt, W: L.o})
+		ml.RopeCachedAttention(b, p.Att, q, k, v, p.Rot, p.KV.K(l), p.KV.V(l), p.Slots, p.Spans, a)
+		b.Linears(p.Att, ml.Out{Y: tt, W: L.o})
 		// hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))
-		ml.NormSwiGLU(b, act, gu, xn, x[1-r], x[r], tt, L.mlpNorm, eps, ml.MLP{Gate: L.gate, Up: L.up})
+		ml.NormSwiGLU(b, p.Act, p.GU, xn, x[1-r], x[r], tt, L.mlpNorm, eps, ml.MLP{Gate: L.gate, Up: L.up})
 		r ^= 1
-		b.Linears(act, ml.Out{Y: tt, W: L.down})
+		b.Linears(p.Act, ml.Out{Y: tt, W: L.down})
 	}
-	ml.Mark(b, "decoder.layers")
-
-	// hidden_states = self.norm(hidden_states); logits = self.lm_head(hidden_states[:, -1:, :])
-	last, lastT, lastN, lastOut := x[r], tt, xn, x[1-r]
-	switch {
-	case nb == 1 && n > 1: // one prefill: its last row is a view
-		last, lastT, lastN, lastOut = x[r].RowsAt(n-1, 1), tt.RowsAt(n-1, 1), xn.RowsAt(n-1, 1), x[1-r].RowsAt(n-1, 1)
-	case n != nb:
-		last, lastT, lastN, lastOut = b.Scratch("t.last", nb, H), b.Scratch("t.lastt", nb, H), b.Scratch("t.lastn", nb, H), b.Scratch("t.lastx", nb, H)
-		b.Gather(last, x[r], idx)
-		b.Gather(lastT, tt, idx)
-	}
-	ml.NormLinears(b, lastN, lastOut, last, lastT, w.finalNorm, eps, ml.Out{Y: logits, W: w.lmHead})
+	return r, tt
 }

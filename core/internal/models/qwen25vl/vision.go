@@ -5,16 +5,17 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
-// visionOps issues Qwen2_5_VisionTransformerPretrainedModel.forward on one image, its output rows
+// VisionOps implements kit.Family: Qwen2_5_VisionTransformerPretrainedModel.forward on one image, its output rows
 // (one per placeholder token, in prompt order) going to res.
-func (m *Model) visionOps(img engine.Image, res ml.Tensor) {
-	b := m.b
-	v := &m.cfg.Vision
+func (m *Model) VisionOps(img engine.Image, res ml.Tensor) {
+	b := m.Backend()
+	v := &m.Config().Vision
 	w := &m.w
-	p := planVision(v, img.Grid)
-	N, units := p.patches, p.units
+	p := kit.PlanVision(v, img.Grid)
+	N, units := p.Patches, p.Units
 	VH, VI, OH, heads := v.Hidden, v.Intermediate, v.OutHidden, v.Heads
 	vhd, unit := VH/heads, v.MergeSize*v.MergeSize
 	eps := float32(v.NormEps)
@@ -28,7 +29,7 @@ func (m *Model) visionOps(img engine.Image, res ml.Tensor) {
 	t := b.Scratch("v.t", N, VH)
 	gu := b.Scratch("v.gu", N, 2*VI)
 	act := b.Scratch("v.act", N, VI)
-	rope := b.Input(p.rope, 2*N, vhd/2) // cos rows, then sin rows
+	rope := b.Input(p.Rope, 2*N, vhd/2) // cos rows, then sin rows
 	rot := ml.Rotary{Cos: rope.RowsAt(0, N), Sin: rope.RowsAt(N, N), RoundOnce: true}
 	h1 := b.Scratch("v.h1", units, unit*VH)
 	h2 := b.Scratch("v.h2", units, OH)
@@ -40,7 +41,7 @@ func (m *Model) visionOps(img engine.Image, res ml.Tensor) {
 	b.Write(pix, img.Pixels)
 	b.Linears(pix, ml.Out{Y: xe, W: w.patch})
 	// permute_input_for_window_attn: merge units (adjacent rows) into window order
-	index := b.Ints(p.index)
+	index := b.Ints(p.Index)
 	b.Gather(x[0].Reshape(units, unit*VH), xe.Reshape(units, unit*VH), index)
 	ml.Mark(b, "vision.embed")
 
@@ -63,9 +64,9 @@ func (m *Model) visionOps(img engine.Image, res ml.Tensor) {
 		r ^= 1
 		// apply_rotary_pos_emb_vision, then attention within each window (windowed blocks) or
 		// frame (full blocks: cu_seqlens)
-		bounds := p.windows
+		bounds := p.Windows
 		if v.WindowSize <= 0 || full[l] {
-			bounds = p.frames
+			bounds = p.Frames
 		}
 		ml.RopeSegmentAttention(b, att, q, k, val, rot, bounds, a)
 		b.Linears(att, ml.Out{Y: t, W: B.proj, B: B.projB})

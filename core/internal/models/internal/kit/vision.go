@@ -1,4 +1,4 @@
-package qwen25vl
+package kit
 
 import (
 	"math"
@@ -6,31 +6,31 @@ import (
 	"github.com/iris-vlm/iris/core/internal/engine"
 )
 
-// visionPlan is the host-side bookkeeping of one image through the vision tower: the window
+// VisionPlan is the host-side bookkeeping of one image through the vision tower: the window
 // order of its merge units, the attention segments, and the 2-D rotary tables in window order.
-type visionPlan struct {
-	patches, units int
-	// index[u] is the original merge unit at window-order position u (get_vision_window_index).
-	index []int32
-	// windows and frames are attention segment boundaries in patches, starting with 0: windowed
+type VisionPlan struct {
+	Patches, Units int
+	// Index[u] is the original merge unit at window-order position u (get_vision_window_index).
+	Index []int32
+	// Windows and Frames are attention segment boundaries in patches, starting with 0: windowed
 	// blocks attend within windows, full blocks within frames (cu_seqlens).
-	windows, frames []int32
-	// rope is cos [patches, hd/2] then sin [patches, hd/2], rows in window order.
-	rope []float32
+	Windows, Frames []int32
+	// Rope is cos [patches, hd/2] then sin [patches, hd/2], rows in window order.
+	Rope []float32
 }
 
-// planVision mirrors vision_utils.get_vision_window_index and get_vision_position_ids
+// PlanVision mirrors vision_utils.get_vision_window_index and get_vision_position_ids
 // (transformers 5.17) for one (t, h, w) grid. Empty windows (the
 // reference pads a whole window when a side divides evenly) add no boundary, as
 // torch.unique_consecutive drops them.
-func planVision(v *engine.VisionConfig, g engine.Grid) *visionPlan {
+func PlanVision(v *engine.VisionConfig, g engine.Grid) *VisionPlan {
 	merge := v.MergeSize
 	unit := merge * merge
 	mh, mw := g.H/merge, g.W/merge
-	p := &visionPlan{patches: g.Patches(), units: g.Patches() / unit}
-	p.index = make([]int32, 0, p.units)
-	p.windows = []int32{0}
-	p.frames = []int32{0}
+	p := &VisionPlan{Patches: g.Patches(), Units: g.Patches() / unit}
+	p.Index = make([]int32, 0, p.Units)
+	p.Windows = []int32{0}
+	p.Frames = []int32{0}
 	ws := 0
 	if v.WindowSize > 0 {
 		ws = v.WindowSize / merge / v.PatchSize
@@ -38,29 +38,29 @@ func planVision(v *engine.VisionConfig, g engine.Grid) *visionPlan {
 	for t := range g.T {
 		if ws <= 0 {
 			for u := range mh * mw {
-				p.index = append(p.index, int32(t*mh*mw+u))
+				p.Index = append(p.Index, int32(t*mh*mw+u))
 			}
-			p.windows = append(p.windows, int32(len(p.index)*unit))
+			p.Windows = append(p.Windows, int32(len(p.Index)*unit))
 		} else {
 			nwh, nww := (mh+ws-mh%ws)/ws, (mw+ws-mw%ws)/ws
 			for wh := range nwh {
 				for ww := range nww {
-					before := len(p.index)
+					before := len(p.Index)
 					for r := range ws {
 						for c := range ws {
 							row, col := wh*ws+r, ww*ws+c
 							if row < mh && col < mw {
-								p.index = append(p.index, int32(t*mh*mw+row*mw+col))
+								p.Index = append(p.Index, int32(t*mh*mw+row*mw+col))
 							}
 						}
 					}
-					if len(p.index) > before {
-						p.windows = append(p.windows, int32(len(p.index)*unit))
+					if len(p.Index) > before {
+						p.Windows = append(p.Windows, int32(len(p.Index)*unit))
 					}
 				}
 			}
 		}
-		p.frames = append(p.frames, int32((t+1)*g.H*g.W))
+		p.Frames = append(p.Frames, int32((t+1)*g.H*g.W))
 	}
 
 	// Qwen2_5_VLVisionRotaryEmbedding: inv_freq = 1/theta^(arange(0, dim, 2)/dim) with dim =
@@ -73,9 +73,9 @@ func planVision(v *engine.VisionConfig, g engine.Grid) *visionPlan {
 		e := float32(2*i) / float32(half)
 		inv[i] = 1 / float32(math.Pow(v.RopeTheta, float64(e)))
 	}
-	n := p.patches
-	p.rope = make([]float32, 2*n*half)
-	cos, sin := p.cos(), p.sin()
+	n := p.Patches
+	p.Rope = make([]float32, 2*n*half)
+	cos, sin := p.Cos(), p.Sin()
 	// the angles of one position, once: a grid has max(H, W) positions, not one per patch
 	side := max(g.H, g.W)
 	cs := make([]float32, 2*side*quarter)
@@ -87,7 +87,7 @@ func planVision(v *engine.VisionConfig, g engine.Grid) *visionPlan {
 	}
 	frame := g.H * g.W
 	bw := g.W / merge
-	for u, src := range p.index {
+	for u, src := range p.Index {
 		for k := range unit {
 			dst := u*unit + k
 			q := (int(src)*unit + k) % frame
@@ -104,6 +104,6 @@ func planVision(v *engine.VisionConfig, g engine.Grid) *visionPlan {
 	return p
 }
 
-// cos and sin are the halves of rope: [patches, hd/2] each.
-func (p *visionPlan) cos() []float32 { return p.rope[:len(p.rope)/2] }
-func (p *visionPlan) sin() []float32 { return p.rope[len(p.rope)/2:] }
+// Cos and Sin are the halves of Rope: [patches, hd/2] each.
+func (p *VisionPlan) Cos() []float32 { return p.Rope[:len(p.Rope)/2] }
+func (p *VisionPlan) Sin() []float32 { return p.Rope[len(p.Rope)/2:] }

@@ -1,0 +1,369 @@
+// Package kit is what every family's model shares and no family defines: sequences over a KV
+// pool, the batch layout of a decoder pass (rows, cache slots, attention spans, rotary angles of
+// the multimodal positions), image rows kept on the device, the greedy and logits heads, and the
+// engine.Model plumbing around them. A family (core/internal/models/<family>) binds its weights
+// and writes its vision tower and decoder layers as ops on the pass kit lays out.
+package kit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/ml"
+)
+
+// Family is one model family's graph over a [Base].
+type Family interface {
+	// Bind maps the family's weights (called once, on the backend's thread) and returns the
+	// ones the shared embedding and head read.
+	Bind(ld *ml.Loader, cfg *engine.Config) (Head, error)
+	// VisionOps issues the vision tower on one image: its rows, one per placeholder token in
+	// prompt order and cfg.EmbedDim() wide, go to res.
+	VisionOps(img engine.Image, res ml.Tensor)
+	// LayerOps issues the decoder layers over p, whose X[0] holds the input embeddings; the
+	// final hidden states are X[r] + delta (delta may be none: the residual add the next norm
+	// fuses).
+	LayerOps(p *Pass) (r int, delta ml.Tensor)
+}
+
+// Head are the weights of the token embedding and the output head.
+type Head struct {
+	Embed, FinalNorm, LMHead ml.Tensor
+}
+
+// Options tune a model.
+type Options struct {
+	// KVTokens sizes the KV pool; 0 picks max(context, min(16 contexts, 1 GiB of cache)).
+	KVTokens int
+	// BlockTokens is the pool's block size; 0 means 16.
+	BlockTokens int
+}
+
+// Base is a checkpoint of some family on a backend. It implements engine.Model,
+// engine.Batcher, engine.GreedyModel, engine.Pooled and engine.DeviceEncoder; its calls are
+// serialised (the backend runs one at a time).
+type Base struct {
+	mu     sync.Mutex
+	b      ml.Backend
+	ck     *ml.Checkpoint
+	cfg    *engine.Config
+	lim    engine.Limits
+	fam    Family
+	head   Head
+	kv     *ml.KVPool
+	closed bool
+
+	invFreq  []float32 // text rotary frequencies
+	freqAxis []int     // which position row (t, h, w) drives each frequency
+	// logitRows are the logits buffers of closed sequences, for the next ones (a vocabulary's
+	// worth each: 600 KB at 152k).
+	logitRows sync.Pool
+	// ropeCos and ropeSin are the angles of positions 0, 1, ... (hd/2 values each), grown on
+	// demand (angles); ropeMu guards them (plans are made outside mu).
+	ropeMu           sync.Mutex
+	ropeCos, ropeSin []float32
+
+	// image rows kept in backend memory (EncodeVisionDevice): every buffer made, and those
+	// released; rowsMu guards rowsFree (Release runs on any goroutine).
+	rowsMu   sync.Mutex
+	rowsFree []ml.Tensor
+}
+
+// Interface guards.
+var (
+	_ engine.Model         = (*Base)(nil)
+	_ engine.Batcher       = (*Base)(nil)
+	_ engine.GreedyModel   = (*Base)(nil)
+	_ engine.Pooled        = (*Base)(nil)
+	_ engine.DeviceEncoder = (*Base)(nil)
+)
+
+// New binds fam's weights on b. The model owns b and ck from here on (Close closes them), also
+// when New fails.
+func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options, fam Family) (*Base, error) {
+	m := &Base{b: b, ck: ck, cfg: cfg, lim: lim, fam: fam}
+	if err := ml.Do(b, func() error { return m.init(opts) }); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Base) init(opts Options) error {
+	if err := m.cfg.Validate(); err != nil {
+		return err
+	}
+	ld := ml.NewLoader(m.b, m.ck)
+	head, err := m.fam.Bind(ld, m.cfg)
+	if err == nil {
+		err = ld.Err()
+	}
+	if err != nil {
+		return err
+	}
+	m.head = head
+	t := &m.cfg.Text
+	half := t.HeadDim / 2
+	m.invFreq = invFreq(half, t.HeadDim, t.RopeTheta)
+	m.freqAxis = FreqAxes(t.MRopeSection, t.MRopeInterleaved, half)
+	kvd := t.KVHeads * t.HeadDim
+	block := opts.BlockTokens
+	if block <= 0 {
+		block = 16
+	}
+	tokens := opts.KVTokens
+	if tokens <= 0 {
+		perToken := int64(2*t.Layers*kvd) * m.b.DType().Size()
+		tokens = int(min(16*int64(m.lim.ContextLength), (1<<30)/perToken))
+		tokens = max(tokens, m.lim.ContextLength)
+	}
+	m.kv, err = ml.NewKVPool(m.b, t.Layers, kvd, block, (tokens+block-1)/block, m.b.DType())
+	return err
+}
+
+// invFreq is compute_default_rope_parameters in F32: 1 / theta^(arange(0, dim, 2)/dim), n values.
+func invFreq(n, dim int, theta float64) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		e := float32(2*i) / float32(dim)
+		out[i] = 1 / float32(math.Pow(theta, float64(e)))
+	}
+	return out
+}
+
+// FreqAxes says which position row (0 t, 1 h, 2 w) drives each of the half rotary frequencies:
+// chunks of section[0], [1], [2] in turn (Qwen2_5_VLRotaryEmbedding), or, interleaved
+// (Qwen3VLTextRotaryEmbedding.recomposition_frequencies), h at slice(1, 3*section[1], 3), w at
+// slice(2, 3*section[2], 3) and t everywhere else.
+func FreqAxes(section [3]int, interleaved bool, half int) []int {
+	axes := make([]int, half)
+	if !interleaved {
+		f := 0
+		for axis, n := range section {
+			for range n {
+				if f < half {
+					axes[f] = axis
+				}
+				f++
+			}
+		}
+		return axes
+	}
+	for axis := 1; axis <= 2; axis++ {
+		for f := axis; f < 3*section[axis] && f < half; f += 3 {
+			axes[f] = axis
+		}
+	}
+	return axes
+}
+
+// Config implements engine.Model.
+func (m *Base) Config() *engine.Config { return m.cfg }
+
+// Limits implements engine.Model.
+func (m *Base) Limits() engine.Limits { return m.lim }
+
+// Backend is the backend the model runs on.
+func (m *Base) Backend() ml.Backend { return m.b }
+
+// KVUse implements engine.Pooled.
+func (m *Base) KVUse() (used, total int) {
+	if m.kv == nil {
+		return 0, 0
+	}
+	return m.kv.Use()
+}
+
+// Close releases the backend and the checkpoint. It is safe to call more than once.
+func (m *Base) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	err := m.b.Close()
+	if m.ck != nil {
+		if cerr := m.ck.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// sequence is a KV cache from the model's pool, and the logits its calls return.
+type sequence struct {
+	m      *Base
+	kv     *ml.KVCache
+	logits []float32
+}
+
+// NewSequence implements engine.Model.
+func (m *Base) NewSequence(capacity int) (engine.Sequence, error) {
+	if err := engine.CheckCapacity(m.lim, capacity); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, engine.ErrClosed
+	}
+	kv, err := m.kv.Alloc(capacity)
+	if err != nil {
+		return nil, err
+	}
+	return &sequence{m: m, kv: kv}, nil
+}
+
+func (s *sequence) Len() int { return s.kv.Len }
+func (s *sequence) Cap() int { return s.kv.Cap() }
+func (s *sequence) Reset()   { s.kv.Len = 0 }
+func (s *sequence) Close() error {
+	s.kv.Free()
+	if buf := s.logits; buf != nil {
+		s.logits = nil
+		s.m.logitRows.Put(&buf)
+	}
+	return nil
+}
+
+// takeLogits is a vocabulary-sized buffer for a sequence's logits.
+func (m *Base) takeLogits() []float32 {
+	if p, ok := m.logitRows.Get().(*[]float32); ok && len(*p) == m.cfg.Text.Vocab {
+		return *p
+	}
+	return make([]float32, m.cfg.Text.Vocab)
+}
+
+// EncodeVision implements engine.Model.
+func (m *Base) EncodeVision(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+	return m.encode(ctx, img, false)
+}
+
+// EncodeVisionDevice implements engine.DeviceEncoder: the rows stay in backend memory for this
+// model's prefill.
+func (m *Base) EncodeVisionDevice(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+	return m.encode(ctx, img, true)
+}
+
+func (m *Base) encode(ctx context.Context, img engine.Image, keep bool) (*engine.Embeddings, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := engine.CheckImage(m.cfg, m.lim, img); err != nil {
+		return nil, err
+	}
+	e := &engine.Embeddings{Tokens: img.Grid.Tokens(m.cfg.Vision.MergeSize), Dim: m.cfg.EmbedDim()}
+	if !keep {
+		e.Data = make([]float32, e.Tokens*e.Dim)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, engine.ErrClosed
+	}
+	b := m.b
+	err := ml.Do(b, func() error {
+		if !keep {
+			res := b.Scratch("v.out", e.Tokens, e.Dim)
+			m.fam.VisionOps(img, res)
+			b.Read(e.Data, res)
+			return b.Sync()
+		}
+		rows, err := m.takeRows(e.Tokens)
+		if err != nil {
+			return err
+		}
+		m.fam.VisionOps(img, rows.t.RowsAt(0, e.Tokens))
+		if err := b.Sync(); err != nil {
+			rows.Release()
+			return err
+		}
+		e.Device = rows
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vision: %w", err)
+	}
+	return e, nil
+}
+
+// imageRows are vision-tower outputs kept in backend memory (engine.DeviceRows). Buffers are
+// reused in op order, so one released while the work that fills it is still queued is safe to
+// hand out again.
+type imageRows struct {
+	m    *Base
+	t    ml.Tensor
+	once sync.Once
+}
+
+// Release implements engine.DeviceRows.
+func (r *imageRows) Release() {
+	r.once.Do(func() {
+		r.m.rowsMu.Lock()
+		r.m.rowsFree = append(r.m.rowsFree, r.t)
+		r.m.rowsMu.Unlock()
+	})
+}
+
+// takeRows hands out the smallest released buffer of at least n rows, or a new one.
+func (m *Base) takeRows(n int) (*imageRows, error) {
+	m.rowsMu.Lock()
+	defer m.rowsMu.Unlock()
+	best := -1
+	for i, t := range m.rowsFree {
+		if t.Rows >= n && (best < 0 || t.Rows < m.rowsFree[best].Rows) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		t := m.rowsFree[best]
+		m.rowsFree = append(m.rowsFree[:best], m.rowsFree[best+1:]...)
+		return &imageRows{m: m, t: t}, nil
+	}
+	t, err := m.b.Alloc(max(n, 256), m.cfg.EmbedDim(), m.b.DType())
+	if err != nil {
+		return nil, fmt.Errorf("image rows: %w", err)
+	}
+	return &imageRows{m: m, t: t}, nil
+}
+
+// Prefill implements engine.Model.
+func (m *Base) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
+	out, err := m.Forward(ctx, []engine.Input{{Seq: seq, IDs: p.IDs, Positions: p.Positions, Images: p.Images, Logits: true}})
+	if err != nil {
+		return nil, err
+	}
+	return out[0].Logits, nil
+}
+
+// PrefillGreedy implements engine.GreedyModel.
+func (m *Base) PrefillGreedy(ctx context.Context, seq engine.Sequence, p engine.Prompt) (int32, error) {
+	out, err := m.Forward(ctx, []engine.Input{{Seq: seq, IDs: p.IDs, Positions: p.Positions, Images: p.Images}})
+	if err != nil {
+		return 0, err
+	}
+	return out[0].Argmax, nil
+}
+
+// DecodeStep implements engine.Model.
+func (m *Base) DecodeStep(ctx context.Context, seq engine.Sequence, token int32, pos int32) ([]float32, error) {
+	out, err := m.Forward(ctx, []engine.Input{engine.DecodeInput(seq, token, pos, true)})
+	if err != nil {
+		return nil, err
+	}
+	return out[0].Logits, nil
+}
+
+// DecodeStepGreedy implements engine.GreedyModel.
+func (m *Base) DecodeStepGreedy(ctx context.Context, seq engine.Sequence, token int32, pos int32) (int32, error) {
+	out, err := m.Forward(ctx, []engine.Input{engine.DecodeInput(seq, token, pos, false)})
+	if err != nil {
+		return 0, err
+	}
+	return out[0].Argmax, nil
+}

@@ -1,0 +1,65 @@
+package kit
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+)
+
+func TestPlanVisionWindows(t *testing.T) {
+	// the tiny Qwen2.5-VL fixture's tower: 14-pixel patches, 2x2 units, windows of 112 pixels
+	cfg := &engine.Config{Vision: engine.VisionConfig{Hidden: 64, Heads: 4, PatchSize: 14, MergeSize: 2, WindowSize: 112, RopeTheta: 1e4}}
+	for _, tc := range []struct {
+		grid    engine.Grid
+		windows []int32 // boundaries in patches
+	}{
+		// 320x240: a 9x11 unit grid in 4x4-unit windows: 3x3 windows, the last row and column partial
+		{engine.Grid{T: 1, H: 18, W: 22}, []int32{0, 64, 128, 176, 240, 304, 352, 368, 384, 396}},
+		// 8x8 units: exactly 2x2 windows (the padded empty windows add no boundary)
+		{engine.Grid{T: 1, H: 16, W: 16}, []int32{0, 64, 128, 192, 256}},
+	} {
+		p := PlanVision(&cfg.Vision, tc.grid)
+		if !slices.Equal(p.Windows, tc.windows) {
+			t.Errorf("grid %v: windows %v, want %v", tc.grid, p.Windows, tc.windows)
+		}
+		if want := []int32{0, int32(tc.grid.Patches())}; !slices.Equal(p.Frames, want) {
+			t.Errorf("grid %v: frames %v, want %v", tc.grid, p.Frames, want)
+		}
+		seen := slices.Clone(p.Index)
+		slices.Sort(seen)
+		for i, v := range seen {
+			if int(v) != i {
+				t.Fatalf("grid %v: window index is not a permutation of the %d units", tc.grid, p.Units)
+			}
+		}
+		half := cfg.Vision.Hidden / cfg.Vision.Heads / 2
+		if len(p.Rope) != 2*p.Patches*half || p.Rope[0] != 1 || p.Rope[p.Patches*half] != 0 {
+			t.Errorf("grid %v: rotary table starts cos %v sin %v (len %d)", tc.grid, p.Rope[0], p.Rope[p.Patches*half], len(p.Rope))
+		}
+	}
+}
+
+// TestFreqAxes pins both rotary layouts: Qwen2.5-VL's chunks and Qwen3-VL's interleaving
+// (recomposition_frequencies: h at 1, 4, ..., w at 2, 5, ..., t elsewhere and past 3*section).
+func TestFreqAxes(t *testing.T) {
+	if got, want := FreqAxes([3]int{2, 1, 1}, false, 4), []int{0, 0, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("chunked: %v, want %v", got, want)
+	}
+	got := FreqAxes([3]int{24, 20, 20}, true, 64)
+	for f, axis := range got {
+		want := 0
+		switch {
+		case f%3 == 1 && f < 60:
+			want = 1
+		case f%3 == 2 && f < 60:
+			want = 2
+		}
+		if axis != want {
+			t.Fatalf("interleaved: frequency %d follows axis %d, want %d (%v)", f, axis, want, got)
+		}
+	}
+	if got, want := FreqAxes([3]int{4, 2, 2}, true, 8), []int{0, 1, 2, 0, 1, 2, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("interleaved tiny: %v, want %v", got, want)
+	}
+}
