@@ -137,4 +137,3 @@ func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
 	w.fc2B = ld.Vector(visionPrefixes, "merger.mlp.2.bias", v.OutHidden)
 	return kit.Head{Embed: w.embed, FinalNorm: w.finalNorm, LMHead: w.lmHead}, nil
 }
-
