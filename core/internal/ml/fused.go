@@ -53,13 +53,24 @@ type RopeCachedAttentioner interface {
 	RopeCachedAttention(out, q, k, v Tensor, rot Rotary, kPool, vPool Tensor, slots, spans Ints, a Attn)
 }
 
-// RopeCachedAttention rotates q and k, writes row i of k and v to row slots[i] of the pools, and
+// headNorms applies a's per-head q and k norms (Attn.QNorm, Attn.KNorm) when set.
+func headNorms(b Backend, q, k Tensor, a Attn) {
+	if a.QNorm.Valid() {
+		b.HeadNorm(q, a.Heads, a.HeadDim, a.QNorm, a.NormEps)
+	}
+	if a.KNorm.Valid() {
+		b.HeadNorm(k, a.KVHeads, a.HeadDim, a.KNorm, a.NormEps)
+	}
+}
+
+// RopeCachedAttention normalises the heads of q and k when a says so, rotates them, writes row i of k and v to row slots[i] of the pools, and
 // runs CachedAttention of q over the pools.
 func RopeCachedAttention(b Backend, out, q, k, v Tensor, rot Rotary, kPool, vPool Tensor, slots, spans Ints, a Attn) {
 	if f, ok := b.(RopeCachedAttentioner); ok {
 		f.RopeCachedAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
 		return
 	}
+	headNorms(b, q, k, a)
 	b.Rope(q, a.Heads, a.HeadDim, rot)
 	b.Rope(k, a.KVHeads, a.HeadDim, rot)
 	b.Scatter(kPool, k, slots)
@@ -72,12 +83,14 @@ type RopeSegmentAttentioner interface {
 	RopeSegmentAttention(out, q, k, v Tensor, rot Rotary, bounds []int32, a Attn)
 }
 
-// RopeSegmentAttention rotates q and k in place and runs SegmentAttention.
+// RopeSegmentAttention normalises the heads of q and k when a says so, rotates them in place and
+// runs SegmentAttention.
 func RopeSegmentAttention(b Backend, out, q, k, v Tensor, rot Rotary, bounds []int32, a Attn) {
 	if f, ok := b.(RopeSegmentAttentioner); ok {
 		f.RopeSegmentAttention(out, q, k, v, rot, bounds, a)
 		return
 	}
+	headNorms(b, q, k, a)
 	b.Rope(q, a.Heads, a.HeadDim, rot)
 	b.Rope(k, a.KVHeads, a.HeadDim, rot)
 	b.SegmentAttention(out, q, k, v, bounds, a)

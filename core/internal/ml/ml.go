@@ -109,6 +109,11 @@ type Attn struct {
 	Causal bool
 	Past   int
 	Scale  float32
+	// QNorm and KNorm, when set, RMS-normalise each head of q and of k in place (times the
+	// weight's HeadDim values, epsilon NormEps) before the rotary embedding: Qwen3's q_norm and
+	// k_norm. RopeCachedAttention and RopeSegmentAttention apply them; the other ops ignore them.
+	QNorm, KNorm Tensor
+	NormEps      float32
 }
 
 // Rotary are the cosines and sines of the rotary angles of some rows (F32, hd/2 values a row).

@@ -18,20 +18,18 @@ func (m *Model) LayerOps(p *kit.Pass) (int, ml.Tensor) {
 	eps := float32(t.RMSNormEps)
 
 	q, k, v := p.QKV.ColsAt(0, qd), p.QKV.ColsAt(qd, kvd), p.QKV.ColsAt(qd+kvd, kvd)
-	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd))), NormEps: eps}
 	x, xn, tt := p.X, p.XN, p.T
 	r := 0 // x[r] holds the residual, x[r] + delta the hidden states
 	delta := ml.Tensor{}
 	for l := range m.w.layers {
 		L := &m.w.layers[l]
-		// q/k/v = self.{q,k,v}_proj(self.input_layernorm(residual + previous MLP output)), then
-		// self.{q,k}_norm over each head
+		// q/k/v = self.{q,k,v}_proj(self.input_layernorm(residual + previous MLP output))
 		ml.NormLinears(b, xn, x[1-r], x[r], delta, L.attnNorm, eps, ml.Out{Y: q, W: L.q}, ml.Out{Y: k, W: L.k}, ml.Out{Y: v, W: L.v})
 		r ^= 1
-		b.HeadNorm(q, t.Heads, hd, L.qNorm, eps)
-		b.HeadNorm(k, t.KVHeads, hd, L.kNorm, eps)
-		// apply_rotary_pos_emb, the keys and values into each sequence's cache, and causal
-		// attention over it
+		// self.{q,k}_norm over each head, apply_rotary_pos_emb, the keys and values into each
+		// sequence's cache, and causal attention over it
+		a.QNorm, a.KNorm = L.qNorm, L.kNorm
 		ml.RopeCachedAttention(b, p.Att, q, k, v, p.Rot, p.KV.K(l), p.KV.V(l), p.Slots, p.Spans, a)
 		b.Linears(p.Att, ml.Out{Y: tt, W: L.o})
 		// hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))
