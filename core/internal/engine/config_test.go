@@ -11,6 +11,7 @@ import (
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/fixture"
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen25vl" // registers its config defaults
+	_ "github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -52,6 +53,29 @@ func TestParseConfig(t *testing.T) {
 					Depth: 32, Hidden: 1280, Heads: 16, Intermediate: 3420, InChannels: 3, PatchSize: 14, TemporalPatchSize: 2,
 					MergeSize: 2, WindowSize: 112, FullAttBlocks: []int{7, 15, 23, 31}, OutHidden: 2048, RopeTheta: 1e4,
 					NormEps: 1e-6, Act: "silu", TokensPerSecond: 2,
+				},
+				TieEmbeddings: true,
+				ImageTokenID:  151655, VideoTokenID: 151656, VisionStartTokenID: 151652, VisionEndTokenID: 151653,
+				EOSTokenIDs: []int32{151645},
+			},
+		},
+		{
+			// Qwen3-VL 2B (shared/reference/configs): head_dim read, interleaved sections, q/k
+			// norms, no attention bias, a LayerNorm tower with GELU-tanh, the position table and
+			// three deepstack mergers
+			name: "hub Qwen3-VL 2B",
+			path: filepath.Join("testdata", "configs", "qwen3_vl_2b_hub.json"),
+			want: engine.Config{
+				ModelType: "qwen3_vl",
+				Text: engine.TextConfig{
+					Hidden: 2048, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128, Intermediate: 6144, Vocab: 151936,
+					MaxPositions: 262144, RMSNormEps: 1e-6, RopeTheta: 5e6, MRopeSection: [3]int{24, 20, 20}, MRopeInterleaved: true,
+					QKNorm: true, Act: "silu",
+				},
+				Vision: engine.VisionConfig{
+					Depth: 24, Hidden: 1024, Heads: 16, Intermediate: 4096, InChannels: 3, PatchSize: 16, TemporalPatchSize: 2,
+					MergeSize: 2, OutHidden: 2048, RopeTheta: 1e4, NormEps: 1e-6, PosEmbeddings: 2304, Deepstack: []int{5, 11, 17},
+					Act: "gelu_pytorch_tanh", TokensPerSecond: 4,
 				},
 				TieEmbeddings: true,
 				ImageTokenID:  151655, VideoTokenID: 151656, VisionStartTokenID: 151652, VisionEndTokenID: 151653,

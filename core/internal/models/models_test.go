@@ -2,6 +2,8 @@ package models
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -19,7 +21,10 @@ func TestFamilyTables(t *testing.T) {
 	if got, want := ModelTypes(), engine.ConfigModelTypes(); !slices.Equal(got, want) {
 		t.Errorf("families %v, config defaults for %v", got, want)
 	}
-	fixtures := map[string]string{"qwen2_5_vl": fixture.ModelDir("tiny-untied")}
+	configs := map[string]string{
+		"qwen2_5_vl": filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
+		"qwen3_vl":   filepath.Join(fixture.Root(), "configs", "qwen3_vl_2b_hub.json"),
+	}
 	for _, mt := range ModelTypes() {
 		var fam *bundles.Family
 		for _, f := range bundles.Families {
@@ -31,12 +36,16 @@ func TestFamilyTables(t *testing.T) {
 			t.Errorf("model type %s: no bundle family", mt)
 			continue
 		}
-		dir, ok := fixtures[mt]
+		path, ok := configs[mt]
 		if !ok {
-			t.Errorf("model type %s: no fixture checkpoint to check its geometry with", mt)
+			t.Errorf("model type %s: no config to check its geometry with", mt)
 			continue
 		}
-		cfg, err := engine.LoadConfig(dir)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := engine.ParseConfig(data)
 		if err != nil {
 			t.Fatal(err)
 		}
