@@ -112,6 +112,26 @@ template <typename T> __device__ void embed(T *out, const T *table, int ldt, con
 extern "C" __global__ void iris_embed_f32(float *out, const float *table, int ldt, const int *ids, int H) { embed(out, table, ldt, ids, H); }
 extern "C" __global__ void iris_embed_bf16(bf16 *out, const bf16 *table, int ldt, const int *ids, int H) { embed(out, table, ldt, ids, H); }
 
+// A learned position table resampled to the patch grid ((pos_embed(idx) * weight[:, :, None])
+// summed over the taps, added to the patch embeddings): out[i] += sum over k < K of w[i, k] *
+// table[ids[i*K + k]], the sum in F32 and rounded to T before the add (the interpolated table is
+// a T tensor). w is F32 at row stride ldw; rows of H values, one block a row.
+template <typename T>
+__device__ void embed_bag_add(T *out, int ldo, const T *table, int ldt, const int *ids, const float *w, int ldw, int K, int H) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    const int *id = ids + (size_t)blockIdx.x * K;
+    const float *wr = w + (size_t)blockIdx.x * ldw;
+    T *dst = out + (size_t)blockIdx.x * ldo;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+        float acc = 0.f;
+        for (int k = 0; k < K; k++) acc += wr[k] * ld(table[(size_t)id[k] * ldt + j]);
+        dst[j] = st<T>(ld(dst[j]) + rnd<T>(acc));
+    }
+}
+#define EMBED_BAG_ARGS(T) T *out, int ldo, const T *table, int ldt, const int *ids, const float *w, int ldw, int K, int H
+extern "C" __global__ void iris_embed_bag_add_f32(EMBED_BAG_ARGS(float)) { embed_bag_add(out, ldo, table, ldt, ids, w, ldw, K, H); }
+extern "C" __global__ void iris_embed_bag_add_bf16(EMBED_BAG_ARGS(bf16)) { embed_bag_add(out, ldo, table, ldt, ids, w, ldw, K, H); }
+
 // Row moves (the vision tower's window order and its reverse, an image's rows into the prompt,
 // the keys and values of a batch into the KV pool, the last row of each sequence): gather:
 // out[i] = in[index[i]]; scatter: out[index[i]] = in[i]; rows of W values at the given strides,
@@ -139,6 +159,22 @@ extern "C" __global__ void iris_scatter_f32(float *out, int ldo, const float *in
 }
 extern "C" __global__ void iris_scatter_bf16(bf16 *out, int ldo, const bf16 *in, int ldi, const int *index, int W) {
     scatter(out, ldo, in, ldi, index, W);
+}
+
+// Features added at some positions of a residual stream (hidden_states[mask] + features):
+// out[index[i]] += in[i], in F32 and rounded once to T. A block a row, so the indexes must be
+// distinct (the Go side checks).
+template <typename T> __device__ void scatter_add(T *out, int ldo, const T *in, int ldi, const int *index, int W) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    const T *s = in + (size_t)blockIdx.x * ldi;
+    T *d = out + (size_t)index[blockIdx.x] * ldo;
+    for (int j = threadIdx.x; j < W; j += blockDim.x) d[j] = st<T>(ld(d[j]) + ld(s[j]));
+}
+extern "C" __global__ void iris_scatter_add_f32(float *out, int ldo, const float *in, int ldi, const int *index, int W) {
+    scatter_add(out, ldo, in, ldi, index, W);
+}
+extern "C" __global__ void iris_scatter_add_bf16(bf16 *out, int ldo, const bf16 *in, int ldi, const int *index, int W) {
+    scatter_add(out, ldo, in, ldi, index, W);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -230,6 +266,125 @@ extern "C" __global__ void iris_rmsnorm_bf16(bf16 *out, bf16 *xout, const bf16 *
     rmsnorm(out, xout, x, delta, w, n, eps);
 }
 
+// nn.LayerNorm (PyTorch's layer_norm kernel: statistics in float, the result cast once):
+//   out = (weight * ((x - mean) * rstd) + bias).to(input_dtype), rstd = rsqrt(var + eps)
+// with the biased variance, here in two passes over the row (no cancellation of a large mean).
+// The residual add before it is fused as in rmsnorm (xout = x + delta rounded to T; xout may be
+// x); bias may be NULL. One block a row.
+template <typename T>
+__device__ void layernorm(T *out, T *xout, const T *x, const T *delta, const T *w, const T *bias, int n, float eps) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    const T *row = x + (size_t)blockIdx.x * n;
+    T *xrow = xout + (size_t)blockIdx.x * n;
+    const T *drow = delta ? delta + (size_t)blockIdx.x * n : nullptr;
+    T *orow = out + (size_t)blockIdx.x * n;
+    bool write = drow || xrow != row;
+    constexpr int V = 16 / sizeof(T);
+    int nv = n / V, bs = blockDim.x;
+    uintptr_t addrs = (uintptr_t)row | (uintptr_t)xrow | (uintptr_t)drow | (uintptr_t)orow | (uintptr_t)w | (uintptr_t)bias;
+    if (n % V == 0 && nv <= 4 * bs && addrs % 16 == 0) {
+        // rmsnorm's register path: the row (at most 4 chunks a thread) is read once
+        uint4 xu[4], du[4], wu[4], bu[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int c = threadIdx.x + j * bs;
+            if (c < nv) {
+                xu[j] = ((const uint4 *)row)[c];
+                if (drow) du[j] = ((const uint4 *)drow)[c];
+                wu[j] = ((const uint4 *)w)[c];
+                if (bias) bu[j] = ((const uint4 *)bias)[c];
+            }
+        }
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (threadIdx.x + j * bs >= nv) break;
+            T *xv = (T *)&xu[j];
+            const T *dv = (const T *)&du[j];
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float v = ld(xv[e]);
+                if (drow) {
+                    v = rnd<T>(v + ld(dv[e]));
+                    xv[e] = st<T>(v);
+                }
+                s += v;
+            }
+        }
+        float mean = block_sum(s) / (float)n, q = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (threadIdx.x + j * bs >= nv) break;
+            const T *xv = (const T *)&xu[j];
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float d = ld(xv[e]) - mean;
+                q += d * d;
+            }
+        }
+        float rstd = rsqrtf(block_sum(q) / (float)n + eps);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int c = threadIdx.x + j * bs;
+            if (c >= nv) break;
+            if (write) ((uint4 *)xrow)[c] = xu[j];
+            const T *xv = (const T *)&xu[j], *wv = (const T *)&wu[j], *bv = (const T *)&bu[j];
+            uint4 o;
+            T *ov = (T *)&o;
+#pragma unroll
+            for (int e = 0; e < V; e++) ov[e] = st<T>(ld(wv[e]) * ((ld(xv[e]) - mean) * rstd) + (bias ? ld(bv[e]) : 0.f));
+            ((uint4 *)orow)[c] = o;
+        }
+        return;
+    }
+    // other widths and alignments: each thread reads back the elements it wrote
+    float s = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float v = ld(row[j]);
+        if (drow) v = rnd<T>(v + ld(drow[j]));
+        if (write) xrow[j] = st<T>(v);
+        s += v;
+    }
+    float mean = block_sum(s) / (float)n, q = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        float d = ld(xrow[j]) - mean;
+        q += d * d;
+    }
+    float rstd = rsqrtf(block_sum(q) / (float)n + eps);
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        orow[j] = st<T>(ld(w[j]) * ((ld(xrow[j]) - mean) * rstd) + (bias ? ld(bias[j]) : 0.f));
+}
+#define LAYERNORM_ARGS(T) T *out, T *xout, const T *x, const T *delta, const T *w, const T *bias, int n, float eps
+extern "C" __global__ void iris_layernorm_f32(LAYERNORM_ARGS(float)) { layernorm(out, xout, x, delta, w, bias, n, eps); }
+extern "C" __global__ void iris_layernorm_bf16(LAYERNORM_ARGS(bf16)) { layernorm(out, xout, x, delta, w, bias, n, eps); }
+
+// A per-head RMSNorm of q or k before RoPE (an RMSNorm module over head_dim, applied to
+// q_proj(x).view(..., head_dim)), in place on the heads of every row of x (row stride ldx: q or k
+// inside a fused q/k/v matrix), with rmsnorm's roundings: the normalised value rounded to T, then
+// weight * it rounded to T. A warp a head and blockDim/32 heads a block (grid.x over heads,
+// grid.y over rows): a decode step's few rows are one small launch.
+template <typename T> __device__ void head_norm(T *x, int ldx, int rows, int heads, int hd, const T *w, float eps) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    int lane = threadIdx.x & 31, h = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (h >= heads) return; // the whole warp: its shuffles below stay full
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        T *p = x + (size_t)r * ldx + (size_t)h * hd;
+        float ss = 0.f;
+        for (int j = lane; j < hd; j += 32) {
+            float v = ld(p[j]);
+            ss += v * v;
+        }
+        float inv = rsqrtf(warp_sum(ss) / (float)hd + eps);
+        for (int j = lane; j < hd; j += 32) p[j] = st<T>(ld(w[j]) * rnd<T>(ld(p[j]) * inv));
+    }
+}
+extern "C" __global__ void iris_head_norm_f32(float *x, int ldx, int rows, int heads, int hd, const float *w, float eps) {
+    head_norm(x, ldx, rows, heads, hd, w, eps);
+}
+extern "C" __global__ void iris_head_norm_bf16(bf16 *x, int ldx, int rows, int heads, int hd, const bf16 *w, float eps) {
+    head_norm(x, ldx, rows, heads, hd, w, eps);
+}
+
 // ROWS(r, j, rows, n) walks a rows x n matrix with a 2-D grid: grid.y over rows, grid.x and the
 // block over columns. No 64-bit division per element (a flat index split with i / n cost more
 // than the memory traffic of these passes).
@@ -291,16 +446,26 @@ template <typename T> __device__ void pad_rows(T *out, const T *in, int rows, in
 extern "C" __global__ void iris_pad_rows_f32(float *out, const float *in, int rows, int n, int ldo) { pad_rows(out, in, rows, n, ldo); }
 extern "C" __global__ void iris_pad_rows_bf16(bf16 *out, const bf16 *in, int rows, int n, int ldo) { pad_rows(out, in, rows, n, ldo); }
 
-// nn.GELU() (approximate="none"): x * 0.5 * (1 + erf(x / sqrt(2)))
-template <typename T> __device__ void gelu(T *x, long n) {
+// nn.GELU() (approximate="none"): x * 0.5 * (1 + erf(x / sqrt(2))); with Tanh, gelu_pytorch_tanh
+// (approximate="tanh"), as PyTorch's GeluCUDAKernelImpl writes it:
+//   0.5 * x * (1 + tanh(kBeta * (x + kKappa * x^3))), kBeta = sqrt(2/pi), kKappa = 0.044715
+// Both in F32, rounded once to T.
+template <typename T, bool Tanh> __device__ void gelu(T *x, long n) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     GRID_STRIDE(i, n) {
         float v = ld(x[i]);
-        x[i] = st<T>(v * 0.5f * (1.0f + erff(v * 0.70710678118654752f)));
+        if (Tanh) {
+            float inner = 0.7978845608028654f * (v + 0.044715f * (v * v * v));
+            x[i] = st<T>(0.5f * v * (1.0f + tanhf(inner)));
+        } else {
+            x[i] = st<T>(v * 0.5f * (1.0f + erff(v * 0.70710678118654752f)));
+        }
     }
 }
-extern "C" __global__ void iris_gelu_f32(float *x, long n) { gelu(x, n); }
-extern "C" __global__ void iris_gelu_bf16(bf16 *x, long n) { gelu(x, n); }
+extern "C" __global__ void iris_gelu_f32(float *x, long n) { gelu<float, false>(x, n); }
+extern "C" __global__ void iris_gelu_bf16(bf16 *x, long n) { gelu<bf16, false>(x, n); }
+extern "C" __global__ void iris_gelu_tanh_f32(float *x, long n) { gelu<float, true>(x, n); }
+extern "C" __global__ void iris_gelu_tanh_bf16(bf16 *x, long n) { gelu<bf16, true>(x, n); }
 
 // ---------------------------------------------------------------------------------------------
 // rotary embeddings
