@@ -13,8 +13,10 @@ import (
 type kernelSet struct {
 	mod                               *gpu.Module
 	bf16ToF32, f32ToBF16              *gpu.Function
-	embed, gather, scatter            *gpu.Function
-	rmsnorm, bias, siluMul, gelu      *gpu.Function
+	embed, embedBag                   *gpu.Function
+	gather, scatter, scatterAdd       *gpu.Function
+	rmsnorm, layernorm, headNorm      *gpu.Function
+	bias, siluMul, gelu, geluTanh     *gpu.Function
 	padRows, ropeRows, ropeKV         *gpu.Function
 	softmax, attnPool                 *gpu.Function
 	flash                             map[int]*gpu.Function // by head dim
@@ -50,13 +52,18 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	get(&k.bf16ToF32, "iris_bf16_to_f32")
 	get(&k.f32ToBF16, "iris_f32_to_bf16")
 	get(&k.embed, "iris_embed"+sfx)
+	get(&k.embedBag, "iris_embed_bag_add"+sfx)
 	get(&k.gather, "iris_gather"+sfx)
 	get(&k.scatter, "iris_scatter"+sfx)
+	get(&k.scatterAdd, "iris_scatter_add"+sfx)
 	get(&k.rmsnorm, "iris_rmsnorm"+sfx)
+	get(&k.layernorm, "iris_layernorm"+sfx)
+	get(&k.headNorm, "iris_head_norm"+sfx)
 	get(&k.bias, "iris_bias"+sfx)
 	get(&k.siluMul, "iris_silu_mul"+sfx)
 	get(&k.padRows, "iris_pad_rows"+sfx)
 	get(&k.gelu, "iris_gelu"+sfx)
+	get(&k.geluTanh, "iris_gelu_tanh"+sfx)
 	get(&k.ropeRows, "iris_rope_rows"+sfx)
 	get(&k.ropeKV, "iris_rope_kv"+sfx)
 	get(&k.softmax, "iris_softmax"+sfx)
@@ -96,6 +103,8 @@ const (
 	// that warps stride over rows rather than waiting for a second wave.
 	gemvBlocksPerSM = 4
 	gemvMaxShared   = 48 << 10 // the gemv's input row lives in the default shared memory
+	// headNormWarps are the heads of one iris_head_norm block (a warp each).
+	headNormWarps = 4
 	// argmaxParts are iris_argmax_part's blocks (of argmaxThreads): each leaves its chunk's
 	// top two for iris_argmax_top2.
 	argmaxParts   = 128

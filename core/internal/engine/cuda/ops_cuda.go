@@ -311,6 +311,38 @@ func (b *Backend) RMSNorm(y, xOut, x, delta, w ml.Tensor, eps float32) {
 	b.rows(b.k.rmsnorm, x.Rows, gpu.P(dp(y)), gpu.P(dp(xOut)), gpu.P(dp(x)), gpu.P(dp(delta)), gpu.P(dp(w)), gpu.I(x.Cols), gpu.F(eps))
 }
 
+// LayerNorm implements ml.Backend: one block a row, as RMSNorm.
+func (b *Backend) LayerNorm(y, xOut, x, delta, w, bias ml.Tensor, eps float32) {
+	if !b.same("layernorm", y, xOut, x, delta, w, bias) || x.Rows == 0 {
+		return
+	}
+	if !packed(y, xOut, x, delta) {
+		b.bad("layernorm: strided rows")
+		return
+	}
+	if w.Rows*w.Cols != x.Cols || bias.Valid() && bias.Rows*bias.Cols != x.Cols {
+		b.bad("layernorm: rows of %d, a weight of %d and a bias of %d", x.Cols, w.Rows*w.Cols, bias.Rows*bias.Cols)
+		return
+	}
+	b.rows(b.k.layernorm, x.Rows, gpu.P(dp(y)), gpu.P(dp(xOut)), gpu.P(dp(x)), gpu.P(dp(delta)), gpu.P(dp(w)), gpu.P(dp(bias)),
+		gpu.I(x.Cols), gpu.F(eps))
+}
+
+// HeadNorm implements ml.Backend in one launch for every row: a warp a head (decode steps run it
+// on q and k in every layer, so a block a row of few heads would leave the GPU idle).
+func (b *Backend) HeadNorm(x ml.Tensor, heads, hd int, w ml.Tensor, eps float32) {
+	if !b.same("headnorm", x, w) || x.Rows == 0 {
+		return
+	}
+	if heads < 1 || hd < 1 || heads*hd > x.Cols || w.Rows*w.Cols != hd {
+		b.bad("headnorm: %d heads of %d in %d columns, a weight of %d", heads, hd, x.Cols, w.Rows*w.Cols)
+		return
+	}
+	grid := gpu.Dim3{X: (heads + headNormWarps - 1) / headNormWarps, Y: min(x.Rows, 65535)}
+	b.launchDep(b.k.headNorm, grid, gpu.Dim3{X: 32 * headNormWarps}, 0, gpu.P(dp(x)), gpu.I(x.Stride), gpu.I(x.Rows), gpu.I(heads), gpu.I(hd),
+		gpu.P(dp(w)), gpu.F(eps))
+}
+
 // SiluMul implements ml.Backend for gate and up side by side in one matrix (gate's columns,
 // then up's), as the products leave them.
 func (b *Backend) SiluMul(y, gate, up ml.Tensor) {
@@ -330,8 +362,17 @@ func (b *Backend) SiluMul(y, gate, up ml.Tensor) {
 }
 
 // GELU implements ml.Backend.
-func (b *Backend) GELU(x ml.Tensor) {
+func (b *Backend) GELU(x ml.Tensor, approx ml.GELUApprox) {
 	if !b.same("gelu", x) {
+		return
+	}
+	f := b.k.gelu
+	switch approx {
+	case ml.GELUErf:
+	case ml.GELUTanh:
+		f = b.k.geluTanh
+	default:
+		b.bad("gelu: form %d", approx)
 		return
 	}
 	if !x.Contiguous() {
@@ -339,7 +380,7 @@ func (b *Backend) GELU(x ml.Tensor) {
 		return
 	}
 	n := int64(x.Rows) * int64(x.Cols)
-	b.elems(b.k.gelu, n, gpu.P(dp(x)), gpu.L(n))
+	b.elems(f, n, gpu.P(dp(x)), gpu.L(n))
 }
 
 // Embed implements ml.Backend.
@@ -368,6 +409,65 @@ func (b *Backend) Scatter(dst, src ml.Tensor, idx ml.Ints) {
 		return
 	}
 	b.rows(b.k.scatter, idx.Len, gpu.P(dp(dst)), gpu.I(dst.Stride), gpu.P(dp(src)), gpu.I(src.Stride), gpu.P(gpu.DevPtr(idx.Addr)), gpu.I(src.Cols))
+}
+
+// ScatterAdd implements ml.Backend: a block a row, so the rows idx names must be distinct (they
+// are positions of a sequence); a repeated one is refused rather than raced.
+func (b *Backend) ScatterAdd(dst, src ml.Tensor, idx ml.Ints) {
+	if !b.same("scatter-add", dst, src) || idx.Len == 0 {
+		return
+	}
+	if src.Cols != dst.Cols || idx.Len > src.Rows {
+		b.bad("scatter-add: %d rows of %d into rows of %d", idx.Len, src.Cols, dst.Cols)
+		return
+	}
+	if !distinct(idx.Host, dst.Rows) {
+		b.bad("scatter-add: a row index repeated or outside [0, %d)", dst.Rows)
+		return
+	}
+	b.rows(b.k.scatterAdd, idx.Len, gpu.P(dp(dst)), gpu.I(dst.Stride), gpu.P(dp(src)), gpu.I(src.Stride), gpu.P(gpu.DevPtr(idx.Addr)),
+		gpu.I(src.Cols))
+}
+
+// distinct reports whether the row indexes are in [0, rows) and all different.
+func distinct(idx []int32, rows int) bool {
+	seen := make([]bool, rows)
+	for _, i := range idx {
+		if i < 0 || int(i) >= rows || seen[i] {
+			return false
+		}
+		seen[i] = true
+	}
+	return true
+}
+
+// AddEmbedBag implements ml.Backend: a block a row of dst, its taps summed in F32.
+func (b *Backend) AddEmbedBag(dst, table ml.Tensor, ids ml.Ints, weights ml.Tensor) {
+	if !b.same("embed-bag", dst, table) || dst.Rows == 0 {
+		return
+	}
+	K := weights.Cols
+	if weights.DType != ml.F32 || weights.Rows != dst.Rows || ids.Len != dst.Rows*K || table.Cols != dst.Cols {
+		b.bad("embed-bag: %d ids, %s weights %dx%d, table %dx%d, dst %dx%d", ids.Len, weights.DType, weights.Rows, weights.Cols,
+			table.Rows, table.Cols, dst.Rows, dst.Cols)
+		return
+	}
+	if !inRange(ids.Host, table.Rows) {
+		b.bad("embed-bag: an id outside the table's %d rows", table.Rows)
+		return
+	}
+	b.rows(b.k.embedBag, dst.Rows, gpu.P(dp(dst)), gpu.I(dst.Stride), gpu.P(dp(table)), gpu.I(table.Stride), gpu.P(gpu.DevPtr(ids.Addr)),
+		gpu.P(dp(weights)), gpu.I(weights.Stride), gpu.I(K), gpu.I(dst.Cols))
+}
+
+// inRange reports whether every id names one of n rows (a wrong one would fault the context).
+func inRange(ids []int32, n int) bool {
+	for _, i := range ids {
+		if i < 0 || int(i) >= n {
+			return false
+		}
+	}
+	return true
 }
 
 // Rope implements ml.Backend.
