@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/gpu"
+	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
 // Each kernel of kernels/iris.cu against a CPU reference in float64 on fresh random inputs, in
@@ -498,6 +501,294 @@ func TestKernelGatherScatter(t *testing.T) {
 				}
 			}
 		}
+	})
+}
+
+// layerNormRef is the residual x + d (rounded to dt; x alone when d is nil) and nn.LayerNorm of
+// it in float64 (the biased variance; no bias when bias is nil), the output rounded once.
+func layerNormRef(dt dtype, x, d, w, bias []float32, rows, n int, eps float64) (res, out []float64) {
+	res, out = make([]float64, rows*n), make([]float64, rows*n)
+	for i := range rows {
+		mean := 0.0
+		for j := range n {
+			v := float64(x[i*n+j])
+			if d != nil {
+				v = round(dt, v+float64(d[i*n+j]))
+			}
+			res[i*n+j] = v
+			mean += v
+		}
+		mean /= float64(n)
+		vr := 0.0
+		for j := range n {
+			vr += (res[i*n+j] - mean) * (res[i*n+j] - mean)
+		}
+		rstd := 1 / math.Sqrt(vr/float64(n)+eps)
+		for j := range n {
+			o := (res[i*n+j] - mean) * rstd * float64(w[j])
+			if bias != nil {
+				o += float64(bias[j])
+			}
+			out[i*n+j] = round(dt, o)
+		}
+	}
+	return res, out
+}
+
+// offset returns v + c, rounded to dt (rows with a mean far from zero).
+func offset(dt dtype, v []float32, c float64) []float32 {
+	for i := range v {
+		v[i] = float32(round(dt, float64(v[i])+c))
+	}
+	return v
+}
+
+// TestKernelLayerNorm covers the register path (rows of 16-byte chunks, at most four a thread),
+// with and without the residual add and the bias, the plain loop (other widths: 4608 is past
+// four chunks a thread in f32), and rows that are not 16-byte aligned (the plain loop too).
+func TestKernelLayerNorm(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, tc := range []struct {
+		n                         int
+		delta, apart, bias, shift bool
+	}{
+		{1152, true, false, true, false}, {1024, false, false, true, false}, {1152, true, true, false, false},
+		{4608, true, true, true, false}, {1150, true, false, true, false}, {1152, true, true, true, true},
+	} {
+		t.Run(fmt.Sprintf("n%d-delta%v-apart%v-bias%v-shift%v", tc.n, tc.delta, tc.apart, tc.bias, tc.shift), func(t *testing.T) {
+			forTypes(t, func(t *testing.T, dt dtype) {
+				const rows = 7
+				n := tc.n
+				x := offset(dt, randn(r, dt, rows*n, 1), 3) // a mean of 3: the variance in two passes
+				d := randn(r, dt, rows*n, 1)
+				w := randn(r, dt, n, 1)
+				bias := randn(r, dt, n, 1)
+				var got, gotX, gotIn []float32
+				f.do(func() error {
+					e := int64(0)
+					at := func(v []float32) gpu.DevPtr { return f.put(dt, v) }
+					if tc.shift { // every row one element past 16-byte alignment
+						e = dt.size()
+						at = func(v []float32) gpu.DevPtr { return f.put(dt, append([]float32{0}, v...)).Add(e) }
+					}
+					xp, dp := at(x), at(d)
+					wp, bp, out := f.put(dt, w), f.put(dt, bias), f.poisoned(dt, rows*n+1).Add(e)
+					xo := xp // the residual in place
+					if tc.apart {
+						xo = f.poisoned(dt, rows*n+1).Add(e)
+					}
+					if !tc.delta {
+						dp = 0
+					}
+					if !tc.bias {
+						bp = 0
+					}
+					err := f.ks[dt].layernorm.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s,
+						gpu.P(out), gpu.P(xo), gpu.P(xp), gpu.P(dp), gpu.P(wp), gpu.P(bp), gpu.I(n), gpu.F(1e-6))
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got, gotX, gotIn = f.get(dt, out, rows*n), f.get(dt, xo, rows*n), f.get(dt, xp, rows*n)
+					return err
+				})
+				var dIn, bIn []float32
+				if tc.delta {
+					dIn = d
+				}
+				if tc.bias {
+					bIn = bias
+				}
+				wantX, want := layerNormRef(dt, x, dIn, w, bIn, rows, n, 1e-6)
+				check(t, "residual", gotX, wantX, tolFor(dt))
+				check(t, "norm", got, want, tolFor(dt))
+				if tc.apart {
+					in := make([]float64, len(x))
+					for i, v := range x {
+						in[i] = float64(v)
+					}
+					check(t, "input left alone", gotIn, in, 0)
+				}
+			})
+		})
+	}
+}
+
+// headNormRef RMS-normalises the heads of hd values at column off of each row of want (row
+// stride ld) in place, with the kernel's roundings: the normalised value, then w times it.
+func headNormRef(dt dtype, want []float64, ld, off, rows, heads, hd int, w []float32, eps float64) {
+	for i := range rows {
+		for h := range heads {
+			p := want[i*ld+off+h*hd : i*ld+off+(h+1)*hd]
+			ss := 0.0
+			for _, v := range p {
+				ss += v * v
+			}
+			inv := 1 / math.Sqrt(ss/float64(hd)+eps)
+			for j := range p {
+				p[j] = round(dt, float64(w[j])*round(dt, p[j]*inv))
+			}
+		}
+	}
+}
+
+// TestKernelHeadNorm normalises the q heads and then the k heads of fused q/k/v rows in place
+// (strided views, as the decoder's q and k), leaving v alone: decode-sized batches, a head dim
+// that is not a multiple of the warp, head counts that do not fill the last block, and a grid
+// with fewer rows than the matrix (the row loop strides).
+func TestKernelHeadNorm(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(27, 28))
+	for _, tc := range []struct{ rows, heads, kvh, hd, gridY int }{
+		{3, 16, 8, 128, 3}, {1, 32, 8, 128, 1}, {5, 6, 2, 80, 2}, {32, 16, 4, 128, 32},
+	} {
+		t.Run(fmt.Sprintf("rows%d-heads%d-kv%d-hd%d-grid%d", tc.rows, tc.heads, tc.kvh, tc.hd, tc.gridY), func(t *testing.T) {
+			forTypes(t, func(t *testing.T, dt dtype) {
+				rows, hd := tc.rows, tc.hd
+				qd, kvd := tc.heads*hd, tc.kvh*hd
+				ld := qd + 2*kvd
+				x := randn(r, dt, rows*ld, 2)
+				wq, wk := randn(r, dt, hd, 1), randn(r, dt, hd, 1)
+				var got []float32
+				f.do(func() error {
+					xp, wqp, wkp := f.put(dt, x), f.put(dt, wq), f.put(dt, wk)
+					k := f.ks[dt]
+					launch := func(p gpu.DevPtr, heads int, w gpu.DevPtr) error {
+						return k.headNorm.Launch(gpu.Dim3{X: (heads + headNormWarps - 1) / headNormWarps, Y: tc.gridY}, gpu.Dim3{X: 32 * headNormWarps}, 0, f.s,
+							gpu.P(p), gpu.I(ld), gpu.I(rows), gpu.I(heads), gpu.I(hd), gpu.P(w), gpu.F(1e-6))
+					}
+					err := launch(xp, tc.heads, wqp)
+					if err == nil {
+						err = launch(xp.Add(int64(qd)*dt.size()), tc.kvh, wkp)
+					}
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got = f.get(dt, xp, rows*ld)
+					return err
+				})
+				want := make([]float64, rows*ld)
+				for i, v := range x {
+					want[i] = float64(v)
+				}
+				headNormRef(dt, want, ld, 0, rows, tc.heads, hd, wq, 1e-6)
+				headNormRef(dt, want, ld, qd, rows, tc.kvh, hd, wk, 1e-6)
+				check(t, "q and k heads normalised in place (v untouched)", got, want, tolFor(dt))
+			})
+		})
+	}
+}
+
+// geluTanhRef is gelu_pytorch_tanh in float64, rounded once.
+func geluTanhRef(dt dtype, x float64) float64 {
+	return round(dt, 0.5*x*(1+math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))))
+}
+
+// TestKernelGeluTanh checks the tanh form of GELU (the erf form is in TestKernelSiluGelu), with
+// a grid smaller than the data (the kernel strides).
+func TestKernelGeluTanh(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(29, 30))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const n = 5 * 4304
+		h := randn(r, dt, n, 3)
+		var got []float32
+		f.do(func() error {
+			hp := f.put(dt, h)
+			err := f.ks[dt].geluTanh.Launch(gpu.Dim3{X: 7}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(hp), gpu.L(n))
+			if err == nil {
+				err = f.s.Sync()
+			}
+			got = f.get(dt, hp, n)
+			return err
+		})
+		want := make([]float64, n)
+		for i, v := range h {
+			want[i] = geluTanhRef(dt, float64(v))
+		}
+		check(t, "gelu tanh", got, want, tolFor(dt))
+	})
+}
+
+// TestKernelScatterAdd adds strided rows to some rows of a strided matrix, the other rows and
+// the columns past W left alone.
+func TestKernelScatterAdd(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(31, 32))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const rows, dstRows, W, ldi, ldo = 4, 9, 36, 50, 40
+		in, dst := randn(r, dt, rows*ldi, 1), randn(r, dt, dstRows*ldo, 1)
+		idx := []int32{7, 0, 3, 5}
+		var got []float32
+		f.do(func() error {
+			ip, ix, dp := f.put(dt, in), f.putI32(idx), f.put(dt, dst)
+			err := f.ks[dt].scatterAdd.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(dp), gpu.I(ldo), gpu.P(ip), gpu.I(ldi), gpu.P(ix), gpu.I(W))
+			if err == nil {
+				err = f.s.Sync()
+			}
+			got = f.get(dt, dp, dstRows*ldo)
+			return err
+		})
+		want := make([]float64, dstRows*ldo)
+		for i, v := range dst {
+			want[i] = float64(v)
+		}
+		for i, j := range idx {
+			for c := range W {
+				want[int(j)*ldo+c] = round(dt, want[int(j)*ldo+c]+float64(in[i*ldi+c]))
+			}
+		}
+		check(t, "scatter-add", got, want, tolFor(dt))
+	})
+}
+
+// embedBagRef adds to each of the rows of dst (row stride ldo) the weighted sum of K table rows
+// (stride ldt) in float64, rounded to dt before the add as the kernel does.
+func embedBagRef(dt dtype, dst []float32, ldo int, table []float32, ldt int, ids []int32, w []float32, ldw, K, H, rows int) []float64 {
+	want := make([]float64, len(dst))
+	for i, v := range dst {
+		want[i] = float64(v)
+	}
+	for i := range rows {
+		for j := range H {
+			acc := 0.0
+			for k := range K {
+				acc += float64(w[i*ldw+k]) * float64(table[int(ids[i*K+k])*ldt+j])
+			}
+			want[i*ldo+j] = round(dt, want[i*ldo+j]+round(dt, acc))
+		}
+	}
+	return want
+}
+
+// TestKernelEmbedBag adds bilinear mixes of four table rows (a padded table, strided weights and
+// output rows, the columns past H left alone).
+func TestKernelEmbedBag(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(33, 34))
+	forTypes(t, func(t *testing.T, dt dtype) {
+		const rows, tableRows, H, ldt, ldo, K, ldw = 6, 20, 36, 40, 48, 4, 5
+		table, dst := randn(r, dt, tableRows*ldt, 1), randn(r, dt, rows*ldo, 1)
+		w := make([]float32, rows*ldw)
+		for i := range w {
+			w[i] = float32(r.Float64())
+		}
+		ids := make([]int32, rows*K)
+		for i := range ids {
+			ids[i] = int32(r.IntN(tableRows))
+		}
+		var got []float32
+		f.do(func() error {
+			tp, dp, wp, ip := f.put(dt, table), f.put(dt, dst), f.put(f32, w), f.putI32(ids)
+			err := f.ks[dt].embedBag.Launch(gpu.Dim3{X: rows}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(dp), gpu.I(ldo), gpu.P(tp), gpu.I(ldt),
+				gpu.P(ip), gpu.P(wp), gpu.I(ldw), gpu.I(K), gpu.I(H))
+			if err == nil {
+				err = f.s.Sync()
+			}
+			got = f.get(dt, dp, rows*ldo)
+			return err
+		})
+		check(t, "embed-bag add", got, embedBagRef(dt, dst, ldo, table, ldt, ids, w, ldw, K, H, rows), tolFor(dt))
 	})
 }
 
@@ -1042,4 +1333,150 @@ func TestKernelGemvFused(t *testing.T) {
 		check(t, "gemv(rmsnorm(x+d))", gotN, wantN, tol)
 		check(t, "silu(gate)*up of gemv(rmsnorm(x+d))", gotG, wantG, 2*tol)
 	})
+}
+
+// TestKernelBackendOps runs LayerNorm, HeadNorm, both GELUs, ScatterAdd and AddEmbedBag through
+// the backend's methods in both precisions (their launch shapes and argument order, the strides
+// they pass: a padded table, q and k views of fused rows) against the references of the kernel
+// tests, and checks that what they cannot do is refused.
+func TestKernelBackendOps(t *testing.T) {
+	for _, prec := range []string{"fp32", "bf16"} {
+		t.Run(prec, func(t *testing.T) {
+			b, err := NewBackend(Options{Precision: prec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			dt := b.dt
+			r := rand.New(rand.NewPCG(35, 36))
+			const eps = 1e-6
+			// LayerNorm: rows of 1152 with the residual add and a bias
+			const rows, n = 3, 1152
+			x, d := offset(dt, randn(r, dt, rows*n, 1), 3), randn(r, dt, rows*n, 1)
+			lw, lb := randn(r, dt, n, 1), randn(r, dt, n, 1)
+			// HeadNorm: q and k of fused q/k/v rows
+			const hrows, heads, kvh, hd = 2, 16, 8, 128
+			qd, kvd := heads*hd, kvh*hd
+			ld := qd + 2*kvd
+			qkv, wq, wk := randn(r, dt, hrows*ld, 2), randn(r, dt, hd, 1), randn(r, dt, hd, 1)
+			// GELU in both forms
+			g := randn(r, dt, 2*1000, 3)
+			// ScatterAdd
+			const sRows, dRows, W = 3, 6, 40
+			src, sdst, sidx := randn(r, dt, sRows*W, 1), randn(r, dt, dRows*W, 1), []int32{4, 1, 5}
+			// AddEmbedBag: a table of 34 columns, stored padded (136 and 68 bytes are not 16-byte rows)
+			const eRows, tRows, H, K = 5, 20, 34, 4
+			table, edst := randn(r, dt, tRows*H, 1), randn(r, dt, eRows*H, 1)
+			ew := make([]float32, eRows*K)
+			for i := range ew {
+				ew[i] = float32(r.Float64())
+			}
+			ids := make([]int32, eRows*K)
+			for i := range ids {
+				ids[i] = int32(r.IntN(tRows))
+			}
+
+			var gotY, gotX, gotQKV, gotErf, gotTanh, gotS, gotE []float32
+			var tab ml.Tensor
+			err = b.Do(func() error {
+				var err error
+				tab, err = b.Load(unsafe.Slice((*byte)(unsafe.Pointer(&table[0])), len(table)*4), "F32", tRows, H, dt.ml())
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tab.Stride == tab.Cols {
+				t.Fatalf("table of %d columns stored at stride %d: want a padded one", tab.Cols, tab.Stride)
+			}
+			err = b.Do(func() error {
+				tensor := func(rows, cols int, v []float32) ml.Tensor {
+					m, err := b.Alloc(rows, cols, dt.ml())
+					b.fail(err)
+					b.Write(m, v)
+					return m
+				}
+				read := func(m ml.Tensor) []float32 {
+					v := make([]float32, m.Rows*m.Cols)
+					b.Read(v, m)
+					return v
+				}
+				xt, dtn, y, xo := tensor(rows, n, x), tensor(rows, n, d), b.Scratch("y", rows, n), b.Scratch("xo", rows, n)
+				b.LayerNorm(y, xo, xt, dtn, tensor(1, n, lw), tensor(1, n, lb), eps)
+				qt := tensor(hrows, ld, qkv)
+				b.HeadNorm(qt.ColsAt(0, qd), heads, hd, tensor(1, hd, wq), eps)
+				b.HeadNorm(qt.ColsAt(qd, kvd), kvh, hd, tensor(1, hd, wk), eps)
+				ge, gt := tensor(2, 1000, g), tensor(2, 1000, g)
+				b.GELU(ge, ml.GELUErf)
+				b.GELU(gt, ml.GELUTanh)
+				st := tensor(dRows, W, sdst)
+				b.ScatterAdd(st, tensor(sRows, W, src), b.Ints(sidx))
+				et := tensor(eRows, H, edst)
+				b.AddEmbedBag(et, tab, b.Ints(ids), b.Input(ew, eRows, K))
+				gotY, gotX, gotQKV, gotErf, gotTanh, gotS, gotE = read(y), read(xo), read(qt), read(ge), read(gt), read(st), read(et)
+				return b.Sync()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantX, wantY := layerNormRef(dt, x, d, lw, lb, rows, n, eps)
+			check(t, "layernorm residual", gotX, wantX, tolFor(dt))
+			check(t, "layernorm", gotY, wantY, tolFor(dt))
+			wantQKV := make([]float64, len(qkv))
+			for i, v := range qkv {
+				wantQKV[i] = float64(v)
+			}
+			headNormRef(dt, wantQKV, ld, 0, hrows, heads, hd, wq, eps)
+			headNormRef(dt, wantQKV, ld, qd, hrows, kvh, hd, wk, eps)
+			check(t, "headnorm of q and k", gotQKV, wantQKV, tolFor(dt))
+			wantErf, wantTanh := make([]float64, len(g)), make([]float64, len(g))
+			for i, v := range g {
+				h := float64(v)
+				wantErf[i], wantTanh[i] = round(dt, 0.5*h*(1+math.Erf(h/math.Sqrt2))), geluTanhRef(dt, h)
+			}
+			check(t, "gelu erf", gotErf, wantErf, tolFor(dt))
+			check(t, "gelu tanh", gotTanh, wantTanh, tolFor(dt))
+			wantS := make([]float64, len(sdst))
+			for i, v := range sdst {
+				wantS[i] = float64(v)
+			}
+			for i, j := range sidx {
+				for c := range W {
+					wantS[int(j)*W+c] = round(dt, wantS[int(j)*W+c]+float64(src[i*W+c]))
+				}
+			}
+			check(t, "scatter-add", gotS, wantS, tolFor(dt))
+			check(t, "embed-bag add", gotE, embedBagRef(dt, edst, H, table, H, ids, ew, K, K, H, eRows), tolFor(dt))
+
+			// refusals: each a failed pass with ErrInvalidInput, the next pass clean
+			for _, bad := range []struct {
+				name string
+				op   func(a, c ml.Tensor)
+			}{
+				{"scatter-add to a row twice", func(a, c ml.Tensor) { b.ScatterAdd(a, c, b.Ints([]int32{1, 1})) }},
+				{"scatter-add past the rows", func(a, c ml.Tensor) { b.ScatterAdd(a, c, b.Ints([]int32{0, 4})) }},
+				{"embed-bag id past the table", func(a, c ml.Tensor) {
+					b.AddEmbedBag(a.RowsAt(0, 2).ColsAt(0, H), tab, b.Ints([]int32{0, 0, 0, 20, 1, 1, 1, 1}), b.Input(make([]float32, 8), 2, K))
+				}},
+				{"gelu of no form", func(a, _ ml.Tensor) { b.GELU(a, ml.GELUApprox(7)) }},
+				{"headnorm past the columns", func(a, c ml.Tensor) { b.HeadNorm(a, 2, 24, c.RowsAt(0, 1).ColsAt(0, 24), eps) }},
+			} {
+				err := b.Do(func() error {
+					a, err := b.Alloc(4, W, dt.ml())
+					if err != nil {
+						return err
+					}
+					c, err := b.Alloc(2, W, dt.ml())
+					if err != nil {
+						return err
+					}
+					bad.op(a, c)
+					return b.Sync()
+				})
+				if !errors.Is(err, engine.ErrInvalidInput) {
+					t.Errorf("%s: %v, want ErrInvalidInput", bad.name, err)
+				}
+			}
+		})
+	}
 }
