@@ -1390,17 +1390,8 @@ func TestKernelBackendOps(t *testing.T) {
 				t.Fatalf("table of %d columns stored at stride %d: want a padded one", tab.Cols, tab.Stride)
 			}
 			err = b.Do(func() error {
-				tensor := func(rows, cols int, v []float32) ml.Tensor {
-					m, err := b.Alloc(rows, cols, dt.ml())
-					b.fail(err)
-					b.Write(m, v)
-					return m
-				}
-				read := func(m ml.Tensor) []float32 {
-					v := make([]float32, m.Rows*m.Cols)
-					b.Read(v, m)
-					return v
-				}
+				tensor := func(rows, cols int, v []float32) ml.Tensor { return devTensor(b, rows, cols, v) }
+				read := func(m ml.Tensor) []float32 { return readBack(b, m) }
 				xt, dtn, y, xo := tensor(rows, n, x), tensor(rows, n, d), b.Scratch("y", rows, n), b.Scratch("xo", rows, n)
 				b.LayerNorm(y, xo, xt, dtn, tensor(1, n, lw), tensor(1, n, lb), eps)
 				qt := tensor(hrows, ld, qkv)
@@ -1475,6 +1466,107 @@ func TestKernelBackendOps(t *testing.T) {
 				})
 				if !errors.Is(err, engine.ErrInvalidInput) {
 					t.Errorf("%s: %v, want ErrInvalidInput", bad.name, err)
+				}
+			}
+		})
+	}
+}
+
+// devTensor is a new rows x cols tensor of b's type holding v (on the device thread).
+func devTensor(b *Backend, rows, cols int, v []float32) ml.Tensor {
+	m, err := b.Alloc(rows, cols, b.dt.ml())
+	b.fail(err)
+	b.Write(m, v)
+	return m
+}
+
+// readBack enqueues a read of m; the values are there after the next Sync.
+func readBack(b *Backend, m ml.Tensor) []float32 {
+	v := make([]float32, m.Rows*m.Cols)
+	b.Read(v, m)
+	return v
+}
+
+// TestKernelBackendQKNorm checks that the fused RoPE attentions apply ml.Attn's per-head q and k
+// norms (QNorm, KNorm): each path (decode rows through the pool kernel, a prefill through
+// rope_kv, segments through the window kernel in bf16 or flash) gives what HeadNorm of q and k
+// followed by the same call without the norms gives, outputs and pools.
+func TestKernelBackendQKNorm(t *testing.T) {
+	const eps = 1e-6
+	for _, prec := range []string{"fp32", "bf16"} {
+		t.Run(prec, func(t *testing.T) {
+			b, err := NewBackend(Options{Precision: prec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			dt := b.dt
+			r := rand.New(rand.NewPCG(37, 38))
+			for _, tc := range []struct {
+				name              string
+				heads, kvh, rows  int
+				slots, spans, seg []int32 // seg: segment bounds (RopeSegmentAttention)
+			}{
+				{"decode", 4, 2, 2, []int32{2, 8}, []int32{0, 3, 8, 1}, nil},
+				{"prefill", 4, 2, 3, []int32{0, 1, 2}, []int32{0, 1, 0, 2, 0, 3}, nil},
+				{"segments", 4, 4, 6, nil, nil, []int32{0, 3, 6}},
+			} {
+				const hd, poolRows = 64, 16
+				qd, kvd := tc.heads*hd, tc.kvh*hd
+				ld := qd + 2*kvd
+				qkv := randn(r, dt, tc.rows*ld, 2)
+				wq, wk := randn(r, dt, hd, 1), randn(r, dt, hd, 1)
+				cs := make([]float32, tc.rows*hd) // cos rows, then sin rows
+				for i := range tc.rows * hd / 2 {
+					a := r.Float64() * 2 * math.Pi
+					cs[i], cs[tc.rows*hd/2+i] = float32(math.Cos(a)), float32(math.Sin(a))
+				}
+				run := func(inAttn bool) (out, pool []float32) {
+					err := b.Do(func() error {
+						m := devTensor(b, tc.rows, ld, qkv)
+						q, k, v := m.ColsAt(0, qd), m.ColsAt(qd, kvd), m.ColsAt(qd+kvd, kvd)
+						qn, kn := devTensor(b, 1, hd, wq), devTensor(b, 1, hd, wk)
+						a := ml.Attn{Heads: tc.heads, KVHeads: tc.kvh, HeadDim: hd, Causal: tc.seg == nil, Scale: 0.125}
+						if inAttn {
+							a.QNorm, a.KNorm, a.NormEps = qn, kn, eps
+						} else {
+							b.HeadNorm(q, tc.heads, hd, qn, eps)
+							b.HeadNorm(k, tc.kvh, hd, kn, eps)
+						}
+						rope := b.Input(cs, 2*tc.rows, hd/2)
+						rot := ml.Rotary{Cos: rope.RowsAt(0, tc.rows), Sin: rope.RowsAt(tc.rows, tc.rows), RoundOnce: tc.seg != nil}
+						att := b.Scratch("att", tc.rows, qd)
+						if tc.seg != nil {
+							ml.RopeSegmentAttention(b, att, q, k, v, rot, tc.seg, a)
+						} else {
+							kPool, err := b.Alloc(poolRows, kvd, dt.ml())
+							b.fail(err)
+							vPool, err := b.Alloc(poolRows, kvd, dt.ml())
+							b.fail(err)
+							ml.RopeCachedAttention(b, att, q, k, v, rot, kPool, vPool, b.Ints(tc.slots), b.Ints(tc.spans), a)
+							pool = readBack(b, kPool)
+						}
+						out = readBack(b, att)
+						return b.Sync()
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return out, pool
+				}
+				out, pool := run(true)
+				wantOut, wantPool := run(false)
+				widen := func(v []float32) []float64 {
+					w := make([]float64, len(v))
+					for i, x := range v {
+						w[i] = float64(x)
+					}
+					return w
+				}
+				// the same kernels on the same values: equal but for any reordering of sums
+				check(t, tc.name+": attention with the norms in Attn", out, widen(wantOut), tolFor(dt)/4)
+				if pool != nil {
+					check(t, tc.name+": keys in the pool", pool, widen(wantPool), tolFor(dt)/4)
 				}
 			}
 		})
