@@ -203,8 +203,8 @@ void iris_scatter_add(float *y, int ldy, const float *x, int ldx, int n, const i
     }
 }
 
-// Qwen3VLVisionModel: (self.pos_embed(interp_indices) * interp_weights[:, :, None]).sum(1), then
-// hidden_states + pos_embeds
+// a resampled position table: the weighted sum of a few table rows (F32 weights), then added
+// to the row
 void iris_embed_bag_add(float *y, int ldy, int dt, const void *table, int ldt, int n, const int32_t *ids, const float *w,
                         int ldw, int taps, int rows) {
     for (int i = 0; i < rows; i++) {
