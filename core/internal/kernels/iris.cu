@@ -801,8 +801,9 @@ extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, in
 //   start+L) (spans[2r], spans[2r+1]); the new token's key is the last, written to pool row
 //   slots[r] = start+L-1. Splits past the end return at once, so one captured graph serves every
 //   cache length up to splits*DEC_SK.
-//   A. cos/sin of the row (rounded to T, as rope_rows); q of head h rotated with rope_rows'
-//      roundings; the split holding the new token also rotates the new key and keeps it and the
+//   A. q of head h (and the new key) normalised over the head when qnw (knw) is set, as head_norm
+//      (Qwen3's q_norm/k_norm); cos/sin of the row (rounded to T, as rope_rows); q of head h
+//      rotated with rope_rows' roundings; the split holding the new token also rotates the new key and keeps it and the
 //      new value in shared memory, and the first head of each KV group writes them to the pool
 //      (the other heads never read that row from memory, so there is no race);
 //   B. scores, four threads a key, 16-byte loads;
@@ -818,7 +819,8 @@ extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, in
 template <typename T>
 __device__ void attn_pool(T *out, int ldo, float *part, int *ticket, const T *qm, int ldq, const T *km, int ldk, const T *vm,
                           int ldv, const float *cos, const float *sin, int ldc, T *kpool, T *vpool, const int *slots,
-                          const int *spans, int heads, int kvh, int hd, float scale) {
+                          const int *spans, int heads, int kvh, int hd, float scale, const T *qnw, const T *knw,
+                          float eps) {
     constexpr int V = 16 / sizeof(T); // values per 16-byte load
     __shared__ float qs[256], kn[256], vn[256], sc[DEC_SK];
     __shared__ float red[DEC_THREADS * 8]; // D's key-group partial sums: G*hd = blockDim*V values
@@ -841,13 +843,23 @@ __device__ void attn_pool(T *out, int ldo, float *part, int *ticket, const T *qm
     out += (size_t)br * ldo;
 
     // A
+    int f = tid;
+    float qa = 0.f, qb = 0.f, ka = 0.f, kb = 0.f, va = 0.f, vb = 0.f;
     if (tid < half) {
-        int f = tid;
         const T *qr = qm + (size_t)br * ldq + (size_t)h * hd, *kr = km + (size_t)br * ldk + (size_t)g * hd,
                 *vr = vm + (size_t)br * ldv + (size_t)g * hd;
-        float qa = ld(qr[f]), qb = ld(qr[f + half]);
-        float ka = 0.f, kb = 0.f, va = 0.f, vb = 0.f;
+        qa = ld(qr[f]), qb = ld(qr[f + half]);
         if (has_new) ka = ld(kr[f]), kb = ld(kr[f + half]), va = ld(vr[f]), vb = ld(vr[f + half]);
+    }
+    if (qnw) { // the same for every thread of the block: block_sum's barriers are safe
+        float inv = rsqrtf(block_sum(qa * qa + qb * qb) / (float)hd + eps);
+        if (tid < half) qa = rnd<T>(ld(qnw[f]) * rnd<T>(qa * inv)), qb = rnd<T>(ld(qnw[f + half]) * rnd<T>(qb * inv));
+    }
+    if (knw && has_new) {
+        float inv = rsqrtf(block_sum(ka * ka + kb * kb) / (float)hd + eps);
+        if (tid < half) ka = rnd<T>(ld(knw[f]) * rnd<T>(ka * inv)), kb = rnd<T>(ld(knw[f + half]) * rnd<T>(kb * inv));
+    }
+    if (tid < half) {
         float c = rnd<T>(cos[(size_t)br * ldc + f]), s = rnd<T>(sin[(size_t)br * ldc + f]);
         qs[f] = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(qa, c)), rnd<T>(__fmul_rn(-qb, s))));
         qs[f + half] = rnd<T>(__fadd_rn(rnd<T>(__fmul_rn(qb, c)), rnd<T>(__fmul_rn(qa, s))));
@@ -1000,12 +1012,15 @@ __device__ void attn_pool(T *out, int ldo, float *part, int *ticket, const T *qm
 }
 #define ATTN_POOL_ARGS(T)                                                                                                          \
     T *out, int ldo, float *part, int *ticket, const T *q, int ldq, const T *k, int ldk, const T *v, int ldv, const float *cos,     \
-        const float *sin, int ldc, T *kpool, T *vpool, const int *slots, const int *spans, int heads, int kvh, int hd, float scale
+        const float *sin, int ldc, T *kpool, T *vpool, const int *slots, const int *spans, int heads, int kvh, int hd, float scale, \
+        const T *qnw, const T *knw, float eps
 extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_pool_f32(ATTN_POOL_ARGS(float)) {
-    attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale);
+    attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale, qnw,
+              knw, eps);
 }
 extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_pool_bf16(ATTN_POOL_ARGS(bf16)) {
-    attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale);
+    attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale, qnw,
+              knw, eps);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -662,21 +662,21 @@ func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.At
 
 // RopeCachedAttention implements ml.RopeCachedAttentioner: when every sequence brings one row (a
 // decode step), one kernel rotates q and k, writes k and v to the pool and attends; otherwise
-// one kernel rotates and writes, then attention runs per sequence. a's per-head norms run first
-// (headNorms).
+// one kernel rotates and writes, then attention runs per sequence. a's per-head norms run inside
+// the decode kernel, and before the others (headNorms).
 func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
-	if !b.same("attention", out, q, k, v, kPool, vPool) || q.Rows == 0 {
+	if !b.same("attention", out, q, k, v, kPool, vPool, a.QNorm, a.KNorm) || q.Rows == 0 {
 		return
 	}
 	if rot.Cos.Stride != rot.Sin.Stride || !kPool.Contiguous() || !vPool.Contiguous() {
 		b.bad("rope: cos and sin of other strides, or a strided pool")
 		return
 	}
-	b.headNorms(q, k, a)
 	if b.decodeRows(spans) && b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
-		b.poolAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
+		b.poolAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a) // the norms inside
 		return
 	}
+	b.headNorms(q, k, a)
 	b.rows(b.k.ropeKV, q.Rows, gpu.P(dp(q)), gpu.I(q.Stride), gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride),
 		gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride), gpu.I(roundOnce(rot)), gpu.P(dp(kPool)), gpu.P(dp(vPool)),
 		gpu.P(gpu.DevPtr(slots.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim))
@@ -760,7 +760,7 @@ func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vP
 		gpu.P(dp(out)), gpu.I(out.Stride), gpu.P(dp(part)), gpu.P(dp(ticket)), gpu.P(dp(q)), gpu.I(q.Stride),
 		gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride),
 		gpu.P(dp(kPool)), gpu.P(dp(vPool)), gpu.P(gpu.DevPtr(slots.Addr)), gpu.P(gpu.DevPtr(spans.Addr)),
-		gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim), gpu.F(a.Scale))
+		gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim), gpu.F(a.Scale), gpu.P(dp(a.QNorm)), gpu.P(dp(a.KNorm)), gpu.F(a.NormEps))
 }
 
 // sequenceAttention is attention over the pool one sequence at a time (ml.SpanRuns), each a
