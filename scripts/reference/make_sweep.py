@@ -1,27 +1,32 @@
 #!/usr/bin/env python3
-"""Build the engine's shape sweep golden: transformers' outputs for tiny Qwen2.5-VL checkpoints of
-many shapes, whose weights come from a seeded generator instead of a committed file.
+"""Build the engine's shape sweep goldens: transformers' outputs for tiny checkpoints of many
+shapes, whose weights come from a seeded generator instead of a committed file.
+
+One golden a family (--family): qwen2_5_vl (the default) writes
+core/internal/engine/testdata/sweep/golden.json, qwen3_vl writes .../sweep/qwen3_vl.json.
 
 Run with the reference stack (`just sweep-golden`, i.e. .build/refenv/bin/python). CI never runs
-this: it reads core/internal/engine/testdata/sweep/golden.json, regenerates each checkpoint with
-the same generator in Go (core/internal/engine/fixture/seeded.go) and compares the engine with
-the outputs recorded here.
+this: it reads the goldens, regenerates each checkpoint with the same generator in Go
+(core/internal/engine/fixture/seeded.go) and compares the engine with the outputs recorded here.
 
 Why seeded: a checkpoint with the real 151936-token vocabulary is 10-100 MB, and a sweep needs a
 dozen of them; the generator below is a few lines in both languages and bit-identical in both.
 
   u(name, i) = top 24 bits of splitmix64((seed ^ fnv1a64(name)) + i), mapped to [-1, 1) exactly
   value      = 0.05u                       biases
-               u * sqrt(3)                 model.norm.weight, the final RMSNorm gain: zero-mean, because
+               u * sqrt(3)                 the final RMSNorm gain (model.norm.weight, Qwen3-VL's
+                                           model.language_model.norm.weight): zero-mean, because
                                            with a positive gain a tied model's hidden state, which
                                            holds the input token's own embedding, makes every token
                                            predict itself (greedy answers of one repeated token)
-               1 + 0.1u                    the other 1-D weights (every one is an RMSNorm gain)
+               1 + 0.1u                    the other 1-D weights (RMSNorm and LayerNorm gains,
+                                           Qwen3-VL's q_norm and k_norm)
                u * sqrt(3)                 embed_tokens (unit-variance rows)
                u * 4 * sqrt(3 / hidden)    lm_head: logits of std ~4, as tied ones have, so greedy
                                            margins stay far above float32 rounding
                u * sqrt(3 / fan_in)        other matrices, fan_in = product of the dims after the
-                                           first (unit-variance outputs from unit-variance inputs)
+                                           first (unit-variance outputs from unit-variance inputs;
+                                           Qwen3-VL's pos_embed.weight, 2-D, takes this rule too)
 
 all in float32 with one rounding per operation. Pixel values use the same generator under the
 name "pixels/<image>" with value 0.15 + 1.95u (the range of normalised CLIP pixels).
@@ -30,7 +35,12 @@ The golden holds, per model: the config.json transformers writes, the tensor man
 shape, float64 sum and sha256 of the little-endian float32 bytes), and per case the greedy tokens
 (EOS never stops), the smallest top-1/top-2 margin, the first-step argmax and a subset of the
 first-step logits; per image the vision tower's output shape and sums (to tell a vision bug from
-a text one).
+a text one). For Qwen3-VL that output is what the engine's EncodeVision returns: per image token one
+row of the merger's output followed by each deepstack feature, out_hidden * (1 + deepstack) wide.
+
+`--only a,b` regenerates some models and writes nothing; with `--check` it compares each one's
+record, byte for byte, with the committed golden's (a cheap check that the script still writes
+the same golden).
 """
 
 import argparse
@@ -42,15 +52,26 @@ import shutil
 import struct
 import sys
 import tempfile
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from safetensors.numpy import save_file
-from transformers import AutoTokenizer, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+from transformers import (
+    AutoTokenizer,
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLForConditionalGeneration,
+    Qwen3VLConfig,
+    Qwen3VLForConditionalGeneration,
+)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_preprocess import QWEN2_VL_TEMPLATE, QWEN3_VL_TEMPLATE  # noqa: E402 (the chat templates)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOKENIZER_DIR = os.path.join(ROOT, ".build", "tokenizer", "qwen3")
-OUT = os.path.join(ROOT, "core", "internal", "engine", "testdata", "sweep", "golden.json")
+SWEEP_DIR = os.path.join(ROOT, "core", "internal", "engine", "testdata", "sweep")
+OUT = os.path.join(SWEEP_DIR, "golden.json")
 
 SEED = 20261201
 MAX_NEW_TOKENS = 8
@@ -101,7 +122,48 @@ MODELS = [
     ("g1-h68", (1, 2, 2, 34, 63, [9, 4, 4], 1e6, True), (2, 3, 28, 63, 28, [])),
 ]
 
+# Qwen3-VL (families.md §2): its own seed, images in patches of 16 px and models.
+QWEN3_SEED = 20261215
+# (name, grid h, grid w) in patches of 16 px, t = 1: an extreme aspect ratio with an odd number of
+# merged columns (the learned 48x48 position grid stretched along w and squeezed along h), a small
+# one, and one of 17x23 = 391 image tokens.
+QWEN3_IMAGES = [
+    ("wide_4x202", 4, 202),
+    ("small_4x6", 4, 6),
+    ("large_34x46", 34, 46),
+]
+QWEN3_QUESTIONS = {
+    "wide_4x202": "Read the text in the banner.",
+    "small_4x6": "What is it?",
+    "large_34x46": "List every object you can find, from left to right, with its colour. 这是什么？",
+}
+
+# name: text (layers, heads, kv_heads, head_dim, hidden, intermediate, mrope_section, rope_theta, tied),
+#       vision (depth, heads, head_dim, intermediate, deepstack_visual_indexes, num_position_embeddings).
+# Qwen3 honours head_dim, so hidden is free of heads * head_dim; vision hidden = heads * head_dim
+# (a multiple of 4 per head). mrope_section sums to head_dim / 2 with interleaved sections: h and
+# w take the frequencies 1, 4, 7, ... and 2, 5, 8, ... below 3 * their section, t the rest, and
+# every section here fits (3 * h - 2 and 3 * w - 1 below head_dim / 2) so no slice is cut short.
+# Deepstack indexes are vision blocks (< depth), at most one per text layer; the vision tower's
+# out_hidden is the text hidden.
+QWEN3_MODELS = [
+    ("g1-h30", (2, 3, 3, 10, 30, 45, [2, 2, 1], 5e6, False), (2, 3, 12, 50, [0, 1], 2304)),
+    ("g2-h28-d16", (2, 2, 1, 16, 28, 75, [3, 3, 2], 1e6, True), (1, 5, 4, 37, [0], 2304)),
+    ("g3-h54", (1, 3, 1, 18, 54, 99, [5, 2, 2], 5e6, False), (3, 3, 20, 90, [1], 2304)),
+    ("g4-h44-d8", (2, 4, 1, 8, 44, 57, [2, 1, 1], 5e6, True), (4, 7, 4, 43, [1, 3], 256)),
+    ("g5-h70", (2, 5, 1, 14, 70, 101, [3, 2, 2], 1e4, False), (2, 1, 36, 66, [], 2304)),
+    ("g7-h42", (1, 7, 1, 6, 42, 85, [1, 1, 1], 5e6, True), (3, 2, 16, 53, [2], 2304)),
+    ("g8-h52-d10", (2, 8, 1, 10, 52, 93, [3, 1, 1], 1e6, False), (2, 5, 12, 77, [0], 1024)),
+    ("g1-h22", (2, 1, 1, 22, 22, 61, [4, 4, 3], 5e5, True), (1, 1, 12, 30, [0], 2304)),
+    ("g2-h60-d12", (3, 6, 3, 12, 60, 109, [2, 2, 2], 5e6, False), (4, 3, 24, 70, [0, 2, 3], 2304)),
+    ("g3-h54b", (2, 9, 3, 6, 54, 83, [1, 1, 1], 1e6, True), (2, 7, 4, 59, [1], 2304)),
+    ("g6-h66-d20", (2, 6, 1, 20, 66, 125, [4, 3, 3], 5e6, False), (3, 5, 8, 46, [0, 2], 2304)),
+]
+
 M64 = (1 << 64) - 1
+
+# The final RMSNorm gain, zero-mean (see the module doc), by checkpoint layout.
+FINAL_NORMS = ("model.norm.weight", "model.language_model.norm.weight")
 
 
 def fnv1a64(s):
@@ -131,7 +193,7 @@ def seeded_tensor(seed, name, shape):
     u = uniform(seed, name, int(np.prod(shape)))
     if name.endswith(".bias"):
         v = np.float32(0.05) * u
-    elif name == "model.norm.weight":
+    elif name in FINAL_NORMS:
         v = np.float32(math.sqrt(3.0)) * u
     elif len(shape) == 1:
         v = np.float32(1) + np.float32(0.1) * u
@@ -190,6 +252,117 @@ def make_config(text, vision):
     )
 
 
+def qwen3_config(text, vision):
+    layers, heads, kv, hd, hidden, inter, mrope, theta, tie = text
+    depth, vheads, vhd, vinter, deepstack, npos = vision
+    if sum(mrope) != hd // 2 or 3 * mrope[1] - 2 >= hd // 2 or 3 * mrope[2] - 1 >= hd // 2:
+        raise SystemExit(f"mrope_section {mrope}: must sum to head_dim/2 = {hd // 2} and fit it interleaved")
+    if len(deepstack) > layers or any(not 0 <= b < depth for b in deepstack) or deepstack != sorted(set(deepstack)):
+        raise SystemExit(f"deepstack_visual_indexes {deepstack}: sorted blocks below {depth}, at most {layers}")
+    if vhd % 4 or math.isqrt(npos) ** 2 != npos:
+        raise SystemExit(f"vision head_dim {vhd} (a multiple of 4), num_position_embeddings {npos} (a square)")
+    return Qwen3VLConfig(
+        text_config=dict(
+            hidden_size=hidden,
+            intermediate_size=inter,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv,
+            head_dim=hd,
+            vocab_size=151936,
+            rms_norm_eps=1e-6,
+            max_position_embeddings=4096,
+            rope_parameters={"rope_type": "default", "rope_theta": theta, "mrope_section": mrope, "mrope_interleaved": True},
+        ),
+        vision_config=dict(
+            depth=depth,
+            hidden_size=vheads * vhd,
+            intermediate_size=vinter,
+            num_heads=vheads,
+            out_hidden_size=hidden,
+            patch_size=16,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            hidden_act="gelu_pytorch_tanh",
+            num_position_embeddings=npos,
+            deepstack_visual_indexes=deepstack,
+        ),
+        # Qwen3VLConfig does not forward text_config's tie_word_embeddings: the top level decides.
+        tie_word_embeddings=tie,
+    )
+
+
+def qwen25_vision(model, pixels, grid):
+    v = model.model.get_image_features(torch.from_numpy(pixels), torch.tensor([grid])).pooler_output
+    return torch.cat(v, dim=0)
+
+
+def qwen3_vision(model, pixels, grid):
+    """The engine's EncodeVision row per image token: the merger's output, then each deepstack
+    feature in order."""
+    out = model.model.get_image_features(torch.from_numpy(pixels), torch.tensor([grid]))
+    return torch.cat([torch.cat(out.pooler_output, dim=0)] + list(out.deepstack_features), dim=1)
+
+
+def qwen25_summary(text, vision):
+    layers, heads, kv, hd, inter, mrope, theta, tie = text
+    depth, vheads, vhd, vinter, window, fullatt = vision
+    return {
+        "layers": layers, "heads": heads, "kv_heads": kv, "head_dim": hd, "hidden": heads * hd,
+        "intermediate": inter, "mrope_section": mrope, "rope_theta": theta, "tied": tie,
+        "vision_depth": depth, "vision_heads": vheads, "vision_hidden": vheads * vhd,
+        "vision_intermediate": vinter, "window_size": window, "fullatt_block_indexes": fullatt,
+    }
+
+
+def qwen3_summary(text, vision):
+    layers, heads, kv, hd, hidden, inter, mrope, theta, tie = text
+    depth, vheads, vhd, vinter, deepstack, npos = vision
+    return {
+        "layers": layers, "heads": heads, "kv_heads": kv, "head_dim": hd, "hidden": hidden,
+        "intermediate": inter, "mrope_section": mrope, "rope_theta": theta, "tied": tie,
+        "vision_depth": depth, "vision_heads": vheads, "vision_hidden": vheads * vhd,
+        "vision_intermediate": vinter, "deepstack_visual_indexes": deepstack, "num_position_embeddings": npos,
+    }
+
+
+@dataclass
+class Family:
+    """What differs between the families' sweeps."""
+
+    out: str
+    generator: str
+    seed: int
+    patch_size: int
+    # The turns before the user's (a default system turn), and the chat template that renders it.
+    system: str
+    template: str
+    images: list
+    questions: dict
+    models: list
+    config: callable
+    model_class: type
+    vision: callable
+    summary: callable
+
+
+FAMILIES = {
+    "qwen2_5_vl": Family(
+        out=OUT, generator="scripts/reference/make_sweep.py", seed=SEED, patch_size=14,
+        system=SYSTEM, template=QWEN2_VL_TEMPLATE, images=IMAGES, questions=QUESTIONS, models=MODELS,
+        config=make_config, model_class=Qwen2_5_VLForConditionalGeneration, vision=qwen25_vision,
+        summary=qwen25_summary,
+    ),
+    # No default system turn (families.md §2.4).
+    "qwen3_vl": Family(
+        out=os.path.join(SWEEP_DIR, "qwen3_vl.json"), generator="scripts/reference/make_sweep.py --family qwen3_vl",
+        seed=QWEN3_SEED, patch_size=16, system="", template=QWEN3_VL_TEMPLATE, images=QWEN3_IMAGES,
+        questions=QWEN3_QUESTIONS, models=QWEN3_MODELS, config=qwen3_config,
+        model_class=Qwen3VLForConditionalGeneration, vision=qwen3_vision, summary=qwen3_summary,
+    ),
+}
+
+
 def read_header(path):
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
@@ -198,14 +371,22 @@ def read_header(path):
     return {k: v["shape"] for k, v in header.items()}
 
 
-def build_cases(tok):
+def build_cases(fam, tok):
     cases = []
-    for image, h, w in IMAGES:
+    for image, h, w in fam.images:
         n = (h // 2) * (w // 2)
         for order in ORDERS:
-            q = QUESTIONS[image]
+            q = fam.questions[image]
             body = VISION + q if order == "image_first" else q + VISION
-            prompt = SYSTEM + "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant\n"
+            prompt = fam.system + "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant\n"
+            # The family's chat template renders the same turn.
+            parts = [{"type": "image"}, {"type": "text", "text": q}]
+            if order != "image_first":
+                parts.reverse()
+            rendered = tok.apply_chat_template([{"role": "user", "content": parts}], chat_template=fam.template,
+                                               tokenize=False, add_generation_prompt=True)
+            if rendered != prompt:
+                raise SystemExit(f"{image}/{order}: the chat template renders {rendered!r}, not {prompt!r}")
             # The processor expands the one placeholder to the grid's token count before tokenizing.
             ids = tok(prompt.replace(IMAGE_TOKEN, IMAGE_TOKEN * n))["input_ids"]
             if sum(1 for i in ids if i == IMAGE_TOKEN_ID) != n:
@@ -262,14 +443,14 @@ def run_case(model, case, pixels, grid):
     }
 
 
-def make_model(index, name, text, vision, cases, pixels, work):
-    seed = SEED + index
-    config = make_config(text, vision)
+def make_model(fam, index, name, text, vision, cases, pixels, work):
+    seed = fam.seed + index
+    config = fam.config(text, vision)
     model_dir = os.path.join(work, name)
     shutil.rmtree(model_dir, ignore_errors=True)
     # save_pretrained names the tensors as a transformers 5.17 checkpoint does; its random values
     # are then replaced by the seeded ones.
-    Qwen2_5_VLForConditionalGeneration(config).save_pretrained(model_dir)
+    fam.model_class(config).save_pretrained(model_dir)
     st = os.path.join(model_dir, "model.safetensors")
     shapes = read_header(st)
     tensors, manifest = {}, []
@@ -279,7 +460,7 @@ def make_model(index, name, text, vision, cases, pixels, work):
         manifest.append({"name": tname, "shape": shapes[tname], "sum": float(np.sum(t, dtype=np.float64)), "sha256": sha256_f32(t)})
     save_file(tensors, st, metadata={"format": "pt"})
     del tensors
-    model, info = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True)
+    model, info = fam.model_class.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True)
     if any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")):
         raise SystemExit(f"{name}: loading the seeded weights: {info}")
     model.eval()
@@ -288,12 +469,11 @@ def make_model(index, name, text, vision, cases, pixels, work):
 
     vision_out = []
     with torch.no_grad():
-        for image, h, w in IMAGES:
-            v = model.model.get_image_features(torch.from_numpy(pixels[image]), torch.tensor([[1, h, w]])).pooler_output
-            v = torch.cat(v, dim=0).double().numpy()
+        for image, h, w in fam.images:
+            v = fam.vision(model, pixels[image], [1, h, w]).double().numpy()
             vision_out.append({"image": image, "rows": v.shape[0], "dim": v.shape[1], "sum": float(v.sum()), "sumabs": float(np.abs(v).sum())})
     results = []
-    grids = {image: [1, h, w] for image, h, w in IMAGES}
+    grids = {image: [1, h, w] for image, h, w in fam.images}
     for case in cases:
         r = run_case(model, case, pixels[case["image"]], grids[case["image"]])
         if r["min_margin"] < MIN_MARGIN:
@@ -303,17 +483,10 @@ def make_model(index, name, text, vision, cases, pixels, work):
         print(f"{name} {case['name']}: margin {r['min_margin']:.3g} tokens {r['tokens']}", flush=True)
         results.append(r)
     shutil.rmtree(model_dir)
-    layers, heads, kv, hd, inter, mrope, theta, tie = text
-    depth, vheads, vhd, vinter, window, fullatt = vision
     return {
         "name": name,
         "seed": seed,
-        "summary": {
-            "layers": layers, "heads": heads, "kv_heads": kv, "head_dim": hd, "hidden": heads * hd,
-            "intermediate": inter, "mrope_section": mrope, "rope_theta": theta, "tied": tie,
-            "vision_depth": depth, "vision_heads": vheads, "vision_hidden": vheads * vhd,
-            "vision_intermediate": vinter, "window_size": window, "fullatt_block_indexes": fullatt,
-        },
+        "summary": fam.summary(text, vision),
         "config": cfg_json,
         "tensors": manifest,
         "vision": vision_out,
@@ -321,45 +494,69 @@ def make_model(index, name, text, vision, cases, pixels, work):
     }
 
 
+def dump(obj):
+    return json.dumps(obj, separators=(",", ":"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="qwen2_5_vl", help="which sweep (default qwen2_5_vl)")
     ap.add_argument("--only", help="comma-separated model names (for a quick look; writes nothing)")
+    ap.add_argument("--check", action="store_true", help="with --only: compare each model's record with the committed golden's")
     args = ap.parse_args()
+    if args.check and not args.only:
+        ap.error("--check needs --only")
+    fam = FAMILIES[args.family]
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
-    cases = build_cases(tok)
+    cases = build_cases(fam, tok)
     pixels, images = {}, []
-    for image, h, w in IMAGES:
-        px = seeded_pixels(SEED, image, h * w, 3 * 2 * 14 * 14)
+    for image, h, w in fam.images:
+        px = seeded_pixels(fam.seed, image, h * w, 3 * 2 * fam.patch_size * fam.patch_size)
         pixels[image] = px
         images.append({"name": image, "grid": [1, h, w], "sha256": sha256_f32(px)})
     only = set(args.only.split(",")) if args.only else None
+    if only is not None and only - {m[0] for m in fam.models}:
+        raise SystemExit(f"--only: no model {sorted(only - {m[0] for m in fam.models})} in the {args.family} sweep")
     models = []
     with tempfile.TemporaryDirectory() as work:
-        for i, (name, text, vision) in enumerate(MODELS):
+        for i, (name, text, vision) in enumerate(fam.models):
             if only is None or name in only:
-                models.append(make_model(i, name, text, vision, cases, pixels, work))
+                models.append(make_model(fam, i, name, text, vision, cases, pixels, work))
+    cases_out = [{k: c[k] for k in ("name", "image", "order", "input_ids")} for c in cases]
     if only is not None:
+        if args.check:
+            with open(fam.out) as f:
+                golden = json.load(f)
+            same = dump(images) == dump(golden["images"]) and dump(cases_out) == dump(golden["cases"])
+            print(f"images and cases: {'identical' if same else 'DIFFER'}")
+            committed = {m["name"]: m for m in golden["models"]}
+            for m in models:
+                ok = m["name"] in committed and dump(m) == dump(committed[m["name"]])
+                same = same and ok
+                print(f"{m['name']}: {'identical' if ok else 'DIFFERS'} from {os.path.relpath(fam.out, ROOT)}")
+            if not same:
+                return 1
         return
     golden = {
         "meta": {
-            "generator": "scripts/reference/make_sweep.py",
+            "generator": fam.generator,
             "transformers": __import__("transformers").__version__,
             "torch": torch.__version__,
             "max_new_tokens": MAX_NEW_TOKENS,
             "semantics": "fp32 reference from seeded F32 weights; greedy, repetition_penalty 1.0, EOS never stops",
         },
-        "seed": SEED,
+        "seed": fam.seed,
         "pixel_rule": "0.15 + 1.95u under the name pixels/<image>",
         "images": images,
-        "cases": [{k: c[k] for k in ("name", "image", "order", "input_ids")} for c in cases],
+        "cases": cases_out,
         "models": models,
     }
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
+    os.makedirs(os.path.dirname(fam.out), exist_ok=True)
+    with open(fam.out, "w") as f:
         json.dump(golden, f, separators=(",", ":"))
         f.write("\n")
-    print(f"wrote {OUT} ({os.path.getsize(OUT)} bytes)")
+    print(f"wrote {fam.out} ({os.path.getsize(fam.out)} bytes)")
 
 
 if __name__ == "__main__":

@@ -24,5 +24,5 @@ func TestSweep(t *testing.T) {
 			return m, err
 		}})
 	}
-	fixture.RunSweep(t, loaders...)
+	fixture.RunSweep(t, fixture.SweepPath(), loaders...)
 }
