@@ -79,7 +79,7 @@ func TestParityFP32(t *testing.T) {
 func TestBatchEqualsSingleFP32(t *testing.T) {
 	for _, model := range []string{"tiny-untied", "tiny-tied"} {
 		m, _ := loadFixture(t, model, Options{Precision: "fp32"})
-		t.Run(model, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m) })
+		t.Run(model, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, nil) })
 	}
 }
 
@@ -180,4 +180,90 @@ func TestSweepFP32(t *testing.T) {
 		}
 		return models.Load(dir, b, models.Options{})
 	}})
+}
+
+// sweepLoader loads a sweep checkpoint on a new GPU backend.
+func sweepLoader(opts Options) fixture.SweepLoader {
+	return fixture.SweepLoader{Name: "cuda-" + opts.Precision, Load: func(dir string) (engine.Model, error) {
+		b, err := NewBackend(opts)
+		if err != nil {
+			return nil, err
+		}
+		return models.Load(dir, b, models.Options{})
+	}}
+}
+
+// qwen3Sweep loads the Qwen3-VL sweep golden and writes its model i to a temporary directory.
+func qwen3Sweep(t *testing.T, i int) (*fixture.Sweep, string) {
+	t.Helper()
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("qwen3_vl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i < 0 {
+		i += len(sw.Models)
+	}
+	dir := t.TempDir()
+	if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
+		t.Fatal(err)
+	}
+	return sw, dir
+}
+
+// TestSweepQwen3FP32 runs the Qwen3-VL shape sweep on the GPU in fp32: 11 seeded checkpoints
+// (head dims, deepstack blocks and position tables of many sizes), three images each in both
+// part orders; greedy tokens identical to transformers, first-step logits within tolerance.
+func TestSweepQwen3FP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("qwen3_vl"), sweepLoader(Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSingleQwen3FP32: Qwen3-VL's sweep cases batched (chunks splitting images and
+// their deepstack rows) give what each gives alone, fp32.
+func TestBatchEqualsSingleQwen3FP32(t *testing.T) {
+	for _, i := range []int{0, -1} {
+		sw, dir := qwen3Sweep(t, i)
+		m, _ := loadDir(t, dir, Options{Precision: "fp32"})
+		reqs, err := fixture.SweepRequests(sw, m.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, reqs) })
+	}
+}
+
+// TestBF16Qwen3GraphMatchesPlain: in bf16, Qwen3-VL's recorded decode steps (the pool kernel with
+// the q/k norms inside) give the tokens of plain launches (HeadNorm, then the kernel), and the
+// agreement with the fp32 golden is reported.
+func TestBF16Qwen3GraphMatchesPlain(t *testing.T) {
+	sw, dir := qwen3Sweep(t, 0)
+	graph, gb := loadDir(t, dir, Options{})
+	plain, _ := loadDir(t, dir, Options{NoGraph: true})
+	reqs, err := fixture.SweepRequests(sw, graph.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agree, total := 0, 0
+	for i, c := range sw.Cases {
+		var toks [2][]int32
+		for k, m := range []engine.Model{graph, plain} {
+			res, err := engine.Generate(context.Background(), m, engine.Request{IDs: c.InputIDs, Images: reqs[i].Images, MaxNewTokens: 8, IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks[k] = res.Tokens
+		}
+		if !slices.Equal(toks[0], toks[1]) {
+			t.Errorf("%s: graph tokens %v, plain %v", c.Name, toks[0], toks[1])
+		}
+		for j, tok := range toks[0] {
+			if tok == sw.Models[0].Results[i].Tokens[j] {
+				agree++
+			}
+			total++
+		}
+	}
+	if err := gb.GraphError(); err != nil || gb.GraphRuns() == 0 {
+		t.Errorf("graphs not used (%d runs): %v", gb.GraphRuns(), err)
+	}
+	t.Logf("bf16 vs fp32 golden: %d/%d tokens agree", agree, total)
 }

@@ -13,6 +13,6 @@ import (
 func TestBatchEqualsSingle(t *testing.T) {
 	for _, model := range []string{"tiny-untied", "tiny-tied"} {
 		m := loadFixture(t, model, native.Options{})
-		t.Run(model, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m) })
+		t.Run(model, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, nil) })
 	}
 }

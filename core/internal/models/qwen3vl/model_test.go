@@ -1,0 +1,194 @@
+package qwen3vl
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/ml"
+)
+
+// load opens a checkpoint directory on a CPU backend.
+func load(dir string, opts native.Options) (*Model, error) {
+	b, err := native.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := engine.LoadConfig(dir)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	ck, err := ml.OpenCheckpoint(dir)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return New(b, ck, cfg, engine.DefaultLimits(cfg), Options{})
+}
+
+// sweepModel writes the named model of the Qwen3-VL sweep to a temporary directory.
+func sweepModel(t *testing.T, name string) (string, *fixture.Sweep) {
+	t.Helper()
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sw.Models {
+		if m.Name == name {
+			dir := t.TempDir()
+			if err := fixture.WriteSeeded(dir, m); err != nil {
+				t.Fatal(err)
+			}
+			return dir, sw
+		}
+	}
+	t.Fatalf("no sweep model %s", name)
+	return "", nil
+}
+
+// TestSweep runs the Qwen3-VL shape sweep (fixture.RunSweep, docs/testing.md) on the CPU backend
+// at each kernel level: seeded checkpoints of odd sizes, GQA ratios 1-8, head_dim apart from
+// hidden/heads, interleaved sections, deepstack at various blocks (none, the first, the last),
+// position tables of several sizes, tied and untied, three images in both part orders.
+func TestSweep(t *testing.T) {
+	var loaders []fixture.SweepLoader
+	for _, k := range []string{"avx512", "avx2", "generic"} {
+		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
+			return load(dir, native.Options{Kernels: k})
+		}})
+	}
+	fixture.RunSweep(t, fixture.SweepPathFor(ModelType), loaders...)
+}
+
+// TestBatchEqualsSingle: the sweep's cases batched (joining while others decode, prompts
+// prefilled in chunks that split images and their deepstack rows, leaving at different steps)
+// give exactly the greedy tokens each gives alone.
+func TestBatchEqualsSingle(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{sw.Models[0].Name, sw.Models[len(sw.Models)-1].Name} {
+		t.Run(name, func(t *testing.T) {
+			dir, _ := sweepModel(t, name)
+			m, err := load(dir, native.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			reqs, err := fixture.SweepRequests(sw, m.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fixture.CheckBatchEqualsSingle(t, m, reqs)
+		})
+	}
+}
+
+// TestRefuses: another family's config, and a checkpoint missing a tensor of the graph.
+func TestRefuses(t *testing.T) {
+	cfg := &engine.Config{ModelType: "qwen2_5_vl"}
+	b, err := native.New(native.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(b, nil, cfg, engine.Limits{}, Options{}); !errors.Is(err, engine.ErrUnsupported) {
+		t.Errorf("a Qwen2.5-VL config: %v", err)
+	}
+	if b.Kernels() != "" {
+		t.Error("the backend was left open after a refused load")
+	}
+}
+
+// TestSweepDetectsWrongGraph shows the sweep's check can fail: the same weights with the rotary
+// frequencies in chunks instead of interleaved, or without the deepstack adds, miss the golden
+// logits.
+func TestSweepDetectsWrongGraph(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sm *fixture.SweepModel
+	for i := range sw.Models {
+		cfg, err := engine.ParseConfig(sw.Models[i].Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Vision.Deepstack) > 0 && cfg.Text.MRopeSection[1] > 0 {
+			sm = &sw.Models[i]
+			break
+		}
+	}
+	if sm == nil {
+		t.Fatal("no sweep model with deepstack and height frequencies")
+	}
+	dir, _ := sweepModel(t, sm.Name)
+	c, want := sw.Cases[0], sm.Results[0]
+	var img engine.Image
+	for _, si := range sw.Images {
+		if si.Name == c.Image {
+			px, err := sw.Pixels(si)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img = engine.Image{Pixels: px, Grid: engine.Grid{T: si.Grid[0], H: si.Grid[1], W: si.Grid[2]}}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*engine.Config)
+	}{
+		{"as is", func(*engine.Config) {}},
+		{"chunked rotary", func(c *engine.Config) { c.Text.MRopeInterleaved = false }},
+		{"no deepstack", func(c *engine.Config) { c.Vision.Deepstack = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := engine.LoadConfig(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate(cfg)
+			ck, err := ml.OpenCheckpoint(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := native.New(native.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := New(b, ck, cfg, engine.DefaultLimits(cfg), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			emb, err := m.EncodeVision(t.Context(), img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pos, err := engine.Positions3D(c.InputIDs, cfg.ImageTokenID, []engine.Grid{img.Grid}, cfg.Vision.MergeSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq, err := m.NewSequence(len(c.InputIDs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seq.Close()
+			logits, err := m.Prefill(t.Context(), seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for i, id := range want.LogitIDs {
+				worst = max(worst, math.Abs(float64(logits[id])-float64(want.LogitValues[i])))
+			}
+			if match := worst <= fixture.SweepLogitTol; match != (tc.name == "as is") {
+				t.Errorf("first-step logits max |diff| %.3g (tolerance %.0e)", worst, fixture.SweepLogitTol)
+			}
+		})
+	}
+}
