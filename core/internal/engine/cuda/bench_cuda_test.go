@@ -119,7 +119,7 @@ func BenchmarkDecodeKernels(b *testing.B) {
 					gpu.P(out), gpu.I(qd), gpu.P(part), gpu.P(ticket), gpu.P(qkv), gpu.I(qd+2*kvd),
 					gpu.P(qkv.Add(int64(qd)*dt.size())), gpu.I(qd+2*kvd), gpu.P(qkv.Add(int64(qd+kvd)*dt.size())), gpu.I(qd+2*kvd),
 					gpu.P(cos), gpu.P(cos), gpu.I(0), gpu.P(kc.Add(lo)), gpu.P(vc.Add(lo)), gpu.P(slots), gpu.P(spans),
-					gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(0.088))
+					gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(0.088), gpu.P(0), gpu.P(0), gpu.F(0))
 			}})
 		}
 		// prefill attention (causal GQA, a fresh sequence): the flash kernel on CUDA cores

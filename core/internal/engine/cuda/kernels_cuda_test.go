@@ -1004,7 +1004,7 @@ func TestKernelPoolAttention(t *testing.T) {
 							gpu.P(out), gpu.I(qd), gpu.P(part), gpu.P(ticket), gpu.P(qp), gpu.I(ld),
 							gpu.P(qp.Add(int64(qd)*dt.size())), gpu.I(ld), gpu.P(qp.Add(int64(qd+kvd)*dt.size())), gpu.I(ld),
 							gpu.P(cp), gpu.P(cp.Add(int64(rows*half)*4)), gpu.I(half), gpu.P(kp), gpu.P(vp), gpu.P(sl), gpu.P(sp),
-							gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)))
+							gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)), gpu.P(0), gpu.P(0), gpu.F(0)) // no q/k norms
 						if err == nil {
 							err = f.s.Sync()
 						}
