@@ -43,10 +43,13 @@ build: setup
 demo: build plugins demo-bundle
     scripts/demo.sh
 
-# The demo bundle: the committed tiny random-weight Qwen2.5-VL fixture + the qwen2_5_vl plugin.
+# The demo bundles: the committed tiny random-weight Qwen2.5-VL fixture + the qwen2_5_vl plugin,
+# and a seeded random-weight Qwen3-VL checkpoint (the served golden's) + the qwen3_vl plugin.
 demo-bundle: build plugins
-    rm -rf .build/bundles/demo
+    rm -rf .build/bundles/demo .build/bundles/demo-qwen3 .build/models/qwen3-seeded
     bin/iris bundle build --from core/internal/engine/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/demo
+    go run ./core/internal/engine/fixture/cmd/servedmodel -family qwen3_vl -out .build/models/qwen3-seeded
+    bin/iris bundle build --from .build/models/qwen3-seeded --family qwen3_vl --out .build/bundles/demo-qwen3
 
 # Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module,
 # the cuda build vetted and linked against PyPI's CUDA headers, the real AIPerf and the official

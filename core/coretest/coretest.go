@@ -1,6 +1,6 @@
-// Package coretest gives tests outside core the committed engine fixtures as real bundles: a
-// tiny random-weight Qwen2.5-VL checkpoint with the family plugin compiled from source, and the
-// transformers reference outputs for each case. Test code only.
+// Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
+// Qwen2.5-VL checkpoints and a seeded Qwen3-VL one, with the family plugin compiled from source,
+// and the transformers reference outputs for each case. Test code only.
 package coretest
 
 import (
@@ -14,19 +14,30 @@ import (
 	"github.com/iris-vlm/iris/core/internal/tokenize"
 )
 
-// Models are the fixture checkpoints: untied and tied embeddings.
-var Models = []string{"tiny-untied", "tiny-tied"}
+// Qwen3 is the Qwen3-VL model: a checkpoint of its shape sweep regenerated from its seed
+// (fixture.WriteServedModel), answered by transformers through its own processor.
+const Qwen3 = "qwen3-seeded"
+
+// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, and Qwen3-VL.
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
 	tb.Helper()
-	wasm := plugintest.BuildFamily(tb, "qwen2_5_vl")
-	pluginFile := filepath.Join(tb.TempDir(), "qwen2_5_vl.wasm")
+	family, from := "qwen2_5_vl", fixture.ModelDir(model)
+	if model == Qwen3 {
+		family, from = "qwen3_vl", tb.TempDir()
+		if _, err := fixture.WriteServedModel(from, family); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	wasm := plugintest.BuildFamily(tb, family)
+	pluginFile := filepath.Join(tb.TempDir(), family+".wasm")
 	if err := os.WriteFile(pluginFile, wasm, 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	out := filepath.Join(tb.TempDir(), model)
-	if _, err := bundles.Build(tb.Context(), bundles.BuildOptions{From: fixture.ModelDir(model), Family: "qwen2_5_vl", Out: out, Plugin: pluginFile, ContextLength: contextLength}); err != nil {
+	if _, err := bundles.Build(tb.Context(), bundles.BuildOptions{From: from, Family: family, Out: out, Plugin: pluginFile, ContextLength: contextLength}); err != nil {
 		tb.Fatal(err)
 	}
 	return out
@@ -47,6 +58,9 @@ type Case struct {
 // Cases returns the reference cases of a fixture model.
 func Cases(tb testing.TB, model string) []Case {
 	tb.Helper()
+	if model == Qwen3 {
+		return servedCases(tb)
+	}
 	golden, err := fixture.LoadGolden(model)
 	if err != nil {
 		tb.Fatal(err)
@@ -67,6 +81,27 @@ func Cases(tb testing.TB, model string) []Case {
 			tb.Fatal(err)
 		}
 		out = append(out, Case{Name: g.Case, Image: img, Question: c.Question, PromptTokens: len(c.InputIDs), Tokens: g.Tokens, Text: tok.DecodeSkipSpecial(g.Tokens)})
+	}
+	return out
+}
+
+func servedCases(tb testing.TB) []Case {
+	s, err := fixture.LoadServed("qwen3_vl")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenize.Load(fixture.ModelDir("tiny-untied")) // the same Qwen tokenizer
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tok.Close()
+	var out []Case
+	for _, c := range s.Cases {
+		img, err := os.ReadFile(c.ImagePath())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens, Text: tok.DecodeSkipSpecial(c.Tokens)})
 	}
 	return out
 }

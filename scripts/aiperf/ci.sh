@@ -5,11 +5,15 @@
 # (check_artifacts.py), every answer (AIPerf's and Iris's) is checked against the runtime
 # in-process, and two mutation runs (a bundle byte flipped, a source file dirtied during the run)
 # must fail while keeping their raw records.
-# Needs bin/iris and .build/bundles/demo (just build demo-bundle); IRIS_BIN and BUNDLE override them.
+# Then the Qwen3-VL demo bundle the same way through `iris profile` (parity with the runtime
+# in-process, AIPerf's artifact models).
+# Needs bin/iris and .build/bundles/demo{,-qwen3} (just build demo-bundle); IRIS_BIN, BUNDLE and
+# BUNDLE_QWEN3 override them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/aiperf/lib.sh
 bundle=${BUNDLE:-.build/bundles/demo}
+bundle3=${BUNDLE_QWEN3:-.build/bundles/demo-qwen3}
 model=demo
 requests=10
 warmup=2
@@ -88,4 +92,12 @@ mutate() {
 }
 mutate "$out/mutate-bundle-run" bundle
 mutate "$out/mutate-source-run" source
+
+echo "ci: iris profile, the Qwen3-VL bundle ($bundle3)" >&2
+stop_serve
+start_serve "$bundle3" "$port" "$otlp" "$out/serve-qwen3.log"
+"$IRIS" profile --url "$url" --model "$(basename "$bundle3")" --input "$corpus" \
+  --concurrency 1 --warmup "$warmup" --requests "$requests" --temperature 0 --top-k 1 \
+  --bundle "$bundle3" --tokenizer .build/tokenizer/qwen3 --otlp-listen "127.0.0.1:$otlp" --out "$out/iris-qwen3"
+"$py" scripts/aiperf/check_artifacts.py "$out/iris-qwen3" --requests "$requests" --warmup "$warmup" --iris --parity
 echo "ci: profiling checks passed; artifacts in $out" >&2

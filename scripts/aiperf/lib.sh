@@ -8,14 +8,17 @@ free_port() {
 # IRIS is the iris binary (IRIS_BIN overrides bin/iris).
 IRIS=${IRIS_BIN:-bin/iris}
 
-# start_serve BUNDLE PORT OTLP_PORT LOG starts `iris serve` exporting spans to OTLP_PORT
-# (often nobody listens there between profiler runs; the gateway only logs the failed exports)
-# and waits until it is ready. The server's pid is left in SERVE_PID.
+# start_serve BUNDLE PORT OTLP_PORT LOG [BUNDLE...] starts `iris serve` exporting spans to
+# OTLP_PORT (often nobody listens there between profiler runs; the gateway only logs the failed
+# exports), serving BUNDLE and any further ones, and waits until it is ready. The server's pid is
+# left in SERVE_PID.
 start_serve() {
   local bundle=$1 port=$2 otlp=$3 log=$4
+  local more=()
+  for b in "${@:5}"; do more+=(--bundle "$b"); done
   OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf \
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$otlp/v1/traces" OTEL_BSP_SCHEDULE_DELAY=100 \
-    "$IRIS" serve --bundle "$bundle" --addr "127.0.0.1:$port" >"$log" 2>&1 &
+    "$IRIS" serve --bundle "$bundle" "${more[@]}" --addr "127.0.0.1:$port" >"$log" 2>&1 &
   SERVE_PID=$!
   for _ in $(seq 600); do
     if curl -fsS -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null; then

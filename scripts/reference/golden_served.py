@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Golden answers for serving a Qwen3-VL checkpoint end to end: transformers 5.17's own
+processor (Qwen3VLProcessor, the hub's preprocessor settings and chat template) and
+Qwen3VLForConditionalGeneration on a seeded checkpoint of the Qwen3-VL shape sweep, on the
+committed case images (PNG files of many sizes) with their questions.
+
+Run with the reference stack (`just golden-served`). CI never runs this: core/coretest rebuilds the
+same checkpoint with the Go generator (fixture.WriteSeeded), builds an Iris bundle from it with
+the qwen3_vl plugin, and the gateway's end-to-end test asks every case over HTTP: the answer's
+tokens must be these. It proves the whole served path (image decoding, the plugin's resize and
+framing, the tokenizer, the engine) against transformers', not one piece at a time. Random
+weights: the words mean nothing.
+
+Output: core/internal/engine/testdata/qwen3_vl/served.json.
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from PIL import Image
+from safetensors.numpy import save_file
+from transformers import AutoProcessor, Qwen3VLForConditionalGeneration
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_preprocess import FAMILIES  # noqa: E402 (the hub's processor settings and template)
+from make_sweep import seeded_tensor  # noqa: E402 (the seeded weight rule, shared with Go)
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TESTDATA = os.path.join(ROOT, "core", "internal", "engine", "testdata")
+SWEEP = os.path.join(TESTDATA, "sweep", "qwen3_vl.json")
+CASES = os.path.join(TESTDATA, "qwen2_5_vl", "cases")
+TOKENIZER = os.path.join(ROOT, ".build", "tokenizer", "qwen3")
+OUT = os.path.join(TESTDATA, "qwen3_vl", "served.json")
+
+# A sweep model with deepstack after three of its four blocks, grouped KV and untied embeddings.
+MODEL = "g2-h60-d12"
+# Committed PNGs of many sizes (tiny, odd widths, wide, tall, large); their questions.
+IMAGES = ["tiny_30x40", "square_56", "tall_120x300", "wide_500x90", "rect_320x240", "partial_406x238", "large_644x476"]
+MAX_NEW_TOKENS = 8
+PAD = 151643
+
+
+def write_checkpoint(model, d):
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(model["config"], f)
+    tensors = {t["name"]: seeded_tensor(model["seed"], t["name"], t["shape"]) for t in model["tensors"]}
+    save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    fam = FAMILIES["qwen3_vl"]
+    cfg = dict(fam["config"], processor_class=fam["processor_class"])
+    with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+        json.dump(cfg, f)
+    with open(os.path.join(d, "video_preprocessor_config.json"), "w") as f:
+        json.dump(fam["video_config"], f)
+    with open(os.path.join(d, "chat_template.json"), "w") as f:
+        json.dump({"chat_template": fam["template"]}, f)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        with open(os.path.join(TOKENIZER, name), "rb") as src, open(os.path.join(d, name), "wb") as dst:
+            dst.write(src.read())
+    return cfg
+
+
+def main():
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    with open(SWEEP) as f:
+        sweep = json.load(f)
+    model = next(m for m in sweep["models"] if m["name"] == MODEL)
+    cases = []
+    with tempfile.TemporaryDirectory() as d:
+        cfg = write_checkpoint(model, d)
+        proc = AutoProcessor.from_pretrained(d)
+        net = Qwen3VLForConditionalGeneration.from_pretrained(d, dtype=torch.float32).eval()
+        for name in IMAGES:
+            with open(os.path.join(CASES, name + ".json")) as f:
+                case = json.load(f)
+            messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": case["question"]}]}]
+            prompt = proc.apply_chat_template(messages, add_generation_prompt=True)
+            image = Image.open(os.path.join(CASES, case["image"]))
+            inputs = proc(text=[prompt], images=[image], return_tensors="pt")
+            with torch.no_grad():
+                gen = net.generate(**inputs, do_sample=False, num_beams=1, repetition_penalty=1.0,
+                                   max_new_tokens=MAX_NEW_TOKENS, eos_token_id=None, pad_token_id=PAD,
+                                   output_logits=True, return_dict_in_generate=True)
+            n = inputs["input_ids"].shape[1]
+            tokens = gen.sequences[0, n:].tolist()
+            margin = min(float(torch.topk(s[0], 2).values[0] - torch.topk(s[0], 2).values[1]) for s in gen.logits)
+            if len(tokens) != MAX_NEW_TOKENS or margin < 1e-3:
+                raise SystemExit(f"{name}: {len(tokens)} tokens, greedy margin {margin:.3g}")
+            grid = inputs["image_grid_thw"][0].tolist()
+            print(f"{name}: grid {grid}, prompt {n} tokens, margin {margin:.3g}, tokens {tokens}", flush=True)
+            cases.append({"name": name, "image": case["image"], "question": case["question"], "grid": grid,
+                          "prompt_tokens": n, "tokens": tokens, "min_margin": float(np.float32(margin))})
+    golden = {
+        "meta": {
+            "generator": "scripts/reference/golden_served.py",
+            "transformers": __import__("transformers").__version__,
+            "torch": torch.__version__,
+            "semantics": "fp32, greedy, EOS never stops; the processor and chat template of the hub's Qwen3-VL",
+        },
+        "model": MODEL,
+        "preprocessor_config": cfg,
+        "max_new_tokens": MAX_NEW_TOKENS,
+        "cases": cases,
+    }
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        json.dump(golden, f, indent=1)
+        f.write("\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
