@@ -99,6 +99,7 @@ make_checkpoint() {
     return
   fi
   step "checkpoint with random bf16 weights: $(basename "$1")"
+  if (($3 < 10)); then echo "SKIP checkpoint (the phase's time budget is spent)"; return; fi
   local dev=cuda
   [[ -n $cpu ]] && dev=cpu
   timeout "$3" "$py" "$ref/gpu_checkpoint.py" --config "$1" --out "$2" --tokenizer "$root/.build/tokenizer/qwen3" \
@@ -132,7 +133,7 @@ serve_stop() {
 # ---- vl <family> <size>: one model's whole story in one call, under a time budget
 t_end=$((SECONDS + ${IRIS_BUDGET_S:-560}))
 # fit <seconds>: a step's timeout, cut to what is left of the budget (15 s kept for the summary)
-fit() { local left=$((t_end - SECONDS - 15)); if ((left < $1)); then echo $((left > 0 ? left : 0)); else echo "$1"; fi; }
+fit() { local left=$((t_end - SECONDS - 15)); if ((left < $1)); then echo $((left > 1 ? left : 1)); else echo "$1"; fi; }
 # budgeted <name> <seconds> <command...>: the command under timeout fit(seconds) and its verdict;
 # SKIP when under 10 s are left
 budgeted() {
