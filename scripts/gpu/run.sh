@@ -22,8 +22,9 @@
 #                                   checkpoint of gpu_qwen3_vl_<size>.config.json, fp32 parity
 #                                   against transformers (12 cases x 32 tokens), the engine's
 #                                   timings, the bundle served over HTTP, the transformers
-#                                   baselines, and summary-<size>.json; ~4 min for the 2B, ~6 for
-#                                   the 8B (IRIS_PHASE=qwen3 `just gpu-bench` carries it)
+#                                   baselines, and summary-qwen3_vl-<size>.json; ~4 min for the
+#                                   2B, ~6 for the 8B, 1-2 for tiny (estimates; IRIS_PHASE=qwen3
+#                                   `just gpu-bench` carries it)
 #   bash scripts/gpu/run.sh vl <family> <size>
 #                                   the same for any family with a gpu_<family>_<size>.config.json
 #                                   (vl qwen2_5_vl 3b: the 3B's whole story in one call)
@@ -151,7 +152,8 @@ budgeted() {
 # vl_phase <family> <size>: gpu_<family>_<size>.config.json's random checkpoint; fp32 parity of
 # the engine against transformers; the engine's timings on the photo; the bundle (built while the
 # reference runs) served over HTTP; transformers' baselines; summary-<family>-<size>.json.
-# Results go to $OUT, a tiny model's to $work (its summary alone to $OUT).
+# Results go to $OUT (7 files with the log), a tiny model's to $work (the log has its summary
+# table), so `qwen3 tiny; qwen3 2b` in one call stays within $OUT's 8 files.
 vl_phase() {
   local family=$1 size=$2
   local config=$ref/gpu_${family}_${size}.config.json
@@ -169,6 +171,7 @@ vl_phase() {
   done
   local backend=cuda dev=cuda bprec=bf16 precs=fp32 new=${IRIS_NEW:-32} runs=30 secs=3 hruns=30 hsecs=4 bruns=8
   [[ -n ${IRIS_BF16:-} ]] && precs=fp32,bf16
+  [[ $size == tiny ]] && runs=10 secs=1 hruns=10 hsecs=1 bruns=3 # a dry run: every step, short
   if [[ -n $cpu ]]; then
     backend=cpu dev=cpu bprec=fp32 precs=fp32 new=${IRIS_NEW:-8} runs=5 secs=1 hruns=5 hsecs=1 bruns=2
   fi
@@ -229,7 +232,7 @@ vl_phase() {
     --device "$dev" --out "$res/baseline.json"
 
   step "summary"
-  "$py" "$root/scripts/gpu/summary.py" --dir "$res" --out "$OUT/summary-$family-$size.json" --model "$name" --checkpoint "$model.json"
+  "$py" "$root/scripts/gpu/summary.py" --dir "$res" --out "$res/summary-$family-$size.json" --model "$name" --checkpoint "$model.json"
 }
 
 if [[ $phase == sweep ]]; then # the sweep alone (while it is being mended)
