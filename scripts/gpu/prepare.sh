@@ -2,8 +2,8 @@
 # Builds what a GPU run needs into .carry/ (git-ignored) and prints the device call to make:
 # test binaries of the cuda packages, gpucheck, httpbench, the cuda iris binary when the gateway
 # links the CUDA engine, the tokenizer files, the family plugin and (optional first argument) a
-# reference JSON of an earlier run. Binaries are stripped and gzipped: the carried tree must stay under the
-# device tool's 64 MiB together with the working tree.
+# reference JSON of an earlier run. Binaries are stripped and xz-compressed: the carried tree must stay
+# under the device tool's 64 MiB together with the working tree.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/gpu/env.sh
@@ -12,7 +12,8 @@ rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins" "$out/base"
 flags=(-tags cuda -trimpath -ldflags '-s -w')
 # IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~33 MB):
 #   check    the test binaries of the cuda packages (run.sh check)
-#   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare), xz
+#   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare)
+#   qwen3    iris, gpucheck, httpbench and the qwen3_vl plugin (run.sh qwen3 2b|8b|tiny, run.sh vl)
 #   all      (default) everything the other phases use
 phase=${IRIS_PHASE:-all}
 if [[ $phase == check || $phase == all ]]; then
@@ -20,17 +21,26 @@ if [[ $phase == check || $phase == all ]]; then
   go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
   go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
 fi
-if [[ $phase == compare || $phase == all ]]; then
+if [[ $phase == compare || $phase == qwen3 || $phase == all ]]; then
   go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
 fi
+if [[ $phase == qwen3 || $phase == all ]]; then
+  go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench # the HTTP load of `run.sh speed`, `vl`
+fi
 if [[ $phase == all ]]; then
-  go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench # the HTTP load of `run.sh speed`
   go test -c -ldflags '-s -w' -o "$out/bin/imageio.test" ./core/internal/imageio # the host's JPEG decoding
 fi
 cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
 gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
-if [[ -f bin/plugins/qwen2_5_vl.wasm ]]; then cp bin/plugins/qwen2_5_vl.wasm "$out/plugins/"; fi
+# the family plugins `iris bundle build` packs, built from this tree (just plugin <family>)
+plugins=(qwen2_5_vl qwen3_vl)
+[[ $phase == compare ]] && plugins=(qwen2_5_vl)
+[[ $phase == qwen3 ]] && plugins=(qwen3_vl)
+[[ $phase == check ]] && plugins=()
+for f in "${plugins[@]}"; do
+  (dest=$PWD/$out/plugins && cd "plugins/$f" && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -o "$dest/$f.wasm" .)
+done
 if [[ -n ${1:-} ]]; then cp "$1" "$out/ref.json"; fi
 # IRIS_BASE=<commit>: that commit's iris and gpucheck too, for `run.sh compare` (a worktree under .build)
 if [[ -n ${IRIS_BASE:-} ]]; then
@@ -45,11 +55,9 @@ if [[ -n ${IRIS_BASE:-} ]]; then
     cd plugins/qwen2_5_vl && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -o "$dest/qwen2_5_vl.wasm" .)
   git worktree remove --force "$wt"
 fi
-if [[ $phase == compare ]]; then
-  xz -9e -T0 "$out"/bin/* "$out"/base/* "$out"/plugins/* 2>/dev/null || true
-else
-  gzip -6 "$out"/bin/* "$out"/base/* "$out"/plugins/* 2>/dev/null || true
-fi
+# xz: the cuda iris binary is 12.8 MB against gzip's 18.9, which the default carry needs to stay
+# under the limit with both plugins
+xz -9e -T0 "$out"/bin/* "$out"/base/* "$out"/plugins/* 2>/dev/null || true
 du -ab "$out" | sort -n | tail -12 >&2
 echo "prepare: carried $(du -sb "$out" | cut -f1) bytes; working tree (tracked + untracked, not ignored):" \
   "$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1) bytes" >&2
@@ -59,4 +67,6 @@ Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says 
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh full    (~4 min; writes ref.json)
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh speed   (~6 min; needs a carried ref.json,
       IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs only the photo over HTTP)
+  bash scripts/gpu/run.sh qwen3 2b    (IRIS_PHASE=qwen3; ~4 min: Qwen3-VL-2B parity, engine, HTTP, transformers)
+  bash scripts/gpu/run.sh qwen3 8b    (IRIS_PHASE=qwen3; ~6 min: the same for the 8B; timeout_s 600)
 MSG

@@ -5,7 +5,8 @@
 #   bash scripts/gpu/run.sh check   the first three smoke steps (no Python)
 #   bash scripts/gpu/run.sh smoke   toolchain and driver, module load, every kernel against a CPU
 #                                   reference, cuBLAS, tiny-fixture parity against the golden
-#                                   tokens, and the whole full-run pipeline on the tiny model
+#                                   tokens, and the whole full-run pipeline on the tiny models
+#                                   (Qwen2.5-VL fixture; a generated tiny Qwen3-VL: `qwen3 tiny`)
 #   bash scripts/gpu/run.sh full    the 3B random checkpoint, parity on 8 cases (fp32, bf16) against
 #                                   transformers, the engine's timings
 #   bash scripts/gpu/run.sh compare the previous main's build (.carry/base, `just gpu-bench` with
@@ -16,6 +17,25 @@
 #                                   same checkpoint (reused when the machine is still warm);
 #                                   IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs
 #                                   only the photo case over HTTP
+#   bash scripts/gpu/run.sh qwen3 2b|8b|tiny
+#                                   Qwen3-VL in one call (`vl qwen3_vl <size>`): the random bf16
+#                                   checkpoint of gpu_qwen3_vl_<size>.config.json, fp32 parity
+#                                   against transformers (12 cases x 32 tokens), the engine's
+#                                   timings, the bundle served over HTTP, the transformers
+#                                   baselines, and summary-qwen3_vl-<size>.json; ~4 min for the
+#                                   2B, ~6 for the 8B, 1-2 for tiny (estimates; IRIS_PHASE=qwen3
+#                                   `just gpu-bench` carries it)
+#   bash scripts/gpu/run.sh vl <family> <size>
+#                                   the same for any family with a gpu_<family>_<size>.config.json
+#                                   (vl qwen2_5_vl 3b: the 3B's whole story in one call)
+#
+# vl phases: IRIS_BUDGET_S (default 560) is the time the phase may take; each step's timeout is cut
+# to what is left and a step that no longer fits says SKIP, so the summary is always written
+# (set it to what is left when another phase runs first in the same call). IRIS_BF16=1 adds the
+# bf16 reference and parity (free-running agreement on random weights is an INFO line).
+# IRIS_CPU=1 runs a vl phase without a GPU (the dry run of the pipeline on the development
+# machine: fp32 on the native backend, transformers on the CPU), with the binaries of a build
+# without the cuda tag in IRIS_BIN and the reference stack's IRIS_PYTHON (docs/gpu.md).
 #
 # Each step prints PASS/FAIL lines; results and logs go to $OUT (at most 8 files).
 set -uo pipefail
@@ -24,16 +44,22 @@ OUT=${OUT:-/tmp/iris-out}
 mkdir -p "$OUT"
 root=$PWD
 carry=$root/.carry
-bin=/tmp/iris-bin # the carried binaries, unpacked
-mkdir -p "$bin"
-for f in "$carry"/bin/*.gz "$carry"/plugins/*.gz; do [[ -e $f ]] && gunzip -c "$f" >"$bin/$(basename "${f%.gz}")"; done
-for f in "$carry"/bin/*.xz "$carry"/plugins/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$bin/$(basename "${f%.xz}")"; done
-chmod +x "$bin"/* 2>/dev/null
-work=/tmp/iris-gpu
+cpu=${IRIS_CPU:-}
+py=${IRIS_PYTHON:-python3}
+if [[ -n ${IRIS_BIN:-} ]]; then
+  bin=$(cd "$IRIS_BIN" && pwd) # binaries built here (IRIS_CPU=1 runs)
+else
+  bin=/tmp/iris-bin # the carried binaries, unpacked
+  mkdir -p "$bin"
+  for f in "$carry"/bin/*.gz "$carry"/plugins/*.gz; do [[ -e $f ]] && gunzip -c "$f" >"$bin/$(basename "${f%.gz}")"; done
+  for f in "$carry"/bin/*.xz "$carry"/plugins/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$bin/$(basename "${f%.xz}")"; done
+  chmod +x "$bin"/* 2>/dev/null
+fi
+work=${IRIS_WORK:-/tmp/iris-gpu}
 mkdir -p "$work"
-log=$OUT/run-$phase.log
+log=$OUT/run-$phase${2:+-$2}${3:+-$3}.log
 exec > >(tee -a "$log") 2>&1
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 HF_HUB_DISABLE_PROGRESS_BARS=1
 
 step() { echo; echo "=== $* ($(date +%T))"; }
 verdict() { # verdict <name> <exit status>
@@ -41,21 +67,173 @@ verdict() { # verdict <name> <exit status>
 }
 
 step "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
-python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, torch.cuda.get_device_name(0))'
-# cuBLAS 13 for the binaries: the toolkit's, else the one beside PyTorch's wheels
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-         $(python3 -c 'import site; print(" ".join(p + "/nvidia/cu13/lib" for p in site.getsitepackages()))'); do
-  if [[ -e $d/libcublas.so.13 ]]; then export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; echo "libcublas.so.13 from $d"; break; fi
-done
+if [[ -n $cpu ]]; then
+  echo "IRIS_CPU=1: no GPU; binaries from $bin, python $py"
+  "$py" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
+else
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+  python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, torch.cuda.get_device_name(0))'
+  # cuBLAS 13 for the binaries: the toolkit's, else the one beside PyTorch's wheels
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           $(python3 -c 'import site; print(" ".join(p + "/nvidia/cu13/lib" for p in site.getsitepackages()))'); do
+    if [[ -e $d/libcublas.so.13 ]]; then export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}; echo "libcublas.so.13 from $d"; break; fi
+  done
+fi
+df -h "$work" | tail -1
 # Test binaries find the fixtures by their build path (/work/main); the tokenizer symlinks of the
 # fixture models point into .build/tokenizer.
 if [[ ! -e /work/main/core && $root != /work/main ]]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
-mkdir -p "$root/.build/tokenizer/qwen3" && cp "$carry/tokenizer/tokenizer_config.json" "$root/.build/tokenizer/qwen3/"
-gunzip -c "$carry/tokenizer/tokenizer.json.gz" >"$root/.build/tokenizer/qwen3/tokenizer.json"
+if [[ -f $carry/tokenizer/tokenizer.json.gz && -z $cpu ]]; then
+  mkdir -p "$root/.build/tokenizer/qwen3" && cp "$carry/tokenizer/tokenizer_config.json" "$root/.build/tokenizer/qwen3/"
+  gunzip -c "$carry/tokenizer/tokenizer.json.gz" >"$root/.build/tokenizer/qwen3/tokenizer.json"
+fi
 tiny=$root/core/internal/engine/testdata/qwen2_5_vl
 template=$tiny/tiny-untied
 ref=$root/scripts/reference
+photo_q="What is the main object in this image? Answer in one word."
+
+# make_checkpoint <config> <dir> <timeout>: the random bf16 checkpoint of a config (reused when the
+# machine is still warm); its JSON line (parameters, sizes, times) in <dir>.json.
+make_checkpoint() {
+  if [[ -f $2/config.json && -f $2/tokenizer.json && -f $2.json ]]; then
+    echo "reusing the checkpoint in $2"
+    return
+  fi
+  step "checkpoint with random bf16 weights: $(basename "$1")"
+  if (($3 < 10)); then echo "SKIP checkpoint (the phase's time budget is spent)"; return; fi
+  local dev=cuda
+  [[ -n $cpu ]] && dev=cpu
+  timeout "$3" "$py" "$ref/gpu_checkpoint.py" --config "$1" --out "$2" --tokenizer "$root/.build/tokenizer/qwen3" \
+    --template "$template" --device "$dev" | tee "$2.json.tmp"
+  local rc=${PIPESTATUS[0]}
+  verdict checkpoint "$rc"
+  [[ $rc == 0 ]] && tail -1 "$2.json.tmp" >"$2.json"
+  rm -f "$2.json.tmp"
+}
+
+# serve_start <bundle> <seconds>: iris serve on the bundle (its log in $work/serve.log), waiting at
+# most <seconds> for /readyz (a large bundle's files are all verified first); fails if it is not
+# ready. serve_stop stops it and prints its log's errors and warnings.
+serve_start() {
+  "$bin/iris" serve --bundle "$1" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve.log" 2>&1 &
+  srv=$!
+  local t0=$SECONDS until=$((SECONDS + $2))
+  while ((SECONDS < until)); do
+    if curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1; then echo "server ready after $((SECONDS - t0)) s"; return 0; fi
+    kill -0 "$srv" 2>/dev/null || break
+    sleep 1
+  done
+  echo "FAIL serve: not ready"
+  return 1
+}
+serve_stop() {
+  kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+  grep -iE 'error|warn|engine loaded|panic' "$work/serve.log" | head -20
+}
+
+# ---- vl <family> <size>: one model's whole story in one call, under a time budget
+t_end=$((SECONDS + ${IRIS_BUDGET_S:-560}))
+# fit <seconds>: a step's timeout, cut to what is left of the budget (15 s kept for the summary)
+fit() { local left=$((t_end - SECONDS - 15)); if ((left < $1)); then echo $((left > 1 ? left : 1)); else echo "$1"; fi; }
+# budgeted <name> <seconds> <command...>: the command under timeout fit(seconds) and its verdict;
+# SKIP when under 10 s are left
+budgeted() {
+  local name=$1 to
+  to=$(fit "$2")
+  shift 2
+  if ((to < 10)); then echo "SKIP $name (the phase's time budget is spent)"; return 1; fi
+  timeout "$to" "$@"
+  local rc=$?
+  ((rc == 124)) && echo "timed out after $to s"
+  verdict "$name" $rc
+  return $rc
+}
+
+# vl_phase <family> <size>: gpu_<family>_<size>.config.json's random checkpoint; fp32 parity of
+# the engine against transformers; the engine's timings on the photo; the bundle (built while the
+# reference runs) served over HTTP; transformers' baselines; summary-<family>-<size>.json.
+# Results go to $OUT (7 files with the log), a tiny model's to $work (the log has its summary
+# table), so `qwen3 tiny; qwen3 2b` in one call stays within $OUT's 8 files.
+vl_phase() {
+  local family=$1 size=$2
+  local config=$ref/gpu_${family}_${size}.config.json
+  if [[ ! -f $config ]]; then echo "FAIL vl: no $config"; return; fi
+  local model=$work/$family-$size cases=$work/cases-$family-$size bundle=$work/bundle-vl-$family-$size
+  local name=${family//_/-}-$size res=$OUT
+  [[ $family == qwen2_5_vl ]] && name=qwen25vl-$size
+  [[ $size == tiny ]] && res=$work/out-$family-$size
+  mkdir -p "$res"
+  # disk: a warm machine may still hold other sizes' checkpoints and bundles (the 8B is 17.5 GB, and
+  # its bundle a copy)
+  local d
+  for d in "$work"/bundle "$work"/bundle-* "$work"/qwen3_vl-*; do
+    [[ -e $d && $d != "$model" && $d != "$model.json" ]] && rm -rf "$d"
+  done
+  local backend=cuda dev=cuda bprec=bf16 precs=fp32 new=${IRIS_NEW:-32} runs=30 secs=3 hruns=30 hsecs=4 bruns=8
+  [[ -n ${IRIS_BF16:-} ]] && precs=fp32,bf16
+  [[ $size == tiny ]] && runs=10 secs=1 hruns=10 hsecs=1 bruns=3 # a dry run: every step, short
+  if [[ -n $cpu ]]; then
+    backend=cpu dev=cpu bprec=fp32 precs=fp32 new=${IRIS_NEW:-8} runs=5 secs=1 hruns=5 hsecs=1 bruns=2
+  fi
+  echo "vl $family $size: $model, results in $res, budget $((t_end - SECONDS)) s"
+
+  make_checkpoint "$config" "$model" "$(fit 300)"
+  if [[ ! -f $model.json ]]; then echo "FAIL vl: no checkpoint"; return; fi
+
+  step "bundle build (in the background, while the reference runs)"
+  rm -rf "$bundle"
+  local plugin=()
+  [[ -f $bin/$family.wasm ]] && plugin=(--plugin "$bin/$family.wasm")
+  (timeout "$(fit 400)" "$bin/iris" bundle build --from "$model" --family "$family" --out "$bundle" --backend "$backend" \
+    --name "$name" --context 4096 "${plugin[@]}" >"$work/bundle.log" 2>&1; echo $? >"$work/bundle.rc") &
+  local bpid=$!
+
+  step "processor outputs and transformers' greedy reference ($precs, $new tokens)"
+  rm -f "$res/ref.json" "$res/parity.json"
+  budgeted reference 300 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$res/ref.json" --new "$new" \
+    --precisions "$precs" --device "$dev"
+  if [[ ! -f $cases/index.json ]]; then
+    budgeted cases 90 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only --device "$dev"
+  fi
+
+  step "engine parity against transformers (fp32 tokens identical)"
+  if [[ -f $res/ref.json ]]; then
+    budgeted parity 240 "$bin/gpucheck" parity -backend "$backend" -model "$model" -cases "$cases" -ref "$res/ref.json" -new "$new" \
+      -precision "$precs" -out "$res/parity.json"
+  else
+    echo "SKIP parity: no reference"
+  fi
+
+  step "engine timing ($bprec): the 426x320 photo"
+  budgeted bench 150 "$bin/gpucheck" bench -backend "$backend" -precision "$bprec" -model "$model" -cases "$cases" -case photo_426x320 \
+    -runs "$runs" -seconds "$secs" -out "$res/bench.json"
+
+  step "HTTP: the bundle, iris serve, loopback load (the photo's JPEG bytes)"
+  wait "$bpid"
+  local brc
+  brc=$(cat "$work/bundle.rc" 2>/dev/null || echo 1)
+  verdict bundle "$brc"
+  grep -vE '%\)$' "$work/bundle.log" | head -4 # not the progress lines
+  if [[ $brc == 0 ]]; then
+    if (($(fit 60) < 60)); then
+      echo "SKIP http (the phase's time budget is spent)"
+    elif serve_start "$bundle" "$(fit 150)"; then
+      budgeted http 120 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
+        -question "$photo_q" -runs "$hruns" -seconds "$hsecs" -out "$res/http.json"
+      serve_stop
+    else
+      serve_stop
+    fi
+  fi
+  rm -rf "$bundle"
+
+  step "transformers baseline (bf16; dynamic and static cache)"
+  budgeted baseline 300 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs "$bruns" \
+    --device "$dev" --out "$res/baseline.json"
+
+  step "summary"
+  "$py" "$root/scripts/gpu/summary.py" --dir "$res" --out "$res/summary-$family-$size.json" --model "$name" --checkpoint "$model.json"
+}
 
 if [[ $phase == sweep ]]; then # the sweep alone (while it is being mended)
   step "shape sweep"
@@ -78,10 +256,16 @@ if [[ $phase == smoke ]]; then
   timeout 60 "$bin/gpucheck" parity -model "$template" -cases "$work/tcases" -ref "$work/tref.json" -new 8 -out "$work/tiny-parity.json"; verdict tiny-parity $?
   timeout 60 "$bin/gpucheck" bench -model "$template" -cases "$work/tcases" -case photo_426x320 -runs 5 -seconds 1 -out "$work/tiny-bench.json"; verdict tiny-bench $?
   timeout 150 python3 "$ref/gpu_baseline.py" --model "$template" --cases "$work/tcases" --case photo_426x320 --runs 3 --out "$work/tiny-baseline.json"; verdict tiny-baseline $?
+  step "the same dry run on a generated tiny Qwen3-VL, and its bundle over HTTP (run.sh qwen3 tiny)"
+  t_end=$((SECONDS + ${IRIS_BUDGET_S:-240}))
+  vl_phase qwen3_vl tiny
 fi
-if [[ $phase == smoke || $phase == check ]]; then
+if [[ $phase == qwen3 || $phase == vl ]]; then
+  if [[ $phase == qwen3 ]]; then vl_phase qwen3_vl "${2:-2b}"; else vl_phase "${2:?family}" "${3:?size}"; fi
+fi
+if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl ]]; then
   step "done"
-  grep -hE '^(PASS|FAIL|SKIP)' "$log"
+  grep -hE '^(PASS|FAIL|SKIP)' "$log" | grep -vE '^PASS parity \S+ +\S+ +[0-9]+x[0-9]+ ' # not each passing case
   exit 0
 fi
 
@@ -106,12 +290,7 @@ engine_benches() {
 
 model=$work/qwen25vl-3b
 cases=$work/cases
-if [[ -f $model/config.json && -f $model/tokenizer.json ]]; then
-  echo "reusing the checkpoint in $model"
-else
-  step "3B checkpoint with random bf16 weights"
-  timeout 300 python3 "$ref/gpu_checkpoint.py" --out "$model" --tokenizer "$root/.build/tokenizer/qwen3" --template "$template"; verdict checkpoint $?
-fi
+make_checkpoint "$ref/gpu_qwen2_5_vl_3b.config.json" "$model" 300
 
 if [[ ( $phase == full || $phase == compare ) && ! -f $cases/index.json ]]; then
   timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
@@ -219,20 +398,15 @@ if [[ $phase == speed ]]; then
     [[ -f $bin/qwen2_5_vl.wasm ]] && plugin=(--plugin "$bin/qwen2_5_vl.wasm")
     rm -rf "$bundle"
     timeout 120 "$bin/iris" bundle build --from "$model" --family qwen2_5_vl --out "$bundle" --backend cuda --name qwen25vl-3b --context 4096 "${plugin[@]}"; verdict bundle $?
-    "$bin/iris" serve --bundle "$bundle" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve.log" 2>&1 &
-    srv=$!
-    for _ in $(seq 90); do
-      if curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1; then break; fi
-      sleep 1
-    done
-    timeout 150 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
-      -question "What is the main object in this image? Answer in one word." -runs 30 -seconds 4 -out "$OUT/http.json"; verdict http $?
-    if [[ -z ${IRIS_HTTP_ONLY:-} ]]; then
-      timeout 60 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
-        -question "Is there any text in the image?" -runs 20 -seconds 2 -out "$OUT/http-vga.json"; verdict http-vga $?
+    if serve_start "$bundle" 90; then
+      timeout 150 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
+        -question "$photo_q" -runs 30 -seconds 4 -out "$OUT/http.json"; verdict http $?
+      if [[ -z ${IRIS_HTTP_ONLY:-} ]]; then
+        timeout 60 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
+          -question "Is there any text in the image?" -runs 20 -seconds 2 -out "$OUT/http-vga.json"; verdict http-vga $?
+      fi
     fi
-    kill "$srv"; wait "$srv" 2>/dev/null
-    grep -iE 'error|warn|engine loaded' "$work/serve.log" | head -20
+    serve_stop
   else
     echo "SKIP http: no cuda iris binary carried"
   fi

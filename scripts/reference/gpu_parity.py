@@ -3,13 +3,16 @@
 
   python3 scripts/reference/gpu_parity.py --model DIR --cases DIR --out ref.json [--new 32]
 
+The family comes from the checkpoint's config.json (qwen2_5_vl, qwen3_vl: gpu_family.py).
+
 1. Makes the image+question cases (deterministic synthetic images of several sizes, 1600x1200
    included, plus the issue's workload: a 426x320 photo JPEG, Imagenette-320 size, with the
    upstream profile's question; testdata/photo_426x320.jpg, NASA's public-domain astronaut
    portrait from scikit-image, cropped to 4:3 and resized) and runs the model's own processor (AutoProcessor: chat template, smart_resize,
    torchvision resize, patchify) on each; writes DIR/<case>.json (input ids, grid, question),
    DIR/<case>.f32 (pixel_values, little-endian float32) and the image, DIR/<case>.png (or the
-   photo's original bytes as DIR/<case>.jpg; meta "image" names it).
+   photo's original bytes as DIR/<case>.jpg; meta "image" names it). A qwen3_vl checkpoint also
+   gets the text-first cases (the question before the image in the user turn, odd widths).
 2. Runs transformers generate greedily (do_sample=False, repetition_penalty=1.0, EOS ignored) in
    float32 (TF32 off for matmuls and cuDNN, so the conv patch embedding is exact F32 too) and in
    bfloat16, SDPA attention, and records per case and precision the tokens and, per step, the
@@ -27,9 +30,11 @@ import time
 import numpy as np
 import torch
 from PIL import Image
-from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+from transformers import AutoProcessor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import gpu_family
+
+HERE = gpu_family.HERE
 
 # name, width, height, question[, image file under testdata/ (its original bytes are used)]
 CASES = [
@@ -42,6 +47,13 @@ CASES = [
     ("xga_1024x768", 1024, 768, "Count the objects."),
     ("uxga_1600x1200", 1600, 1200, "Describe the scene in detail."),
     ("photo_426x320", 426, 320, "What is the main object in this image? Answer in one word.", "photo_426x320.jpg"),
+]
+# name, width, height, question: the question comes first in the user turn (qwen3_vl's cases only,
+# so the qwen2_5_vl reference keeps its 9 cases)
+TEXT_FIRST = [
+    ("tf_333x517", 333, 517, "Which shapes are on the left?"),
+    ("tf_1000x250", 1000, 250, "Read the text on the sign."),
+    ("tf_70x700", 70, 700, "What is at the top?"),
 ]
 
 
@@ -58,10 +70,20 @@ def make_image(i, w, h):
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
 
 
-def prepare(proc, cases_dir):
+def case_list(model_dir):
+    cases = [(*c[:4], False, *c[4:]) for c in CASES]
+    if gpu_family.model_type(model_dir) == "qwen3_vl":
+        cases += [(*c, True) for c in TEXT_FIRST]
+    return cases
+
+
+def prepare(proc, cases_dir, cases, only=None):
+    """Writes the cases (those named in only, when given) and returns their processor outputs."""
     os.makedirs(cases_dir, exist_ok=True)
     out = []
-    for i, (name, w, h, q, *src) in enumerate(CASES):
+    for i, (name, w, h, q, text_first, *src) in enumerate(cases):  # i seeds the image: the full list's index
+        if only and name not in only:
+            continue
         if src:
             with open(os.path.join(HERE, "testdata", src[0]), "rb") as f:
                 data = f.read()
@@ -75,13 +97,12 @@ def prepare(proc, cases_dir):
             img = make_image(i, w, h)
             image_file = name + ".png"
             img.save(os.path.join(cases_dir, image_file))
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]}]
-        prompt = proc.apply_chat_template(messages, add_generation_prompt=True)
+        prompt = proc.apply_chat_template(gpu_family.messages(q, text_first), add_generation_prompt=True)
         inputs = proc(text=[prompt], images=[img], return_tensors="pt")
         pv = inputs["pixel_values"].to(torch.float32).contiguous().numpy()
         pv.astype("<f4").tofile(os.path.join(cases_dir, name + ".f32"))
         meta = {
-            "name": name, "width": w, "height": h, "question": q, "prompt": prompt,
+            "name": name, "width": w, "height": h, "question": q, "text_first": text_first, "prompt": prompt,
             "input_ids": inputs["input_ids"][0].tolist(),
             "image_grid_thw": inputs["image_grid_thw"].tolist(),
             "pixels": name + ".f32", "pixel_rows": pv.shape[0], "pixel_cols": pv.shape[1], "image": image_file,
@@ -90,12 +111,14 @@ def prepare(proc, cases_dir):
             json.dump(meta, f)
         out.append((name, inputs))
     with open(os.path.join(cases_dir, "index.json"), "w") as f:
-        json.dump([c[0] for c in CASES], f)
+        json.dump([c[0] for c in out], f)
     return out
 
 
 def run(model_dir, dtype, cases, new, device):
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=dtype, attn_implementation="sdpa").to(device).eval()
+    t = time.perf_counter()
+    model = gpu_family.load_model(model_dir, dtype, device)
+    print(f"{dtype}\tloaded in {time.perf_counter() - t:.1f} s", flush=True)
     model.generation_config.eos_token_id = None  # EOS never stops: always `new` tokens
     res = {}
     for name, inputs in cases:
@@ -140,14 +163,12 @@ def main():
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    if args.only:
-        keep = set(args.only.split(","))
-        CASES[:] = [c for c in CASES if c[0] in keep]
     proc = AutoProcessor.from_pretrained(args.model)
-    cases = prepare(proc, args.cases)
+    cases = prepare(proc, args.cases, case_list(args.model), set(args.only.split(",")) if args.only else None)
     if args.prepare_only:
         return
     ref = {"meta": {"transformers": __import__("transformers").__version__, "torch": torch.__version__, "new_tokens": args.new,
+                    "model_type": gpu_family.model_type(args.model),
                     "semantics": "greedy, repetition_penalty 1.0, EOS ignored, sdpa; fp32 with TF32 off"}}
     for prec in args.precisions.split(","):
         ref[prec] = run(args.model, {"fp32": torch.float32, "bf16": torch.bfloat16}[prec], cases, args.new, args.device)

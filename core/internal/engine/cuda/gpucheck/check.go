@@ -1,5 +1,3 @@
-//go:build cuda
-
 package main
 
 import (
@@ -19,13 +17,50 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/cuda"
+	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/models"
 	"github.com/iris-vlm/iris/internal/speed"
 )
 
-// load binds the checkpoint in dir on a new GPU backend, through the family table.
-func load(dir string, opts cuda.Options) (engine.Model, *cuda.Backend, error) {
-	b, err := cuda.NewBackend(opts)
+// device is the backend a check runs on, with the hooks only the GPU has (nil on the cpu).
+type device struct {
+	name string
+	// graphs reports how many passes replayed a recorded CUDA graph and why graphs are off, if
+	// they are.
+	graphs func() (int, error)
+	// setProfile turns per-stage GPU timing on or off; stages returns and clears it.
+	setProfile func(bool)
+	stages     func() []stageTime
+}
+
+// stageTime is the GPU time of one stage (cuda.StageTime).
+type stageTime struct {
+	Stage   string
+	TotalMS float64
+	Calls   int
+}
+
+// load binds the checkpoint in dir, whatever its family (models.Load reads config.json's
+// model_type), on a new backend: "cuda" (the GPU; opts apply) or "cpu" (the native backend in
+// fp32: the GPU machine's pipeline dry-run where there is no GPU).
+func load(dir, backend string, opts cuda.Options) (engine.Model, *device, error) {
+	var b ml.Backend
+	var dev *device
+	var err error
+	switch backend {
+	case "cuda":
+		b, dev, err = openCUDA(opts)
+	case "cpu":
+		if opts.Precision != "" && opts.Precision != "fp32" {
+			return nil, nil, fmt.Errorf("the cpu backend runs fp32 only, not %s", opts.Precision)
+		}
+		var nb *native.Backend
+		nb, err = native.New(native.Options{})
+		b, dev = nb, &device{name: "cpu (native)"}
+	default:
+		err = fmt.Errorf("backend %q: cuda or cpu", backend)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -33,7 +68,7 @@ func load(dir string, opts cuda.Options) (engine.Model, *cuda.Backend, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return m, b, nil
+	return m, dev, nil
 }
 
 func run(args []string) error {
@@ -228,6 +263,7 @@ func parity(args []string) error {
 	n := fs.Int("new", 32, "new tokens per case")
 	out := fs.String("out", "", "write results as JSON here")
 	precisions := fs.String("precision", "fp32,bf16", "precisions to check")
+	backend := fs.String("backend", "cuda", "cuda, or cpu (fp32 only: a dry run without a GPU)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -260,11 +296,11 @@ func parity(args []string) error {
 			return fmt.Errorf("reference %s: %w", prec, err)
 		}
 		t := time.Now()
-		m, be, err := load(*model, cuda.Options{Precision: prec})
+		m, dev, err := load(*model, *backend, cuda.Options{Precision: prec})
 		if err != nil {
 			return err
 		}
-		fmt.Printf("loaded %s in %s on %s\n", prec, time.Since(t).Round(time.Millisecond), be.Info().Name)
+		fmt.Printf("loaded %s (%s) in %s on %s\n", *model, m.Config().ModelType, time.Since(t).Round(time.Millisecond), dev.name)
 		agree, total, forcedAgree := 0, 0, 0
 		for _, c := range loaded {
 			r, ok := refs[c.Name]
@@ -329,9 +365,11 @@ func parity(args []string) error {
 		}
 		fmt.Printf("%s parity %s total: %d/%d tokens agree free-running (%.2f%%), %d/%d teacher-forced (%.2f%%)\n",
 			verdict, prec, agree, total, pct, forcedAgree, total, fpct)
-		if err := be.GraphError(); err != nil || be.GraphRuns() == 0 {
-			fmt.Printf("FAIL graph %s: decode ran without a CUDA graph (%d graph runs): %v\n", prec, be.GraphRuns(), err)
-			failed = true
+		if dev.graphs != nil {
+			if runs, err := dev.graphs(); err != nil || runs == 0 {
+				fmt.Printf("FAIL graph %s: decode ran without a CUDA graph (%d graph runs): %v\n", prec, runs, err)
+				failed = true
+			}
 		}
 		m.Close()
 	}
@@ -376,6 +414,7 @@ type throughput struct {
 
 type benchOut struct {
 	Device     string            `json:"device"`
+	ModelType  string            `json:"model_type"`
 	Precision  string            `json:"precision"`
 	Case       string            `json:"case"`
 	Prompt     int               `json:"prompt_tokens"`
@@ -413,6 +452,7 @@ func bench(args []string) error {
 	decodeCuBLAS := fs.Bool("decode-cublas", false, "one-row products of decode steps through cuBLAS (not the fused gemv kernel)")
 	noPDL := fs.Bool("no-pdl", false, "decode kernels launched plainly (not as programmatic dependent launches)")
 	gemmEx := fs.Bool("gemm-ex", false, "linear layers through cublasGemmEx with a bias kernel (not timed cuBLASLt plans)")
+	backend := fs.String("backend", "cuda", "cuda, or cpu (-precision fp32: a dry run without a GPU)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -422,12 +462,12 @@ func bench(args []string) error {
 	}
 	ctx := context.Background()
 	t := time.Now()
-	m, be, err := load(*model, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL, GemmEx: *gemmEx})
+	m, dev, err := load(*model, *backend, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL, GemmEx: *gemmEx})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	res := benchOut{Device: be.Info().Name, Precision: *prec, Case: c.Name, Prompt: len(c.InputIDs), Patches: c.PixelRows,
+	res := benchOut{Device: dev.name, ModelType: m.Config().ModelType, Precision: *prec, Case: c.Name, Prompt: len(c.InputIDs), Patches: c.PixelRows,
 		LoadS: time.Since(t).Seconds(), Stages: map[string]string{}}
 	for range 3 { // warm-up: graph capture, cuBLAS heuristics, scratch growth
 		if _, _, err := request(ctx, m, c, 10); err != nil {
@@ -501,18 +541,20 @@ func bench(args []string) error {
 	}
 
 	// GPU time per stage over 10 requests of 10 tokens
-	be.SetProfile(true)
-	for range 10 {
-		if _, _, err := request(ctx, m, c, 10); err != nil {
-			return err
+	if dev.setProfile != nil {
+		dev.setProfile(true)
+		for range 10 {
+			if _, _, err := request(ctx, m, c, 10); err != nil {
+				return err
+			}
 		}
+		for _, s := range dev.stages() {
+			per := s.TotalMS / float64(s.Calls)
+			res.Stages[s.Stage] = fmt.Sprintf("%.3f x %d", per, s.Calls/10)
+			fmt.Printf("bench stage %-16s %8.3f ms/call  (%d calls per request)\n", s.Stage, per, s.Calls/10)
+		}
+		dev.setProfile(false)
 	}
-	for _, s := range be.Profile() {
-		per := s.TotalMS / float64(s.Calls)
-		res.Stages[s.Stage] = fmt.Sprintf("%.3f x %d", per, s.Calls/10)
-		fmt.Printf("bench stage %-16s %8.3f ms/call  (%d calls per request)\n", s.Stage, per, s.Calls/10)
-	}
-	be.SetProfile(false)
 	if *out != "" {
 		return writeJSON(*out, res)
 	}
