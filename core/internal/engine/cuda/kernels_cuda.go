@@ -102,7 +102,9 @@ const (
 	// gemvBlocksPerSM bounds the gemv grid to what stays resident (96 registers a thread), so
 	// that warps stride over rows rather than waiting for a second wave.
 	gemvBlocksPerSM = 4
-	gemvMaxShared   = 48 << 10 // the gemv's input row lives in the default shared memory
+	// the gemv's input row lives in the default 48 KiB of shared memory, beside the kernel's own
+	// 144 bytes (block_sum's): an F32 row of 12,288 (Qwen3-VL-8B's down_proj) did not fit
+	gemvMaxShared = 48<<10 - 256
 	// headNormWarps are the heads of one iris_head_norm block (a warp each).
 	headNormWarps = 4
 	// argmaxParts are iris_argmax_part's blocks (of argmaxThreads): each leaves its chunk's
