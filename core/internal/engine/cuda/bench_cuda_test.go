@@ -11,17 +11,37 @@ import (
 	"github.com/iris-vlm/iris/core/internal/gpu"
 )
 
-// BenchmarkDecodeKernels times the kernels of one decode step of Qwen2.5-VL-3B (bf16) in
+// decodeShape is a decoder's shape as the decode kernels see it.
+type decodeShape struct {
+	name                         string
+	H, I, qd, kvd, vocab, layers int
+	heads, kvh, hd               int
+}
+
+// decodeShapes are the decoders of the served families' full-size checkpoints.
+var decodeShapes = []decodeShape{
+	{"qwen2.5-vl-3b", 2048, 11008, 2048, 256, 151936, 36, 16, 2, 128},
+	{"qwen3-vl-2b", 2048, 6144, 2048, 1024, 151936, 28, 16, 8, 128},
+	{"qwen3-vl-8b", 4096, 12288, 4096, 1024, 151936, 36, 32, 8, 128},
+}
+
+// BenchmarkDecodeKernels times the kernels of one decode step of each decodeShapes (bf16) in
 // isolation: each case is captured in a CUDA graph as layers launches over distinct weights
 // (so that no layer finds its weights in L2), the graph replayed, GPU time taken by events.
 // It reports microseconds a launch and the weight bytes streamed per second; the cuBLAS cases
 // are the baseline of the same run. Run on the GPU machine:
 //
-//	cuda.test -test.run '^$' -test.bench DecodeKernels -test.benchtime 1x
+//	cuda.test -test.run '^$' -test.bench DecodeKernels/qwen3-vl-2b -test.benchtime 1x
 func BenchmarkDecodeKernels(b *testing.B) {
+	for _, sh := range decodeShapes {
+		b.Run(sh.name, func(b *testing.B) { benchDecodeKernels(b, sh) })
+	}
+}
+
+func benchDecodeKernels(b *testing.B, sh decodeShape) {
 	f := newKfix(b)
-	const H, I, qd, kvd, vocab, layers = 2048, 11008, 2048, 256, 151936, 36
-	const heads, kvh, hd = 16, 2, 128
+	H, I, qd, kvd, vocab, layers := sh.H, sh.I, sh.qd, sh.kvd, sh.vocab, sh.layers
+	heads, kvh, hd := sh.heads, sh.kvh, sh.hd
 	dt := bf16
 	k := f.ks[dt]
 	sms := f.dev.Info().SMs
@@ -45,15 +65,15 @@ func BenchmarkDecodeKernels(b *testing.B) {
 	}
 	var cases, small []tcase
 	f.do(func() error {
-		x, delta, nw, xo := alloc(I), alloc(H), alloc(H), alloc(I)
-		y, yf := alloc(2*vocab), alloc(2*vocab)
-		bias := alloc(I)
+		x, delta, nw, xo := alloc(int64(I)), alloc(int64(H)), alloc(int64(H)), alloc(int64(I))
+		y, yf := alloc(int64(2*vocab)), alloc(int64(2*vocab))
+		bias := alloc(int64(I))
 		ids := f.putI32([]int32{5})
 		wqkv, wo, wgu, wdown := make([]gpu.DevPtr, layers), make([]gpu.DevPtr, layers), make([]gpu.DevPtr, layers), make([]gpu.DevPtr, layers)
 		for l := range layers {
-			wqkv[l], wo[l], wgu[l], wdown[l] = alloc(int64(qd+2*kvd)*H), alloc(int64(H)*qd), alloc(int64(2*I)*H), alloc(int64(H)*I)
+			wqkv[l], wo[l], wgu[l], wdown[l] = alloc(int64(qd+2*kvd)*int64(H)), alloc(int64(H)*int64(qd)), alloc(int64(2*I)*int64(H)), alloc(int64(H)*int64(I))
 		}
-		wlm := alloc(int64(vocab) * H)
+		wlm := alloc(int64(vocab) * int64(H))
 		gemv := func(fn *gpu.Function, perSM, N, K int, args ...gpu.Arg) error {
 			blocks := min((N+gemvWarps-1)/gemvWarps, perSM*sms)
 			return fn.Launch(gpu.Dim3{X: blocks}, gpu.Dim3{X: 32 * gemvWarps}, int((int64(K)*dt.size()+15)&^15), f.s, args...)
@@ -63,33 +83,33 @@ func BenchmarkDecodeKernels(b *testing.B) {
 		}
 		for _, perSM := range []int{2, 4, 8} {
 			cases = append(cases,
-				tcase{fmt.Sprintf("gemv qkv norm+bias %dx%d /%d", qd+2*kvd, H, perSM), int64(qd+2*kvd) * H * 2, layers, func(l int) error {
+				tcase{fmt.Sprintf("gemv qkv norm+bias %dx%d /%d", qd+2*kvd, H, perSM), int64(qd+2*kvd) * int64(H) * 2, layers, func(l int) error {
 					return gemv(k.gemv, perSM, qd+2*kvd, H, gpu.P(y), gpu.P(0), gpu.P(wqkv[l]), gpu.P(x), gpu.P(bias), gpu.I(qd+2*kvd), gpu.I(H),
 						gpu.I(1), gpu.P(delta), gpu.P(nw), gpu.P(xo), gpu.F(1e-6))
 				}},
-				tcase{fmt.Sprintf("gemv o %dx%d /%d", H, qd, perSM), int64(H) * qd * 2, layers, func(l int) error {
+				tcase{fmt.Sprintf("gemv o %dx%d /%d", H, qd, perSM), int64(H) * int64(qd) * 2, layers, func(l int) error {
 					return gemv(k.gemv, perSM, H, qd, gpu.P(y), gpu.P(0), gpu.P(wo[l]), gpu.P(x), gpu.P(0), gpu.I(H), gpu.I(qd),
 						gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
 				}},
-				tcase{fmt.Sprintf("gemv gate/up norm+swiglu %dx%d /%d", 2*I, H, perSM), int64(2*I) * H * 2, layers, func(l int) error {
+				tcase{fmt.Sprintf("gemv gate/up norm+swiglu %dx%d /%d", 2*I, H, perSM), int64(2*I) * int64(H) * 2, layers, func(l int) error {
 					return gemv(k.gemvGLU, perSM, I, H, gpu.P(y), gpu.P(0), gpu.P(wgu[l]), gpu.P(x), gpu.P(0), gpu.I(I), gpu.I(H),
 						gpu.I(1), gpu.P(delta), gpu.P(nw), gpu.P(xo), gpu.F(1e-6))
 				}},
-				tcase{fmt.Sprintf("gemv down %dx%d /%d", H, I, perSM), int64(H) * I * 2, layers, func(l int) error {
+				tcase{fmt.Sprintf("gemv down %dx%d /%d", H, I, perSM), int64(H) * int64(I) * 2, layers, func(l int) error {
 					return gemv(k.gemv, perSM, H, I, gpu.P(y), gpu.P(0), gpu.P(wdown[l]), gpu.P(x), gpu.P(0), gpu.I(H), gpu.I(I),
 						gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
 				}},
-				tcase{fmt.Sprintf("gemv lm_head norm+f32 %dx%d /%d", vocab, H, perSM), int64(vocab) * H * 2, 4, func(int) error {
+				tcase{fmt.Sprintf("gemv lm_head norm+f32 %dx%d /%d", vocab, H, perSM), int64(vocab) * int64(H) * 2, 4, func(int) error {
 					return gemv(k.gemv, perSM, vocab, H, gpu.P(0), gpu.P(yf), gpu.P(wlm), gpu.P(x), gpu.P(0), gpu.I(vocab), gpu.I(H),
 						gpu.I(1), gpu.P(delta), gpu.P(nw), gpu.P(xo), gpu.F(1e-6))
 				}})
 		}
 		cases = append(cases,
-			tcase{"cublas qkv", int64(qd+2*kvd) * H * 2, layers, func(l int) error { return linear(y, x, wqkv[l], qd+2*kvd, H) }},
-			tcase{"cublas o", int64(H) * qd * 2, layers, func(l int) error { return linear(y, x, wo[l], H, qd) }},
-			tcase{"cublas gate/up", int64(2*I) * H * 2, layers, func(l int) error { return linear(y, x, wgu[l], 2*I, H) }},
-			tcase{"cublas down", int64(H) * I * 2, layers, func(l int) error { return linear(y, x, wdown[l], H, I) }},
-			tcase{"cublas lm_head", int64(vocab) * H * 2, 4, func(int) error { return linear(y, x, wlm, vocab, H) }},
+			tcase{"cublas qkv", int64(qd+2*kvd) * int64(H) * 2, layers, func(l int) error { return linear(y, x, wqkv[l], qd+2*kvd, H) }},
+			tcase{"cublas o", int64(H) * int64(qd) * 2, layers, func(l int) error { return linear(y, x, wo[l], H, qd) }},
+			tcase{"cublas gate/up", int64(2*I) * int64(H) * 2, layers, func(l int) error { return linear(y, x, wgu[l], 2*I, H) }},
+			tcase{"cublas down", int64(H) * int64(I) * 2, layers, func(l int) error { return linear(y, x, wdown[l], H, I) }},
+			tcase{"cublas lm_head", int64(vocab) * int64(H) * 2, 4, func(int) error { return linear(y, x, wlm, vocab, H) }},
 		)
 		small = append(small,
 			tcase{"rmsnorm (one row)", 0, layers, func(int) error {
@@ -108,7 +128,7 @@ func BenchmarkDecodeKernels(b *testing.B) {
 		for _, past := range []int{200, 420, 1000, 4000} {
 			const capacity = 4096 + 64
 			kc, vc := alloc(int64(layers*capacity*kvd)), alloc(int64(layers*capacity*kvd))
-			qkv, out := alloc(qd+2*kvd), alloc(qd)
+			qkv, out := alloc(int64(qd+2*kvd)), alloc(int64(qd))
 			const splits = 128 // the captured graph's, for a 8192-token context
 			part := alloc(int64(heads*splits*(hd+2)) * 2)
 			ticket := f.putI32(make([]int32, heads))
