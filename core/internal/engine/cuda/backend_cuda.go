@@ -49,6 +49,11 @@ type Backend struct {
 	// pass's pending range [flushAt, stageAt) going up in one copy before the next enqueue.
 	dstage  gpu.Buffer
 	flushAt int64
+	// inputsLive: an Input or Ints of this pass lives in dstage (kernels still to come read it),
+	// so the area cannot be rewound before the next Sync; a pass that outgrows it moves to a new
+	// one, the old kept in retired until then.
+	inputsLive bool
+	retired    []func()
 	// ptrs caches the attention pointer arrays by what they point to (uploaded once).
 	ptrs     map[ptrKey]gpu.DevPtr
 	bounds   map[*int32]ml.Ints // segment bounds uploaded this pass, by their host slice
@@ -166,6 +171,10 @@ func (b *Backend) release() error {
 	b.chunks = nil
 	_ = b.staging.Free()
 	_ = b.dstage.Free()
+	for _, free := range b.retired {
+		free()
+	}
+	b.retired = nil
 	_ = b.back.Free()
 	if b.prof != nil {
 		b.prof.destroy()
@@ -485,31 +494,50 @@ func (b *Backend) stage(dst gpu.DevPtr, src unsafe.Pointer, n int64) error {
 // place copies n bytes of host data to the pinned staging area and returns their offset.
 func (b *Backend) place(src unsafe.Pointer, n int64) (int64, error) {
 	need := (n + 255) &^ 255
-	if b.stageAt+need > int64(len(b.staging.Bytes())) {
+	if size := int64(len(b.staging.Bytes())); b.stageAt+need > size {
 		if b.mode != plain || b.flushAt != b.stageAt {
 			return 0, errMoved // pending inputs still point into the area
 		}
-		if err := b.stream.Sync(); err != nil {
-			return 0, err
-		}
-		b.stageAt, b.flushAt = 0, 0
-		if need > int64(len(b.staging.Bytes())) {
-			_ = b.staging.Free()
-			_ = b.dstage.Free()
-			var err error
-			if b.staging, err = gpu.AllocHost(need * 3 / 2); err != nil {
+		if b.inputsLive {
+			// this pass's inputs are in the area (an image's 123 MB of F32 rows written after
+			// them once freed it under them): a new area, the old one until Sync
+			old, dold := b.staging, b.dstage
+			b.retired = append(b.retired, func() { _ = old.Free(); _ = dold.Free() })
+			if err := b.newStaging(max(size, need*3/2)); err != nil {
 				return 0, err
 			}
-			if b.dstage, err = gpu.Alloc(need * 3 / 2); err != nil {
+		} else {
+			if err := b.stream.Sync(); err != nil {
 				return 0, err
 			}
-			b.epoch++
+			b.stageAt, b.flushAt = 0, 0
+			if need > size {
+				_ = b.staging.Free()
+				_ = b.dstage.Free()
+				if err := b.newStaging(need * 3 / 2); err != nil {
+					return 0, err
+				}
+			}
 		}
 	}
 	at := b.stageAt
 	parallelCopy(b.staging.Bytes()[at:at+n], unsafe.Slice((*byte)(src), n))
 	b.stageAt += need
 	return at, nil
+}
+
+// newStaging allocates a staging area of n bytes and its device mirror, empty.
+func (b *Backend) newStaging(n int64) error {
+	var err error
+	if b.staging, err = gpu.AllocHost(n); err != nil {
+		return err
+	}
+	if b.dstage, err = gpu.Alloc(n); err != nil {
+		return err
+	}
+	b.stageAt, b.flushAt = 0, 0
+	b.epoch++
+	return nil
 }
 
 // flush uploads the pending inputs (Input, Ints) in one copy; every enqueue calls it first.
@@ -535,6 +563,7 @@ func (b *Backend) input(src unsafe.Pointer, n int64) gpu.DevPtr {
 		b.fail(err)
 		return 0
 	}
+	b.inputsLive = true
 	return b.dstage.Ptr.Add(at)
 }
 
@@ -705,6 +734,13 @@ func (b *Backend) Sync() error {
 	}
 	b.reads = b.reads[:0]
 	b.backAt, b.stageAt, b.flushAt = 0, 0, 0
+	b.inputsLive = false
+	if b.err == nil { // the stream is drained: nothing reads the retired areas any more
+		for _, free := range b.retired {
+			free()
+		}
+		b.retired = b.retired[:0]
+	}
 	clear(b.bounds)
 	b.collect()
 	err := b.err

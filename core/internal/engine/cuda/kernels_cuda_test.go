@@ -1572,3 +1572,34 @@ func TestKernelBackendQKNorm(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelBackendInputsOutliveALargeWrite: a pass's inputs stay valid when a later Write of the same
+// pass outgrows the staging area (host image rows of a large image on an 8B model: 123 MB after
+// the rotary tables, which the old code freed under the kernels still to read them).
+func TestKernelBackendInputsOutliveALargeWrite(t *testing.T) {
+	b, err := NewBackend(Options{Precision: "fp32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	vals := []float32{1, 2, 3, 4, 5, 6, 7, 8}
+	want := []float32{5, 6, 7, 8, 1, 2, 3, 4}
+	got := make([]float32, len(want))
+	err = b.Do(func() error {
+		in := b.Input(vals, 2, 4)
+		idx := b.Ints([]int32{1, 0})
+		dst := b.Scratch("dst", 2, 4)
+		b.Gather(dst, in, idx) // a kernel: the inputs go up
+		big := b.Scratch("big", 1<<14, 1<<11) // 128 MiB, over the 64 MiB staging area
+		b.Write(big, make([]float32, 1<<25))
+		b.Gather(dst, in, idx) // reads the inputs again, after the Write
+		b.Read(got, dst)
+		return b.Sync()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("gathered %v after a large write, want %v", got, want)
+	}
+}
