@@ -70,15 +70,8 @@ type Model struct {
 // New binds the checkpoint's weights on b. The model owns b and ck from here on (Close closes
 // them), also when New fails.
 func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (*Model, error) {
-	if cfg.ModelType != ModelType {
-		b.Close()
-		if ck != nil {
-			ck.Close()
-		}
-		return nil, fmt.Errorf("model_type %q is not %s: %w", cfg.ModelType, ModelType, engine.ErrUnsupported)
-	}
 	m := &Model{}
-	base, err := kit.New(b, ck, cfg, lim, opts, m)
+	base, err := kit.New(ModelType, b, ck, cfg, lim, opts, m)
 	if err != nil {
 		return nil, err
 	}

@@ -81,9 +81,16 @@ var (
 	_ engine.DeviceEncoder = (*Base)(nil)
 )
 
-// New binds fam's weights on b. The model owns b and ck from here on (Close closes them), also
-// when New fails.
-func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options, fam Family) (*Base, error) {
+// New binds fam's weights on b, for a checkpoint of modelType (any other config is
+// ErrUnsupported). The model owns b and ck from here on (Close closes them), also when New fails.
+func New(modelType string, b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options, fam Family) (*Base, error) {
+	if cfg.ModelType != modelType {
+		b.Close()
+		if ck != nil {
+			ck.Close()
+		}
+		return nil, fmt.Errorf("model_type %q is not %s: %w", cfg.ModelType, modelType, engine.ErrUnsupported)
+	}
 	m := &Base{b: b, ck: ck, cfg: cfg, lim: lim, fam: fam}
 	if err := ml.Do(b, func() error { return m.init(opts) }); err != nil {
 		m.Close()
