@@ -1589,7 +1589,7 @@ func TestKernelBackendInputsOutliveALargeWrite(t *testing.T) {
 		in := b.Input(vals, 2, 4)
 		idx := b.Ints([]int32{1, 0})
 		dst := b.Scratch("dst", 2, 4)
-		b.Gather(dst, in, idx) // a kernel: the inputs go up
+		b.Gather(dst, in, idx)                // a kernel: the inputs go up
 		big := b.Scratch("big", 1<<14, 1<<11) // 128 MiB, over the 64 MiB staging area
 		b.Write(big, make([]float32, 1<<25))
 		b.Gather(dst, in, idx) // reads the inputs again, after the Write
