@@ -802,7 +802,7 @@ extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, in
 //   slots[r] = start+L-1. Splits past the end return at once, so one captured graph serves every
 //   cache length up to splits*DEC_SK.
 //   A. q of head h (and the new key) normalised over the head when qnw (knw) is set, as head_norm
-//      (Qwen3's q_norm/k_norm); cos/sin of the row (rounded to T, as rope_rows); q of head h
+//      (a per-head q/k norm); cos/sin of the row (rounded to T, as rope_rows); q of head h
 //      rotated with rope_rows' roundings; the split holding the new token also rotates the new key and keeps it and the
 //      new value in shared memory, and the first head of each KV group writes them to the pool
 //      (the other heads never read that row from memory, so there is no race);

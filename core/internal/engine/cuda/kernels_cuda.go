@@ -103,7 +103,7 @@ const (
 	// that warps stride over rows rather than waiting for a second wave.
 	gemvBlocksPerSM = 4
 	// the gemv's input row lives in the default 48 KiB of shared memory, beside the kernel's own
-	// 144 bytes (block_sum's): an F32 row of 12,288 (Qwen3-VL-8B's down_proj) did not fit
+	// 144 bytes (block_sum's): an F32 row of 12,288 (an 8B decoder's down_proj) did not fit
 	gemvMaxShared = 48<<10 - 256
 	// headNormWarps are the heads of one iris_head_norm block (a warp each).
 	headNormWarps = 4
