@@ -33,7 +33,8 @@ type Config struct {
 	Bundles []string
 	// Workers is how many requests of one model run at once (default 1).
 	Workers int
-	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default 16).
+	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default
+	// DefaultQueueDepth).
 	QueueDepth int
 	// CacheDir holds compiled plugins across restarts; empty disables the disk cache.
 	CacheDir string
@@ -92,6 +93,9 @@ type model struct {
 	workers chan struct{}
 	limit   int64 // workers + queue depth
 	inside  atomic.Int64
+	waiting atomic.Int64 // admitted, waiting for a worker
+	running atomic.Int64 // holding a worker
+	kv      KVPooled     // the engine's KV pool; nil without one
 	served  atomic.Int64 // requests finished, for Retry-After estimates
 	busyNS  atomic.Int64 // their total run time
 }
@@ -128,7 +132,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		return nil, errors.New("open runtime: negative queue depth")
 	}
 	if cfg.QueueDepth == 0 {
-		cfg.QueueDepth = 16
+		cfg.QueueDepth = DefaultQueueDepth
 	}
 	r := &Runtime{models: map[string]*model{}, tracer: o.tracer.Tracer("github.com/iris-vlm/iris/core"), log: o.logger}
 	host, err := plugin.NewHost(plugin.Options{CacheDir: cfg.CacheDir, Registerer: o.registerer, TracerProvider: o.tracer, Logger: o.logger})
@@ -182,6 +186,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 				return nil, fmt.Errorf("open runtime: bundle %s: text-generation task: %w", m.Name, err)
 			}
 		}
+		md.kv = poolOf(md.vision, md.text)
 		r.log.Info("bundle loaded", "bundle", m.Name, "family", m.Family, "tasks", m.Tasks, "digest", b.Digest[:12])
 	}
 	return r, nil
@@ -247,14 +252,18 @@ type Stats struct {
 	Inside int
 	// Capacity is the most that may be inside at once.
 	Capacity int
+	// Queued counts admitted requests waiting for a worker; Running those holding one.
+	Queued, Running int
+	// KVUsed and KVTotal are the blocks in use and the total of the model's KV-cache pool; both
+	// 0 when its task's engine has no pool.
+	KVUsed, KVTotal int
 }
 
 // Stats returns the load of every model.
 func (r *Runtime) Stats() []Stats {
 	out := make([]Stats, 0, len(r.order))
 	for _, n := range r.order {
-		m := r.models[n]
-		out = append(out, Stats{Model: n, Inside: int(m.inside.Load()), Capacity: int(m.limit)})
+		out = append(out, r.models[n].stats())
 	}
 	return out
 }
@@ -411,12 +420,10 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 	}
 	defer m.inside.Add(-1)
 	queued := time.Now()
-	select {
-	case m.workers <- struct{}{}:
-	case <-ctx.Done():
-		return nil, AsError(ctx.Err())
+	if err := m.acquire(ctx); err != nil {
+		return nil, err
 	}
-	defer func() { <-m.workers }()
+	defer m.release()
 	started := time.Now()
 	defer func() { m.served.Add(1); m.busyNS.Add(int64(time.Since(started))) }()
 	timings := Timings{{Stage: StageQueue, Start: queued, Duration: started.Sub(queued)}}

@@ -1,0 +1,66 @@
+package core
+
+import (
+	"context"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+)
+
+// DefaultQueueDepth is how many requests of one model may wait for a worker when the
+// configuration sets no depth.
+const DefaultQueueDepth = 16
+
+// KVPooled is implemented by a task whose engine keeps its sequences' KV caches in a pool of
+// blocks; Stats reports the pool's use. The default vision-language task reports its engine's
+// pool. KVUse is called at any time, concurrently with requests.
+type KVPooled interface {
+	// KVUse reports the pool's blocks in use and its total.
+	KVUse() (used, total int)
+}
+
+// poolOf returns the KV pool of the first task that has one, or nil.
+func poolOf(tasks ...any) KVPooled {
+	for _, t := range tasks {
+		switch t := t.(type) {
+		case *visionTask:
+			// the engine itself: Close drops the task's reference, the pool stays readable
+			if p, ok := t.model.(engine.Pooled); ok {
+				return p
+			}
+		case KVPooled:
+			return t
+		}
+	}
+	return nil
+}
+
+// acquire waits for one of the model's workers, counted as waiting meanwhile, then as running.
+func (m *model) acquire(ctx context.Context) error {
+	m.waiting.Add(1)
+	defer m.waiting.Add(-1)
+	select {
+	case m.workers <- struct{}{}:
+		m.running.Add(1)
+		return nil
+	case <-ctx.Done():
+		return AsError(ctx.Err())
+	}
+}
+
+// release gives the worker back.
+func (m *model) release() {
+	m.running.Add(-1)
+	<-m.workers
+}
+
+// stats is a snapshot of the model's load.
+func (m *model) stats() Stats {
+	s := Stats{
+		Model: m.info.Name, Inside: int(m.inside.Load()), Capacity: int(m.limit),
+		Queued: int(m.waiting.Load()), Running: int(m.running.Load()),
+	}
+	if m.kv != nil {
+		s.KVUsed, s.KVTotal = m.kv.KVUse()
+	}
+	return s
+}
