@@ -26,6 +26,10 @@ type modelMetrics struct {
 //   - iris_request_image_tokens{bundle}: image tokens per image request
 //   - iris_queue_requests{model}, iris_queue_capacity{model}: admitted requests (running plus
 //     waiting) and the most that may be admitted, read from the runtime at scrape time
+//   - iris_requests_queued{model}, iris_requests_running{model}, iris_kv_cache_utilization{model}:
+//     the gauges an inference gateway's endpoint picker routes on (the Gateway API Inference
+//     Extension's TotalQueuedRequests, TotalRunningRequests and KVCacheUtilization), also read
+//     at scrape time; the KV gauge only for a model whose engine has a KV pool
 func newModelMetrics(reg prometheus.Registerer, b Backend) (*modelMetrics, error) {
 	m := &modelMetrics{
 		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -52,6 +56,12 @@ func newModelMetrics(reg prometheus.Registerer, b Backend) (*modelMetrics, error
 		backend:  b,
 		inside:   prometheus.NewDesc("iris_queue_requests", "Requests admitted for a model: running plus waiting.", []string{"model"}, nil),
 		capacity: prometheus.NewDesc("iris_queue_capacity", "The most requests a model admits at once; beyond it requests get 429.", []string{"model"}, nil),
+		queued: prometheus.NewDesc("iris_requests_queued",
+			"Requests admitted for a model and waiting for a worker (TotalQueuedRequests; vLLM's vllm:num_requests_waiting).", []string{"model"}, nil),
+		running: prometheus.NewDesc("iris_requests_running",
+			"Requests of a model holding a worker, being served (TotalRunningRequests; vLLM's vllm:num_requests_running).", []string{"model"}, nil),
+		kv: prometheus.NewDesc("iris_kv_cache_utilization",
+			"Fraction of a model's KV-cache blocks in use, 0 to 1 (KVCacheUtilization; vLLM's vllm:kv_cache_usage_perc); absent for a model without a KV pool.", []string{"model"}, nil),
 	}
 	for _, c := range []prometheus.Collector{m.stage, m.ttft, m.tokens, m.imageTokens, q} {
 		if err := reg.Register(c); err != nil {
@@ -82,16 +92,30 @@ type queueCollector struct {
 	backend  Backend
 	inside   *prometheus.Desc
 	capacity *prometheus.Desc
+	queued   *prometheus.Desc
+	running  *prometheus.Desc
+	kv       *prometheus.Desc
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- q.inside
-	ch <- q.capacity
+	for _, d := range []*prometheus.Desc{q.inside, q.capacity, q.queued, q.running, q.kv} {
+		ch <- d
+	}
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range q.backend.Stats() {
 		ch <- prometheus.MustNewConstMetric(q.inside, prometheus.GaugeValue, float64(s.Inside), s.Model)
 		ch <- prometheus.MustNewConstMetric(q.capacity, prometheus.GaugeValue, float64(s.Capacity), s.Model)
+		ch <- prometheus.MustNewConstMetric(q.queued, prometheus.GaugeValue, float64(s.Queued), s.Model)
+		ch <- prometheus.MustNewConstMetric(q.running, prometheus.GaugeValue, float64(s.Running), s.Model)
+		if s.KVTotal > 0 {
+			ch <- prometheus.MustNewConstMetric(q.kv, prometheus.GaugeValue, kvUtilization(s), s.Model)
+		}
 	}
+}
+
+// kvUtilization is the fraction of the KV pool's blocks in use, within [0, 1].
+func kvUtilization(s core.Stats) float64 {
+	return min(max(float64(s.KVUsed)/float64(s.KVTotal), 0), 1)
 }

@@ -156,6 +156,8 @@ func TestMetrics(t *testing.T) {
 		`iris_queue_requests{model="vl"} 0`,
 		`iris_queue_capacity{model="vl"} 2`,
 		`iris_queue_capacity{model="text"} 2`,
+		`iris_requests_queued{model="vl"} 0`,
+		`iris_requests_running{model="vl"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)

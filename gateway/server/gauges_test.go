@@ -1,0 +1,160 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/iris-vlm/iris/bundles"
+	"github.com/iris-vlm/iris/core"
+	"github.com/iris-vlm/iris/core/coretest"
+)
+
+// scrape reads GET /metrics into sample -> value, a sample being `name{labels}` as exposed.
+func scrape(t *testing.T, h http.Handler) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", "/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := serve(h, req)
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// TestInferenceGatewayGauges: iris_requests_queued and iris_requests_running follow requests as
+// they wait for a worker, run and finish, per model.
+func TestInferenceGatewayGauges(t *testing.T) {
+	e := newEnv(t, func(c *envConfig) { c.core.Workers, c.core.QueueDepth = 2, 4 })
+	hold := chat(bundleSlow, []any{textPart(doHold), imagePart(pngURL)}, nil)
+	holdStream := chat(bundleSlow, []any{textPart(doHold), imagePart(pngURL)}, streamOn)
+	statuses := make(chan int, 8)
+	sent := 0
+	add := func(n int) {
+		for range n {
+			body := hold
+			if sent%2 == 1 {
+				body = holdStream
+			}
+			id := "gauge-" + strconv.Itoa(sent)
+			sent++
+			go func() { statuses <- post(t.Context(), e.srv.Handler(), body, id).StatusCode }()
+		}
+	}
+	release := func(n int) {
+		for range n {
+			e.rec.release <- struct{}{}
+		}
+	}
+	steps := []struct {
+		name            string
+		do              func()
+		queued, running float64
+	}{
+		{"idle", func() {}, 0, 0},
+		{"one runs", func() { add(1) }, 0, 1},
+		{"two run, one waits", func() { add(2) }, 1, 2},
+		{"two run, three wait", func() { add(2) }, 3, 2},
+		{"one finishes", func() { release(1) }, 2, 2},
+		{"three more finish", func() { release(3) }, 0, 1},
+		{"all finish", func() { release(1) }, 0, 0},
+	}
+	for _, st := range steps {
+		st.do()
+		var m map[string]float64
+		ok := func() bool {
+			m = scrape(t, e.srv.Handler())
+			return m[`iris_requests_queued{model="slow"}`] == st.queued && m[`iris_requests_running{model="slow"}`] == st.running
+		}
+		waitFor(t, st.name, ok)
+		for _, other := range []string{bundleVL, bundleText} {
+			for _, g := range []string{"iris_requests_queued", "iris_requests_running"} {
+				if v, has := m[g+`{model="`+other+`"}`]; !has || v != 0 {
+					t.Errorf("%s: %s{model=%q} = %v (exposed %v), want 0", st.name, g, other, v, has)
+				}
+			}
+		}
+	}
+	for range sent {
+		if s := <-statuses; s != http.StatusOK {
+			t.Errorf("a held request finished with %d", s)
+		}
+	}
+}
+
+// pooledVision is the fake vision task with a KV pool whose use the test sets.
+type pooledVision struct {
+	fakeVision
+	used, total atomic.Int64
+}
+
+func (p *pooledVision) KVUse() (used, total int) { return int(p.used.Load()), int(p.total.Load()) }
+
+// TestKVCacheUtilizationGauge: iris_kv_cache_utilization is the pool's fraction of blocks in use
+// for a model whose task has a KV pool, and absent for one without.
+func TestKVCacheUtilizationGauge(t *testing.T) {
+	var pool *pooledVision // the last vision bundle's: slow
+	e := newEnv(t, func(c *envConfig) {
+		c.coreOpts = append(c.coreOpts, core.WithVisionTask(func(context.Context, *bundles.Bundle, *core.TaskEnv) (core.VisionTask, error) {
+			pool = &pooledVision{fakeVision: fakeVision{rec: newRecorder()}}
+			return pool, nil
+		}))
+	})
+	tests := []struct {
+		used, total int64
+		want        float64
+		exposed     bool
+	}{
+		{0, 0, 0, false}, // no pool yet: absent, not 0
+		{0, 64, 0, true},
+		{16, 64, 0.25, true},
+		{64, 64, 1, true},
+	}
+	for _, tt := range tests {
+		pool.used.Store(tt.used)
+		pool.total.Store(tt.total)
+		m := scrape(t, e.srv.Handler())
+		v, has := m[`iris_kv_cache_utilization{model="slow"}`]
+		if has != tt.exposed || v != tt.want {
+			t.Errorf("%d/%d blocks: utilization %v (exposed %v), want %v (exposed %v)", tt.used, tt.total, v, has, tt.want, tt.exposed)
+		}
+		if v, has := m[`iris_kv_cache_utilization{model="text"}`]; has {
+			t.Errorf("the text model has no pool, yet utilization %v is exposed", v)
+		}
+	}
+}
+
+// TestKVCacheUtilizationRealModel: the real engine's pool is exposed (the tiny model's), empty
+// once its requests are done; nothing is left queued or running.
+func TestKVCacheUtilizationRealModel(t *testing.T) {
+	const model = "tiny-untied"
+	h := realServer(t, model)
+	c := coretest.Cases(t, model)[0]
+	if resp, raw := postJSON(t, h, e2eBody(model, c, nil)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	m := scrape(t, h)
+	for _, sample := range []string{"iris_kv_cache_utilization", "iris_requests_queued", "iris_requests_running"} {
+		if v, has := m[sample+`{model="`+model+`"}`]; !has || v != 0 {
+			t.Errorf("%s = %v (exposed %v), want 0", sample, v, has)
+		}
+	}
+}
