@@ -7,8 +7,10 @@ import (
 )
 
 // DefaultQueueDepth is how many requests of one model may wait for a worker when the
-// configuration sets no depth.
-const DefaultQueueDepth = 16
+// configuration sets no depth: a load tool at 128 concurrent requests queues rather than gets
+// 429. A waiting request holds its image file's bytes (its pixels are decoded only once a
+// worker takes it): tens of KiB for a typical photo, at most 3/4 of the gateway's body cap.
+const DefaultQueueDepth = 256
 
 // KVPooled is implemented by a task whose engine keeps its sequences' KV caches in a pool of
 // blocks; Stats reports the pool's use. The default vision-language task reports its engine's

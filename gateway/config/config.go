@@ -74,7 +74,7 @@ type Runtime struct {
 	// Workers is how many requests of one model run at once.
 	Workers int `toml:"workers"`
 	// QueueDepth is how many more may wait; beyond it requests get 429 (0 takes the runtime's
-	// default, 16).
+	// default, core.DefaultQueueDepth). A waiting request holds its image file's bytes.
 	QueueDepth int `toml:"queue_depth"`
 	// CacheDir keeps compiled plugins across restarts; empty disables the cache.
 	CacheDir string `toml:"cache_dir"`
@@ -127,7 +127,7 @@ func Default() Config {
 				Timeout:  10 * time.Second,
 			},
 		},
-		Runtime:   Runtime{Workers: 1, QueueDepth: 16},
+		Runtime:   Runtime{Workers: 1, QueueDepth: core.DefaultQueueDepth},
 		Log:       Log{Level: "info", Format: "text"},
 		Telemetry: Telemetry{ServiceName: "iris"},
 	}

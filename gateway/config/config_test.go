@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iris-vlm/iris/core"
 )
 
 func TestExampleIsTheDefault(t *testing.T) {
@@ -30,7 +32,7 @@ func TestDecode(t *testing.T) {
 		check   func(t *testing.T, c Config)
 	}{
 		{name: "empty file takes defaults", src: "", check: func(t *testing.T, c Config) {
-			if c.Server.MaxBodyBytes != 32<<20 || c.Server.Addr != "127.0.0.1:8080" || c.Runtime.QueueDepth != 16 {
+			if c.Server.MaxBodyBytes != 32<<20 || c.Server.Addr != "127.0.0.1:8080" || c.Runtime.QueueDepth != core.DefaultQueueDepth {
 				t.Errorf("defaults %+v", c)
 			}
 		}},
@@ -39,7 +41,7 @@ func TestDecode(t *testing.T) {
 				if c.Server.Addr != ":9000" || c.Server.RequestTimeout != 0 || !c.Server.RemoteImages.Enabled() {
 					t.Errorf("server %+v", c.Server)
 				}
-				if cc := c.Runtime.Core(); len(cc.Bundles) != 1 || cc.Workers != 2 || cc.QueueDepth != 16 {
+				if cc := c.Runtime.Core(); len(cc.Bundles) != 1 || cc.Workers != 2 || cc.QueueDepth != core.DefaultQueueDepth {
 					t.Errorf("core config %+v", cc)
 				}
 				if c.Server.ShutdownTimeout != 30*time.Second {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
+	"github.com/iris-vlm/iris/gateway/config"
 )
 
 // scrape reads GET /metrics into sample -> value, a sample being `name{labels}` as exposed.
@@ -138,6 +140,76 @@ func TestKVCacheUtilizationGauge(t *testing.T) {
 		}
 		if v, has := m[`iris_kv_cache_utilization{model="text"}`]; has {
 			t.Errorf("the text model has no pool, yet utilization %v is exposed", v)
+		}
+	}
+}
+
+// TestDefaultQueueTakesC128: with the default configuration, 128 concurrent streamed requests
+// to one model are admitted and wait (none gets 429); once the model's capacity (its worker
+// and DefaultQueueDepth) is full, the next gets 429 server_busy with Retry-After.
+func TestDefaultQueueTakesC128(t *testing.T) {
+	e := newEnv(t, func(c *envConfig) {
+		rc := config.Default().Runtime
+		rc.Bundles = c.core.Bundles
+		c.core = rc.Core()
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // the fake reports each holder; nobody here needs to know
+		for {
+			select {
+			case <-e.rec.holding:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	var capacity int
+	for _, s := range e.rt.Stats() {
+		if s.Model == bundleSlow {
+			capacity = s.Capacity
+		}
+	}
+	if want := 1 + core.DefaultQueueDepth; capacity != want || capacity <= 128 {
+		t.Fatalf("default capacity %d, want %d (> 128)", capacity, want)
+	}
+	hold := chat(bundleSlow, []any{textPart(doHold), imagePart(pngURL)}, streamOn)
+	statuses := make(chan int, capacity)
+	sent := 0
+	add := func(n int) {
+		for range n {
+			id := "c128-" + strconv.Itoa(sent)
+			sent++
+			go func() { statuses <- post(t.Context(), e.srv.Handler(), hold, id).StatusCode }()
+		}
+	}
+	add(128)
+	waitFor(t, "128 admitted requests", func() bool { return e.insideOf(bundleSlow) == 128 })
+	select {
+	case s := <-statuses:
+		t.Fatalf("at c=128 a request finished early with %d", s)
+	default:
+	}
+	m := scrape(t, e.srv.Handler())
+	if q, r := m[`iris_requests_queued{model="slow"}`], m[`iris_requests_running{model="slow"}`]; q != 127 || r != 1 {
+		t.Errorf("at c=128: queued %v running %v, want 127 and 1", q, r)
+	}
+
+	add(capacity - 128)
+	waitFor(t, "a full queue", func() bool { return e.insideOf(bundleSlow) == capacity })
+	resp := e.do(t, "POST", chatPath, hold, nil)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("request %d: status %d: %s", capacity+1, resp.StatusCode, body)
+	}
+	checkError(t, body, "server_busy", "")
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
+	}
+	close(e.rec.release)
+	for range capacity {
+		if s := <-statuses; s != http.StatusOK {
+			t.Errorf("a queued request finished with %d", s)
 		}
 	}
 }
