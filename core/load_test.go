@@ -72,8 +72,16 @@ func TestStatsQueuedAndRunning(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	canceled := 0
 	for range 4 {
-		<-done
+		if err := <-done; code(err) == "request_canceled" {
+			canceled++
+		} else if err != nil {
+			t.Errorf("a request failed: %v", err)
+		}
+	}
+	if canceled != 1 {
+		t.Errorf("%d requests canceled, want 1", canceled)
 	}
 }
 
