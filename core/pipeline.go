@@ -27,6 +27,7 @@ type visionTask struct {
 	prep  *prep.Preparer
 	model engine.Model
 	stop  []int32
+	cache *embedCache // nil when disabled
 }
 
 func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (VisionTask, error) {
@@ -75,6 +76,9 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 		return nil, err
 	}
 	if t.model, err = loadEngine(ctx, b, env); err != nil {
+		return nil, err
+	}
+	if t.cache, err = newEmbedCache(b, env.EmbeddingCacheBytes, env.Registerer); err != nil {
 		return nil, err
 	}
 	t.stop = slices.Clone(m.Generation.StopIDs)
@@ -173,6 +177,11 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		return nil, err
 	}
 	t1 := time.Now()
+	cv, err := t.cache.embed(ctx, t.model, im.Info.SHA256, pr, &req.Images[0])
+	if err != nil {
+		return nil, engineError(err)
+	}
+	defer cv.done() // the cache's rows are borrowed until the engine is done
 	gen, err := engine.Generate(ctx, t.model, req)
 	if err != nil {
 		return nil, engineError(err)
@@ -211,10 +220,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		}
 		text = stops.text()
 	}
-	timings = append(timings,
-		StageTiming{Stage: StageVision, Start: t1, Duration: gen.Timings.Vision},
-		StageTiming{Stage: StagePrefill, Start: t1.Add(gen.Timings.Vision), Duration: gen.Timings.Prefill},
-		StageTiming{Stage: StageDecode, Start: t1.Add(gen.Timings.Vision + gen.Timings.Prefill), Duration: gen.Timings.Decode})
+	timings = append(timings, engineTimings(t1, cv, gen.Timings)...)
 	if in.Params.Logprobs && allLps == nil {
 		allLps = []TokenLogprob{} // asked for, no token: an empty list, not none
 	}
@@ -255,6 +261,8 @@ func (t *visionTask) token(id int32) (string, []byte) {
 // Close frees the engine, the plugin and the tokenizer. It is safe to call more than once.
 func (t *visionTask) Close() error {
 	var errs []error
+	t.cache.close() // its device rows go back before the model closes
+	t.cache = nil
 	if t.model != nil {
 		errs = append(errs, t.model.Close())
 		t.model = nil

@@ -38,6 +38,10 @@ type Config struct {
 	QueueDepth int
 	// CacheDir holds compiled plugins across restarts; empty disables the disk cache.
 	CacheDir string
+	// EmbeddingCacheBytes caps each model's image-embedding cache (vision-tower outputs of
+	// recent images, reused for the same image, bundle and plan); 0 (or less) disables it. Servers set
+	// DefaultEmbeddingCacheBytes unless configured otherwise.
+	EmbeddingCacheBytes int64
 }
 
 // Option changes how Open builds a Runtime.
@@ -172,6 +176,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 			tracerProvider: o.tracer,
 			host:           host,
 		}
+		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)
 		if m.HasTask(bundles.TaskVisionLanguage) {

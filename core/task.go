@@ -90,6 +90,8 @@ type TextTaskFactory func(ctx context.Context, b *bundles.Bundle, env *TaskEnv) 
 type TaskEnv struct {
 	// CacheDir holds compiled plugins across restarts; empty disables the disk cache.
 	CacheDir string
+	// EmbeddingCacheBytes caps the task's image-embedding cache; 0 disables it.
+	EmbeddingCacheBytes int64
 	// Registerer takes the task's Prometheus collectors (never nil).
 	Registerer prometheus.Registerer
 	// Tracer starts the task's spans (never nil).

@@ -78,11 +78,16 @@ type Runtime struct {
 	QueueDepth int `toml:"queue_depth"`
 	// CacheDir keeps compiled plugins across restarts; empty disables the cache.
 	CacheDir string `toml:"cache_dir"`
+	// EmbeddingCacheBytes caps each model's image-embedding cache (vision-tower outputs of
+	// recent images, on the GPU for a cuda bundle); 0 disables it.
+	EmbeddingCacheBytes int64 `toml:"embedding_cache_bytes"`
 }
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	return core.Config{Bundles: r.Bundles, Workers: r.Workers, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
+	return c
 }
 
 // Log configures the structured log.
@@ -112,7 +117,7 @@ type Telemetry struct {
 
 // Default returns the configuration used when a file sets nothing.
 func Default() Config {
-	return Config{
+	cfg := Config{
 		Server: Server{
 			Addr:               "127.0.0.1:8080",
 			MaxBodyBytes:       32 << 20,
@@ -131,6 +136,8 @@ func Default() Config {
 		Log:       Log{Level: "info", Format: "text"},
 		Telemetry: Telemetry{ServiceName: "iris"},
 	}
+	cfg.Runtime.EmbeddingCacheBytes = core.DefaultEmbeddingCacheBytes
+	return cfg
 }
 
 // Load reads a TOML file over the defaults and validates the result. An unknown key is an error
@@ -215,6 +222,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("runtime.workers: must be at least 1, got %d", r.Workers)
 	case r.QueueDepth < 0:
 		return fmt.Errorf("runtime.queue_depth: must be >= 0, got %d", r.QueueDepth)
+	}
+	if r.EmbeddingCacheBytes < 0 {
+		return fmt.Errorf("runtime.embedding_cache_bytes: must be >= 0 (0 disables the cache), got %d", r.EmbeddingCacheBytes)
 	}
 	for _, b := range r.Bundles {
 		if b == "" {

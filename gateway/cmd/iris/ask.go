@@ -186,7 +186,7 @@ func ask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // stageOrder is the pipeline order of the server's stages.
-var stageOrder = []string{"queue", "decode_image", "plan", "frame", "tokenize", "pixels", "vision", "prefill", "decode"}
+var stageOrder = []string{"queue", "decode_image", "plan", "frame", "tokenize", "pixels", "vision", "vision_cached", "prefill", "decode"}
 
 func formatStages(ms map[string]float64) string {
 	rank := map[string]int{}
