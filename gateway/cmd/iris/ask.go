@@ -20,6 +20,10 @@ import (
 	"github.com/iris-vlm/iris/gateway/openai"
 )
 
+// defaultAskTokens is `iris ask`'s generation limit unless --max-tokens says otherwise: enough for
+// a sentence or two, while a bundle's own limit (256 for the demo ones) prints a screenful.
+const defaultAskTokens = 64
+
 // ask sends one image question to an OpenAI-compatible server and prints the answer, the
 // usage, the image's identity and the server's per-stage timings.
 func ask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -28,7 +32,8 @@ func ask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	url := fs.String("url", "http://127.0.0.1:8080", "server base URL")
 	model := fs.String("model", "", "model name (default: the server's first model)")
 	imagePath := fs.String("image", "", "PNG or JPEG file")
-	maxTokens := fs.Int("max-tokens", 0, "generation limit (default: the bundle's)")
+	maxTokens := fs.Int("max-tokens", defaultAskTokens, "generation limit; 0 leaves it to the bundle (often 256 or more, long for a\n"+
+		"terminal and slow on a CPU). The default fits a short answer to one question")
 	stream := fs.Bool("stream", false, "stream the answer as it is generated")
 	asJSON := fs.Bool("json", false, "print the raw response")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")

@@ -72,3 +72,41 @@ func TestAskStream(t *testing.T) {
 		})
 	}
 }
+
+// TestAskMaxTokens checks the generation limit `iris ask` sends: 64 by default, the flag's value
+// when given, and none (the bundle's) with --max-tokens 0.
+func TestAskMaxTokens(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `"max_tokens":64`},
+		{[]string{"--max-tokens", "10"}, `"max_tokens":10`},
+		{[]string{"--max-tokens", "0"}, ""},
+	} {
+		var body []byte
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ = io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"a cat"},"finish_reason":"stop"}]}`)
+		}))
+		img := filepath.Join(t.TempDir(), "x.png")
+		if err := os.WriteFile(img, []byte("not decoded by the client"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"--url", srv.URL, "--model", "demo", "--image", img}, tc.args...)
+		var out bytes.Buffer
+		err := ask(context.Background(), append(args, "what is it?"), &out, io.Discard)
+		srv.Close()
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if tc.want == "" {
+			if strings.Contains(string(body), "max_tokens") {
+				t.Errorf("%v: body %s sets max_tokens", tc.args, body)
+			}
+		} else if !strings.Contains(string(body), tc.want) {
+			t.Errorf("%v: body %s lacks %s", tc.args, body, tc.want)
+		}
+	}
+}
