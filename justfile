@@ -43,6 +43,12 @@ build: setup
 demo: build plugins demo-bundle
     scripts/demo.sh
 
+# Serve the demo bundles (models `demo` and `demo-qwen3`) in the foreground until Ctrl-C, for the
+# README's "Asking a question"; builds them first if they are missing.
+serve-demo addr="127.0.0.1:8080": build plugins
+    if [[ ! -f .build/bundles/demo/bundle.toml || ! -f .build/bundles/demo-qwen3/bundle.toml ]]; then {{just_executable()}} demo-bundle; fi
+    exec bin/iris serve --bundle .build/bundles/demo --bundle .build/bundles/demo-qwen3 --addr {{addr}}
+
 # The demo bundles: the committed tiny random-weight Qwen2.5-VL fixture + the qwen2_5_vl plugin,
 # and a seeded random-weight Qwen3-VL checkpoint (the served golden's) + the qwen3_vl plugin.
 demo-bundle: build plugins
