@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -62,6 +63,10 @@ type Config struct {
 	// SampleRatio is the fraction of new traces recorded, in (0, 1]; 0 means 1. A sampled
 	// parent (traceparent header) is always followed.
 	SampleRatio float64
+	// Logger receives export failures (once, then at most once a minute while they last, and
+	// the recovery) and OpenTelemetry's other errors once Install is called (default:
+	// slog.Default()).
+	Logger *slog.Logger
 }
 
 // Telemetry is the gateway's tracing setup.
@@ -70,6 +75,7 @@ type Telemetry struct {
 	sdk      *sdktrace.TracerProvider
 	prop     propagation.TextMapPropagator
 	desc     string
+	log      *slog.Logger
 }
 
 // Setup builds the tracing setup of cfg. The returned Telemetry must be shut down to flush the
@@ -79,6 +85,10 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		provider: noop.NewTracerProvider(),
 		prop:     propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		desc:     ExporterNone,
+		log:      cfg.Logger,
+	}
+	if t.log == nil {
+		t.log = slog.Default()
 	}
 	exporter, encoding, err := resolve(cfg)
 	if err != nil {
@@ -121,7 +131,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))
 	}
 	t.sdk = sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, bsp...),
+		sdktrace.WithBatcher(newQuietExporter(exp, t.log, t.desc), bsp...),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sampler),
 	)
@@ -289,10 +299,14 @@ func (t *Telemetry) Enabled() bool { return t.sdk != nil }
 func (t *Telemetry) String() string { return t.desc }
 
 // Install makes the provider and the propagator the process-wide OpenTelemetry defaults, for
-// libraries that use the globals.
+// libraries that use the globals, and sends OpenTelemetry's internal errors to the logger
+// (rather than the standard log's format).
 func (t *Telemetry) Install() {
 	otel.SetTracerProvider(t.provider)
 	otel.SetTextMapPropagator(t.prop)
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		t.log.Warn("opentelemetry", "err", err)
+	}))
 }
 
 // Shutdown flushes the spans not yet exported and stops the exporter. It is safe to call more

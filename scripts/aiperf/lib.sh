@@ -9,8 +9,8 @@ free_port() {
 IRIS=${IRIS_BIN:-bin/iris}
 
 # start_serve BUNDLE PORT OTLP_PORT LOG [BUNDLE...] starts `iris serve` exporting spans to
-# OTLP_PORT (often nobody listens there between profiler runs; the gateway only logs the failed
-# exports), serving BUNDLE and any further ones, and waits until it is ready. The server's pid is
+# OTLP_PORT (often nobody listens there between profiler runs; the gateway logs the first failed
+# export, holds the spans and retries with a back-off of at most 2 s), serving BUNDLE and any further ones, and waits until it is ready. The server's pid is
 # left in SERVE_PID.
 start_serve() {
   local bundle=$1 port=$2 otlp=$3 log=$4

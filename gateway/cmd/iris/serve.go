@@ -75,7 +75,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	gin.SetMode(gin.ReleaseMode)
 
-	tp, prop, shutdownTracing, err := setupTracing(ctx, cfg.Telemetry)
+	tp, prop, shutdownTracing, err := setupTracing(ctx, cfg.Telemetry, logger)
 	if err != nil {
 		return err
 	}
