@@ -187,7 +187,7 @@ func buildReport(dir, name string, checked *parityInfo, plot bool) (string, erro
 	fmt.Fprintf(&b, "- Warmup: %d records tagged `benchmark_phase: warmup`, excluded from every statistic.\n", warm)
 	switch {
 	case par != nil:
-		fmt.Fprintf(&b, "- Parity against the native runtime (`%s`, %d distinct inputs): %v; measured %s.\n", par.Bundle, par.NativeInputs, countsString(par.Counts), row.Parity)
+		b.WriteString(parityLine(par))
 	default:
 		b.WriteString("- Parity: not checked (no --bundle).\n")
 	}
@@ -212,6 +212,21 @@ func buildReport(dir, name string, checked *parityInfo, plot bool) (string, erro
 		}
 	}
 	return b.String(), nil
+}
+
+// parityLine is the report's parity check: which runtime, how many distinct bodies it answered,
+// the outcome of every request (the warm-up ones are checked too) and of the measured ones.
+func parityLine(par *parityInfo) string {
+	all, measured := 0, 0
+	for _, n := range par.Counts {
+		all += n
+	}
+	for _, n := range par.Measured {
+		measured += n
+	}
+	return fmt.Sprintf("- Parity against the native runtime (`%s`, which answered the %d distinct request bodies in-process): "+
+		"of all %d requests (%d warm-up + %d measured), %v; of the %d measured, %d match.\n",
+		par.Bundle, par.NativeInputs, all, all-measured, measured, countsString(par.Counts), measured, par.Measured[parity.Match])
 }
 
 func countsString(c map[parity.Outcome]int) string {
