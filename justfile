@@ -60,8 +60,11 @@ demo-bundle: build plugins
 # Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module,
 # the cuda build vetted and linked against PyPI's CUDA headers, the real AIPerf and the official
 # openai-python client end to end.
-# The GPU tests are linked, not run (no GPU here): vet-cuda lists them, the last line says so.
+# The GPU tests are linked, not run (no GPU here): vet-cuda lists them, a line near the end says so.
+# The Go tests run with -json through scripts/testsum (plain go test's output, failures in full);
+# the last line is their total, passed/failed/skipped.
 test: setup tools plugins
+    go build -o .build/bin/testsum ./scripts/testsum && rm -f .build/go-tests.jsonl
     go vet ./...
     go -C sdk-wasm vet ./... && GOOS=wasip1 GOARCH=wasm go -C sdk-wasm vet ./...
     go -C plugins vet ./... && GOOS=wasip1 GOARCH=wasm go -C plugins vet ./...
@@ -69,13 +72,14 @@ test: setup tools plugins
     cd sdk-wasm && ../.build/bin/golangci-lint run ./...
     cd plugins && ../.build/bin/golangci-lint run ./...
     scripts/check-cgo.sh
-    go -C sdk-wasm test -race ./...
-    go -C plugins test -race ./...
-    IRIS_PLUGIN_CACHE={{root}}/.build/wazero-cache go test -race -timeout 30m ./...
+    go -C sdk-wasm test -json -race ./... 2>&1 | .build/bin/testsum -label sdk-wasm -tally .build/go-tests.jsonl
+    go -C plugins test -json -race ./... 2>&1 | .build/bin/testsum -label plugins -tally .build/go-tests.jsonl
+    IRIS_PLUGIN_CACHE={{root}}/.build/wazero-cache go test -json -race -timeout 30m ./... 2>&1 | .build/bin/testsum -label iris -tally .build/go-tests.jsonl
     {{just_executable()}} vet-cuda
     {{just_executable()}} test-aiperf
     {{just_executable()}} test-openai
     @scripts/gpu/not-run.sh --brief {{cuda_test_pkgs}}
+    @.build/bin/testsum -total .build/go-tests.jsonl
 
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.
 refenv:
