@@ -23,7 +23,8 @@ const (
 
 // quietExporter wraps the OTLP exporter so that a collector that is down costs one log line, not
 // one per batch: the first failure is logged through the server's logger; after it, batches are
-// held (up to maxPending spans) instead of sent until the back-off has passed, then sent together;
+// held (up to maxPending spans) instead of sent until the back-off has passed, then sent together
+// (with the next batch, or by a timer when none comes);
 // a failure doubles the back-off and is logged again only once per logEvery; the first success
 // after a failure is logged with the number of spans dropped. It returns nil for a held or failed
 // batch, so that the SDK does not report every one through OpenTelemetry's global error handler
@@ -33,6 +34,8 @@ type quietExporter struct {
 	log  *slog.Logger
 	desc string
 	now  func() time.Time
+	// after runs f once d has passed: the held spans are retried even if no new batch comes.
+	after func(d time.Duration, f func())
 
 	mu       sync.Mutex
 	failing  bool
@@ -48,7 +51,21 @@ func newQuietExporter(next sdktrace.SpanExporter, log *slog.Logger, desc string)
 	if log == nil {
 		log = slog.Default()
 	}
-	return &quietExporter{next: next, log: log, desc: desc, now: time.Now}
+	return &quietExporter{next: next, log: log, desc: desc, now: time.Now,
+		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
+}
+
+// retry sends the held spans once the back-off has passed, when no batch came to carry them.
+func (q *quietExporter) retry() {
+	q.mu.Lock()
+	idle := len(q.pending) == 0
+	q.mu.Unlock()
+	if idle {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = q.ExportSpans(ctx, nil)
 }
 
 // hold keeps spans for the next attempt (the SDK reuses its batch slice, so they are copied),
@@ -101,6 +118,7 @@ func (q *quietExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOn
 	}
 	q.hold(spans)
 	q.retryAt = now.Add(q.backoff)
+	q.after(q.backoff, q.retry)
 	return nil
 }
 

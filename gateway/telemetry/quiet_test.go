@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -48,6 +49,8 @@ func TestQuietExporterBacksOff(t *testing.T) {
 	q := newQuietExporter(stub, slog.New(slog.NewTextHandler(&logs, nil)), "otlp-http test")
 	clock := time.Unix(0, 0)
 	q.now = func() time.Time { return clock }
+	var timers int
+	q.after = func(time.Duration, func()) { timers++ } // batches come every tick; the timer is tested below
 	batch := tracetest.SpanStubs{{Name: "a"}, {Name: "b"}}.Snapshots()
 	const tick = 100 * time.Millisecond
 	batches := 0
@@ -165,4 +168,28 @@ func closedPort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// TestQuietExporterRetriesWithoutNewBatches: spans held after a failure are sent when the
+// back-off has passed even if no further batch comes (a short burst of requests, then silence).
+func TestQuietExporterRetriesWithoutNewBatches(t *testing.T) {
+	stub := &stubExporter{err: errors.New("connection refused")}
+	q := newQuietExporter(stub, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	batch := tracetest.SpanStubs{{Name: "a"}, {Name: "b"}, {Name: "c"}}.Snapshots()
+	_ = q.ExportSpans(context.Background(), batch)
+	stub.mu.Lock()
+	stub.err = nil
+	stub.mu.Unlock()
+	_ = q.ExportSpans(context.Background(), batch) // within the back-off: held
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		stub.mu.Lock()
+		n := stub.spans
+		stub.mu.Unlock()
+		if n == 6 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("the held spans were not retried by the timer (%d calls, %d spans)", stub.calls, stub.spans)
 }
