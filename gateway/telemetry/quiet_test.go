@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -174,7 +173,7 @@ func closedPort(t *testing.T) string {
 // back-off has passed even if no further batch comes (a short burst of requests, then silence).
 func TestQuietExporterRetriesWithoutNewBatches(t *testing.T) {
 	stub := &stubExporter{err: errors.New("connection refused")}
-	q := newQuietExporter(stub, slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+	q := newQuietExporter(stub, slog.New(slog.DiscardHandler), "test")
 	batch := tracetest.SpanStubs{{Name: "a"}, {Name: "b"}, {Name: "c"}}.Snapshots()
 	_ = q.ExportSpans(context.Background(), batch)
 	stub.mu.Lock()
