@@ -1,0 +1,7 @@
+//go:build !race
+
+package server_test
+
+const raceEnabled = false
+
+const soakCIRace = soakCI
