@@ -43,6 +43,10 @@ type Server struct {
 	StreamWriteTimeout time.Duration `toml:"stream_write_timeout"`
 	// ShutdownTimeout is how long a graceful shutdown waits for running requests.
 	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
+	// IdleReclaim is how long after the last chat request ends the server runs a GC and hands
+	// free heap back to the OS (debug.FreeOSMemory), so an idle server does not keep the heap
+	// of its last burst; 0 disables it.
+	IdleReclaim time.Duration `toml:"idle_reclaim"`
 	// TrustedProxies are the proxies (IPs or CIDRs) whose X-Forwarded-For is believed for the
 	// client address in logs; empty trusts none.
 	TrustedProxies []string `toml:"trusted_proxies"`
@@ -127,6 +131,7 @@ func Default() Config {
 			RequestTimeout:     10 * time.Minute,
 			StreamWriteTimeout: 30 * time.Second,
 			ShutdownTimeout:    30 * time.Second,
+			IdleReclaim:        2 * time.Second,
 			RemoteImages: RemoteImages{
 				MaxBytes: 20 << 20,
 				Timeout:  10 * time.Second,
@@ -199,6 +204,8 @@ func (c *Config) Validate() error {
 	switch {
 	case s.RequestTimeout < 0:
 		return errors.New("server.request_timeout: must be >= 0 (0 disables it)")
+	case s.IdleReclaim < 0:
+		return errors.New("server.idle_reclaim: must be >= 0 (0 disables it)")
 	case s.MaxBodyBytes < 1<<10:
 		return fmt.Errorf("server.max_body_bytes: must be at least 1024, got %d", s.MaxBodyBytes)
 	case s.RemoteImages.MaxBytes < 1:

@@ -21,6 +21,7 @@ import (
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(c *gin.Context) {
 	start := time.Now()
+	defer s.idle.start()()
 	body, herr := s.readBody(c)
 	if herr != nil {
 		middleware.Render(c, herr)

@@ -70,6 +70,7 @@ type Server struct {
 	fetcher  *fetcher
 	now      func() time.Time
 	draining atomic.Bool
+	idle     *idleReclaim
 }
 
 // New builds the server and its routes. It registers the gateway's collectors with
@@ -97,6 +98,7 @@ func New(cfg config.Server, d Deps) (*Server, error) {
 		return nil, errors.New("new server: max body bytes must be positive")
 	}
 	s := &Server{cfg: cfg, backend: d.Backend, log: d.Logger, now: d.Now, fetcher: newFetcher(cfg.RemoteImages)}
+	s.idle = newIdleReclaim(cfg.IdleReclaim, reclaimHeap)
 	httpMetrics, err := middleware.NewHTTPMetrics(d.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("new server: %w", err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ import (
 // Soak sizes. Without -race the soak runs soakCI requests, the issue's full count (~15 s on 2
 // cores); under -race (as `just test` runs it, ~6x slower) soakCIRace, to stay well inside CI's
 // budget. IRIS_SOAK=2000 runs the full count under -race by hand; -short skips the soak.
+// IRIS_SOAK_HEAPPROFILE=file writes a heap profile after the run (go tool pprof -sample_index=inuse_space).
 const (
 	soakCI       = 2000
 	soakConc     = 64
@@ -199,6 +201,20 @@ func TestSoak(t *testing.T) {
 	took := time.Since(start)
 	waitIdle(t, rt)
 	rssEnd, _ := settledRSS()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("Go heap after the run: %d MiB live (HeapAlloc), %d MiB in spans (HeapInuse), %d MiB from the OS (HeapSys-HeapReleased); stacks %d MiB; total Go Sys %d MiB",
+		ms.HeapAlloc>>20, ms.HeapInuse>>20, (ms.HeapSys-ms.HeapReleased)>>20, ms.StackSys>>20, ms.Sys>>20)
+	if p := os.Getenv("IRIS_SOAK_HEAPPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
 
 	t.Logf("%d requests at c=%d in %v (%.1f/s); outcomes %v; server statuses %v", n, soakConc, took.Round(time.Millisecond), float64(n)/took.Seconds(), counts, statuses.snapshot())
 	for _, f := range failures {
