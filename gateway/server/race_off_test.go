@@ -5,3 +5,5 @@ package server_test
 const raceEnabled = false
 
 const soakCIRace = soakCI
+
+const soakRaceRSSSlack = 0
