@@ -114,8 +114,11 @@ make_checkpoint() {
 # serve_start <bundle> <seconds>: iris serve on the bundle (its log in $work/serve.log), waiting at
 # most <seconds> for /readyz (a large bundle's files are all verified first); fails if it is not
 # ready. serve_stop stops it and prints its log's errors and warnings.
+# The speed runs send the same photo again and again: the image-embedding cache is off
+# (nocache_config) so that every request runs the vision tower, as distinct images would.
+nocache_config() { printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/nocache.toml"; echo "$work/nocache.toml"; }
 serve_start() {
-  "$bin/iris" serve --bundle "$1" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve.log" 2>&1 &
+  "$bin/iris" serve -config "$(nocache_config)" --bundle "$1" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve.log" 2>&1 &
   srv=$!
   local t0=$SECONDS until=$((SECONDS + $2))
   while ((SECONDS < until)); do
@@ -336,8 +339,8 @@ if [[ $phase == compare ]]; then
   done
   for round in 1 2; do
     for who in base new; do
-      b=$bin; [[ $who == base ]] && b=$base
-      "$b/iris" serve --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve-$who.log" 2>&1 &
+      b=$bin; cfg=(-config "$(nocache_config)"); [[ $who == base ]] && b=$base cfg=() # a base before the cache has no such key
+      "$b/iris" serve "${cfg[@]}" --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve-$who.log" 2>&1 &
       srv=$!
       for _ in $(seq 90); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
       echo "--- http $who (round $round)"
