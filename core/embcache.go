@@ -97,15 +97,7 @@ func (ec *embedCache) embed(ctx context.Context, model engine.Model, sha string,
 		return cv, nil
 	}
 	ec.lookups.WithLabelValues("miss").Inc()
-	var (
-		e   *engine.Embeddings
-		err error
-	)
-	if enc, ok := model.(engine.DeviceEncoder); ok {
-		e, err = enc.EncodeVisionDevice(ctx, *img)
-	} else {
-		e, err = model.EncodeVision(ctx, *img)
-	}
+	e, err := engine.Encode(ctx, model, *img)
 	if err != nil {
 		return cv, fmt.Errorf("encoding image 0: %w", err)
 	}

@@ -61,6 +61,15 @@ type Result struct {
 	Timings      Timings
 }
 
+// Encode runs m's vision tower on img: its rows stay on the device when m keeps them there
+// (DeviceEncoder; the caller releases e.Device), else they come back to the host.
+func Encode(ctx context.Context, m Model, img Image) (*Embeddings, error) {
+	if enc, ok := m.(DeviceEncoder); ok {
+		return enc.EncodeVisionDevice(ctx, img)
+	}
+	return m.EncodeVision(ctx, img)
+}
+
 // Generate runs a request on m: Check, the vision tower for each image, prefill, then decode
 // steps until a stop token or MaxNewTokens. ctx is checked between steps; on cancellation the
 // error wraps ctx.Err().
@@ -74,7 +83,6 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 	start := time.Now()
 	grids := make([]Grid, len(req.Images))
 	embeds := make([]*Embeddings, len(req.Images))
-	enc, _ := m.(DeviceEncoder)
 	for i, img := range req.Images {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
@@ -83,12 +91,7 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 		e := img.Embeddings
 		if e == nil {
 			var err error
-			if enc != nil {
-				e, err = enc.EncodeVisionDevice(ctx, img)
-			} else {
-				e, err = m.EncodeVision(ctx, img)
-			}
-			if err != nil {
+			if e, err = Encode(ctx, m, img); err != nil {
 				return nil, fmt.Errorf("encoding image %d: %w", i, err)
 			}
 			if e.Device != nil {
