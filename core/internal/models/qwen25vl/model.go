@@ -37,8 +37,7 @@ type visionBlock struct {
 }
 
 type weights struct {
-	embed, lmHead, finalNorm ml.Tensor
-	layers                   []textLayer
+	layers []textLayer
 
 	patch      ml.Tensor
 	blocks     []visionBlock
@@ -75,13 +74,7 @@ func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
 	w := &m.w
-	w.embed = ld.Matrix(textPrefixes, "embed_tokens.weight", t.Vocab, H) // also lm_head's when tied
-	if cfg.TieEmbeddings {
-		w.lmHead = w.embed
-	} else {
-		w.lmHead = ld.Matrix(rootPrefixes, "lm_head.weight", t.Vocab, H)
-	}
-	w.finalNorm = ld.Vector(textPrefixes, "norm.weight", H)
+	head := kit.BindHead(ld, cfg, textPrefixes, rootPrefixes)
 	w.layers = make([]textLayer, t.Layers)
 	for l := range w.layers {
 		L := &w.layers[l]
@@ -128,5 +121,5 @@ func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
 	w.fc1B = ld.Vector(visionPrefixes, "merger.mlp.0.bias", unit*VH)
 	w.fc2 = ld.Matrix(visionPrefixes, "merger.mlp.2.weight", v.OutHidden, unit*VH)
 	w.fc2B = ld.Vector(visionPrefixes, "merger.mlp.2.bias", v.OutHidden)
-	return kit.Head{Embed: w.embed, FinalNorm: w.finalNorm, LMHead: w.lmHead}, nil
+	return head, nil
 }

@@ -46,8 +46,7 @@ type merger struct {
 }
 
 type weights struct {
-	embed, lmHead, finalNorm ml.Tensor
-	layers                   []textLayer
+	layers []textLayer
 
 	patch, patchB ml.Tensor
 	posEmbed      ml.Tensor
@@ -85,13 +84,7 @@ func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
 	w := &m.w
-	w.embed = ld.Matrix(textPrefixes, "embed_tokens.weight", t.Vocab, H) // also lm_head's when tied
-	if cfg.TieEmbeddings {
-		w.lmHead = w.embed
-	} else {
-		w.lmHead = ld.Matrix(rootPrefixes, "lm_head.weight", t.Vocab, H)
-	}
-	w.finalNorm = ld.Vector(textPrefixes, "norm.weight", H)
+	head := kit.BindHead(ld, cfg, textPrefixes, rootPrefixes)
 	w.layers = make([]textLayer, t.Layers)
 	for l := range w.layers {
 		L := &w.layers[l]
@@ -151,5 +144,5 @@ func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
 	for i := range w.deepstack {
 		w.deepstack[i] = bindMerger(fmt.Sprintf("deepstack_merger_list.%d.", i), unit*VH)
 	}
-	return kit.Head{Embed: w.embed, FinalNorm: w.finalNorm, LMHead: w.lmHead}, nil
+	return head, nil
 }

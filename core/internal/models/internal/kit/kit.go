@@ -34,6 +34,20 @@ type Head struct {
 	Embed, FinalNorm, LMHead ml.Tensor
 }
 
+// BindHead binds the token embedding, the final norm and lm_head by their names under the text
+// and root prefixes (lm_head is the embedding when the config ties them: a tied checkpoint may
+// omit lm_head.weight). Families bind it first.
+func BindHead(ld *ml.Loader, cfg *engine.Config, text, root []string) Head {
+	t := &cfg.Text
+	h := Head{Embed: ld.Matrix(text, "embed_tokens.weight", t.Vocab, t.Hidden)}
+	h.LMHead = h.Embed
+	if !cfg.TieEmbeddings {
+		h.LMHead = ld.Matrix(root, "lm_head.weight", t.Vocab, t.Hidden)
+	}
+	h.FinalNorm = ld.Vector(text, "norm.weight", t.Hidden)
+	return h
+}
+
 // Options tune a model.
 type Options struct {
 	// KVTokens sizes the KV pool; 0 picks max(context, min(16 contexts, 1 GiB of cache)).
