@@ -53,8 +53,9 @@ type RopeCachedAttentioner interface {
 	RopeCachedAttention(out, q, k, v Tensor, rot Rotary, kPool, vPool Tensor, slots, spans Ints, a Attn)
 }
 
-// headNorms applies a's per-head q and k norms (Attn.QNorm, Attn.KNorm) when set.
-func headNorms(b Backend, q, k Tensor, a Attn) {
+// HeadNorms applies a's per-head q and k norms (Attn.QNorm, Attn.KNorm) in place when set: the
+// fallbacks below, and a backend's fused attention on the paths that do not normalise in-kernel.
+func HeadNorms(b Backend, q, k Tensor, a Attn) {
 	if a.QNorm.Valid() {
 		b.HeadNorm(q, a.Heads, a.HeadDim, a.QNorm, a.NormEps)
 	}
@@ -70,7 +71,7 @@ func RopeCachedAttention(b Backend, out, q, k, v Tensor, rot Rotary, kPool, vPoo
 		f.RopeCachedAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a)
 		return
 	}
-	headNorms(b, q, k, a)
+	HeadNorms(b, q, k, a)
 	b.Rope(q, a.Heads, a.HeadDim, rot)
 	b.Rope(k, a.KVHeads, a.HeadDim, rot)
 	b.Scatter(kPool, k, slots)
@@ -90,7 +91,7 @@ func RopeSegmentAttention(b Backend, out, q, k, v Tensor, rot Rotary, bounds []i
 		f.RopeSegmentAttention(out, q, k, v, rot, bounds, a)
 		return
 	}
-	headNorms(b, q, k, a)
+	HeadNorms(b, q, k, a)
 	b.Rope(q, a.Heads, a.HeadDim, rot)
 	b.Rope(k, a.KVHeads, a.HeadDim, rot)
 	b.SegmentAttention(out, q, k, v, bounds, a)

@@ -595,9 +595,9 @@ func (b *Backend) SegmentAttention(out, q, k, v ml.Tensor, bounds []int32, a ml.
 }
 
 // RopeSegmentAttention implements ml.RopeSegmentAttentioner: bf16 windows on tensor cores rotate
-// q and k inside the window kernel (after a's per-head norms, headNorms).
+// q and k inside the window kernel (after a's per-head norms, ml.HeadNorms).
 func (b *Backend) RopeSegmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds []int32, a ml.Attn) {
-	b.headNorms(q, k, a)
+	ml.HeadNorms(b, q, k, a)
 	b.segmentAttention(out, q, k, v, rot, bounds, a)
 }
 
@@ -663,7 +663,7 @@ func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.At
 // RopeCachedAttention implements ml.RopeCachedAttentioner: when every sequence brings one row (a
 // decode step), one kernel rotates q and k, writes k and v to the pool and attends; otherwise
 // one kernel rotates and writes, then attention runs per sequence. a's per-head norms run inside
-// the decode kernel, and before the others (headNorms).
+// the decode kernel, and before the others (ml.HeadNorms).
 func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
 	if !b.same("attention", out, q, k, v, kPool, vPool, a.QNorm, a.KNorm) || q.Rows == 0 {
 		return
@@ -676,22 +676,11 @@ func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPo
 		b.poolAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a) // the norms inside
 		return
 	}
-	b.headNorms(q, k, a)
+	ml.HeadNorms(b, q, k, a)
 	b.rows(b.k.ropeKV, q.Rows, gpu.P(dp(q)), gpu.I(q.Stride), gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride),
 		gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride), gpu.I(roundOnce(rot)), gpu.P(dp(kPool)), gpu.P(dp(vPool)),
 		gpu.P(gpu.DevPtr(slots.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(a.HeadDim))
 	b.sequenceAttention(out, q, kPool, vPool, spans, a)
-}
-
-// headNorms applies a's per-head q and k norms (ml.Attn.QNorm, KNorm) in place before the fused
-// rotations: two HeadNorm launches, the rope and attention kernels not normalising themselves.
-func (b *Backend) headNorms(q, k ml.Tensor, a ml.Attn) {
-	if a.QNorm.Valid() {
-		b.HeadNorm(q, a.Heads, a.HeadDim, a.QNorm, a.NormEps)
-	}
-	if a.KNorm.Valid() {
-		b.HeadNorm(k, a.KVHeads, a.HeadDim, a.KNorm, a.NormEps)
-	}
 }
 
 // roundOnce is the rope kernels' flag for rot's rounding.
