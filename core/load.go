@@ -12,6 +12,15 @@ import (
 // worker takes it): tens of KiB for a typical photo, at most 3/4 of the gateway's body cap.
 const DefaultQueueDepth = 256
 
+// DefaultWorkers is how many requests of one model run at once when the configuration sets no
+// number: the engine batches their passes (continuous batching), so this is also the largest
+// batch. Each running request holds its decoded pixels and a KV sequence; more wait in the queue.
+const DefaultWorkers = 64
+
+// DefaultBatchTokens caps the tokens of one engine pass when the configuration sets no cap: a
+// long prompt is prefilled in chunks of at most this many tokens between the running decodes.
+const DefaultBatchTokens = 2048
+
 // KVPooled is implemented by a task whose engine keeps its sequences' KV caches in a pool of
 // blocks; Stats reports the pool's use. The default vision-language task reports its engine's
 // pool. KVUse is called at any time, concurrently with requests.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/pixels"
@@ -26,6 +28,9 @@ type visionTask struct {
 	plug  *plugin.Plugin
 	prep  *prep.Preparer
 	model engine.Model
+	// sched batches the model's requests (nil for a model that takes no batches: each
+	// request then runs alone)
+	sched *engine.Scheduler
 	stop  []int32
 	cache *embedCache // nil when disabled
 }
@@ -80,6 +85,15 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 	}
 	if t.cache, err = newEmbedCache(b, env.EmbeddingCacheBytes, env.Registerer); err != nil {
 		return nil, err
+	}
+	if _, batches := t.model.(engine.Batcher); batches {
+		opts := engine.SchedulerOptions{MaxBatch: env.MaxBatch, StepTokens: env.BatchTokens}
+		if t.sched, err = engine.NewScheduler(t.model, opts); err != nil {
+			return nil, err
+		}
+		if err := registerScheduler(env.Registerer, t.sched); err != nil {
+			return nil, err
+		}
 	}
 	t.stop = slices.Clone(m.Generation.StopIDs)
 	ok = true
@@ -182,7 +196,12 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		return nil, engineError(err)
 	}
 	defer cv.done() // the cache's rows are borrowed until the engine is done
-	gen, err := engine.Generate(ctx, t.model, req)
+	var gen *engine.Result
+	if t.sched != nil {
+		gen, err = t.sched.Generate(ctx, req)
+	} else {
+		gen, err = engine.Generate(ctx, t.model, req)
+	}
 	if err != nil {
 		return nil, engineError(err)
 	}
@@ -261,6 +280,10 @@ func (t *visionTask) token(id int32) (string, []byte) {
 // Close frees the engine, the plugin and the tokenizer. It is safe to call more than once.
 func (t *visionTask) Close() error {
 	var errs []error
+	if t.sched != nil {
+		errs = append(errs, t.sched.Close()) // no pass runs once the model closes
+		t.sched = nil
+	}
 	t.cache.close() // its device rows go back before the model closes
 	t.cache = nil
 	if t.model != nil {
@@ -343,4 +366,22 @@ func engineError(err error) error {
 
 func defaultTextTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (TextTask, error) {
 	return nil, fmt.Errorf("family %s has no text-generation task in this build: declare only %q", b.Manifest.Family, bundles.TaskVisionLanguage)
+}
+
+// registerScheduler exports the scheduler's counters: inputs over passes is the mean batch.
+func registerScheduler(reg prometheus.Registerer, s *engine.Scheduler) error {
+	passes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "iris_engine_passes_total",
+		Help: "Engine passes (forward steps) run; each holds the next token of every running answer and prefill chunks of new prompts.",
+	}, func() float64 { return float64(s.Stats().Passes) })
+	inputs := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "iris_engine_pass_inputs_total",
+		Help: "Sequences in those passes, summed: over iris_engine_passes_total, the mean batch.",
+	}, func() float64 { return float64(s.Stats().Inputs) })
+	for _, c := range []prometheus.Collector{passes, inputs} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register scheduler metrics: %w", err)
+		}
+	}
+	return nil
 }

@@ -31,8 +31,12 @@ import (
 type Config struct {
 	// Bundles are bundle directories to load.
 	Bundles []string
-	// Workers is how many requests of one model run at once (default 1).
+	// Workers is how many requests of one model run at once (default DefaultWorkers): the
+	// engine's scheduler batches their passes, up to this many inputs in one.
 	Workers int
+	// BatchTokens caps the tokens of one engine pass (default DefaultBatchTokens): decodes
+	// first, then prefill chunks of at most this many tokens.
+	BatchTokens int
 	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default
 	// DefaultQueueDepth).
 	QueueDepth int
@@ -130,7 +134,10 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		return nil, errors.New("open runtime: no bundles")
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 1
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.BatchTokens <= 0 {
+		cfg.BatchTokens = DefaultBatchTokens
 	}
 	if cfg.QueueDepth < 0 {
 		return nil, errors.New("open runtime: negative queue depth")
@@ -177,6 +184,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 			host:           host,
 		}
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
+		env.MaxBatch, env.BatchTokens = cfg.Workers, cfg.BatchTokens
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)
 		if m.HasTask(bundles.TaskVisionLanguage) {

@@ -92,6 +92,8 @@ type TaskEnv struct {
 	CacheDir string
 	// EmbeddingCacheBytes caps the task's image-embedding cache; 0 disables it.
 	EmbeddingCacheBytes int64
+	// MaxBatch and BatchTokens bound one engine pass of the task's scheduler (inputs, tokens).
+	MaxBatch, BatchTokens int
 	// Registerer takes the task's Prometheus collectors (never nil).
 	Registerer prometheus.Registerer
 	// Tracer starts the task's spans (never nil).

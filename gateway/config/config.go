@@ -75,8 +75,11 @@ func (r RemoteImages) Enabled() bool { return len(r.AllowHosts) > 0 }
 type Runtime struct {
 	// Bundles are the bundle directories to load.
 	Bundles []string `toml:"bundles"`
-	// Workers is how many requests of one model run at once.
+	// Workers is how many requests of one model run at once; the engine batches their passes
+	// (continuous batching), so it is also the largest batch.
 	Workers int `toml:"workers"`
+	// BatchTokens caps the tokens of one engine pass: decodes first, then prefill chunks.
+	BatchTokens int `toml:"batch_tokens"`
 	// QueueDepth is how many more may wait; beyond it requests get 429 (0 takes the runtime's
 	// default, core.DefaultQueueDepth). A waiting request holds its image file's bytes.
 	QueueDepth int `toml:"queue_depth"`
@@ -89,7 +92,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }
@@ -137,7 +140,7 @@ func Default() Config {
 				Timeout:  10 * time.Second,
 			},
 		},
-		Runtime:   Runtime{Workers: 1, QueueDepth: core.DefaultQueueDepth},
+		Runtime:   Runtime{Workers: core.DefaultWorkers, BatchTokens: core.DefaultBatchTokens, QueueDepth: core.DefaultQueueDepth},
 		Log:       Log{Level: "info", Format: "text"},
 		Telemetry: Telemetry{ServiceName: "iris"},
 	}
@@ -229,6 +232,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("runtime.workers: must be at least 1, got %d", r.Workers)
 	case r.QueueDepth < 0:
 		return fmt.Errorf("runtime.queue_depth: must be >= 0, got %d", r.QueueDepth)
+	case r.BatchTokens < 0:
+		return fmt.Errorf("runtime.batch_tokens: must be >= 0 (0 takes the default), got %d", r.BatchTokens)
 	}
 	if r.EmbeddingCacheBytes < 0 {
 		return fmt.Errorf("runtime.embedding_cache_bytes: must be >= 0 (0 disables the cache), got %d", r.EmbeddingCacheBytes)

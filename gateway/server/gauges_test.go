@@ -170,7 +170,7 @@ func TestDefaultQueueTakesC128(t *testing.T) {
 			capacity = s.Capacity
 		}
 	}
-	if want := 1 + core.DefaultQueueDepth; capacity != want || capacity <= 128 {
+	if want := core.DefaultWorkers + core.DefaultQueueDepth; capacity != want || capacity <= 128 {
 		t.Fatalf("default capacity %d, want %d (> 128)", capacity, want)
 	}
 	hold := chat(bundleSlow, []any{textPart(doHold), imagePart(pngURL)}, streamOn)
@@ -191,8 +191,8 @@ func TestDefaultQueueTakesC128(t *testing.T) {
 	default:
 	}
 	m := scrape(t, e.srv.Handler())
-	if q, r := m[`iris_requests_queued{model="slow"}`], m[`iris_requests_running{model="slow"}`]; q != 127 || r != 1 {
-		t.Errorf("at c=128: queued %v running %v, want 127 and 1", q, r)
+	if q, r := m[`iris_requests_queued{model="slow"}`], m[`iris_requests_running{model="slow"}`]; q != 128-core.DefaultWorkers || r != core.DefaultWorkers {
+		t.Errorf("at c=128: queued %v running %v, want %d and %d", q, r, 128-core.DefaultWorkers, core.DefaultWorkers)
 	}
 
 	add(capacity - 128)

@@ -70,10 +70,59 @@ func Encode(ctx context.Context, m Model, img Image) (*Embeddings, error) {
 	return m.EncodeVision(ctx, img)
 }
 
-// Generate runs a request on m: Check, the vision tower for each image, prefill, then decode
-// steps until a stop token or MaxNewTokens. ctx is checked between steps; on cancellation the
-// error wraps ctx.Err().
+// Generate runs a request on m alone: Check, the vision tower for each image, prefill, then
+// decode steps until a stop token or MaxNewTokens. ctx is checked between steps; on cancellation
+// the error wraps ctx.Err(). A [Scheduler] runs requests the same way, several in each pass.
 func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
+	return generate(ctx, m, req, alone(m))
+}
+
+// driver is how generate reaches the model: alone, or through a Scheduler's shared passes.
+type driver struct {
+	// chunk caps the tokens of one prefill input (0: the whole prompt at once); a run of
+	// image placeholders is never split.
+	chunk int
+	// alloc makes the request's sequence; release follows its Close.
+	alloc   func(ctx context.Context, capacity int) (Sequence, error)
+	release func()
+	// step runs one input: a prefill chunk or, with decode, one token.
+	step func(ctx context.Context, in Input, decode bool) (Output, error)
+}
+
+// alone drives m one request at a time: a Batcher's batch of one, else the Model's own calls.
+func alone(m Model) driver {
+	d := driver{alloc: func(_ context.Context, n int) (Sequence, error) { return m.NewSequence(n) }, release: func() {}}
+	if b, ok := m.(Batcher); ok {
+		d.step = func(ctx context.Context, in Input, _ bool) (Output, error) {
+			out, err := b.Forward(ctx, []Input{in})
+			if err != nil {
+				return Output{}, err
+			}
+			return out[0], nil
+		}
+		return d
+	}
+	greedy, _ := m.(GreedyModel)
+	d.step = func(ctx context.Context, in Input, decode bool) (out Output, err error) {
+		switch {
+		case decode && !in.Logits && greedy != nil:
+			out.Argmax, err = greedy.DecodeStepGreedy(ctx, in.Seq, in.IDs[0], in.Positions.T[0])
+		case decode:
+			out.Logits, err = m.DecodeStep(ctx, in.Seq, in.IDs[0], in.Positions.T[0])
+		case !in.Logits && greedy != nil:
+			out.Argmax, err = greedy.PrefillGreedy(ctx, in.Seq, Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images})
+		default:
+			out.Logits, err = m.Prefill(ctx, in.Seq, Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images})
+		}
+		if err == nil && out.Logits != nil {
+			out.Argmax = Argmax(out.Logits) // a Model without GreedyModel: the host's choice
+		}
+		return out, err
+	}
+	return d
+}
+
+func generate(ctx context.Context, m Model, req Request, d driver) (*Result, error) {
 	cfg := m.Config()
 	if err := Check(cfg, m.Limits(), &req); err != nil {
 		return nil, err
@@ -110,31 +159,28 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
-	seq, err := m.NewSequence(len(req.IDs) + req.MaxNewTokens)
+	seq, err := d.alloc(ctx, len(req.IDs)+req.MaxNewTokens)
 	if err != nil {
 		return nil, fmt.Errorf("allocating sequence: %w", err)
 	}
-	defer seq.Close()
+	defer func() {
+		seq.Close()
+		d.release()
+	}()
 
-	// A greedy request on a GreedyModel gets each step's argmax from the device; otherwise the
-	// sampler reads the logits.
-	greedy, _ := m.(GreedyModel)
-	if !req.Sampling.Greedy() || req.Logprobs {
-		greedy = nil
-	}
-	var (
-		logits []float32
-		tok    int32
-	)
+	// A greedy request takes each step's argmax from the model (on its device where it can);
+	// otherwise the sampler reads the logits.
+	logits := !req.Sampling.Greedy() || req.Logprobs
+	var out Output
 	start = time.Now()
-	prompt := Prompt{IDs: req.IDs, Positions: pos, Images: embeds}
-	if greedy != nil {
-		tok, err = greedy.PrefillGreedy(ctx, seq, prompt)
-	} else {
-		logits, err = m.Prefill(ctx, seq, prompt)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("prefill: %w", err)
+	image := 0
+	for _, c := range prefillChunks(req.IDs, cfg.ImageTokenID, d.chunk) {
+		in := Input{Seq: seq, IDs: req.IDs[c.from:c.to], Positions: pos.slice(c.from, c.to), Logits: logits && c.to == len(req.IDs)}
+		in.Images = embeds[image : image+c.images]
+		image += c.images
+		if out, err = d.step(ctx, in, false); err != nil {
+			return nil, fmt.Errorf("prefill: %w", err)
+		}
 	}
 	res.Timings.Prefill = time.Since(start)
 
@@ -148,8 +194,9 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 	start = time.Now()
 	defer func() { res.Timings.Decode = time.Since(start) }()
 	for {
-		if greedy == nil {
-			tok = sampler.Sample(logits)
+		tok := out.Argmax
+		if logits {
+			tok = sampler.Sample(out.Logits)
 		}
 		if stop[tok] {
 			res.Finish, res.StopToken = FinishStop, tok
@@ -157,7 +204,7 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 		}
 		res.Tokens = append(res.Tokens, tok)
 		if req.Logprobs {
-			lp := LogSoftmax(logits, tok, req.TopLogprobs)
+			lp := LogSoftmax(out.Logits, tok, req.TopLogprobs)
 			res.Logprobs = append(res.Logprobs, lp)
 			if req.OnLogprob != nil {
 				req.OnLogprob(lp)
@@ -181,13 +228,46 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 		// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
 		// index plus rope_delta on all three axes.
 		at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
-		if greedy != nil {
-			tok, err = greedy.DecodeStepGreedy(ctx, seq, tok, at)
-		} else {
-			logits, err = m.DecodeStep(ctx, seq, tok, at)
-		}
-		if err != nil {
+		if out, err = d.step(ctx, DecodeInput(seq, tok, at, logits), true); err != nil {
 			return nil, fmt.Errorf("decode step %d: %w", len(res.Tokens), err)
 		}
 	}
+}
+
+// chunk is a piece of a prompt's prefill: tokens [from, to) holding images whole images.
+type chunk struct{ from, to, images int }
+
+// prefillChunks cuts a prompt into pieces of at most limit tokens (all of it when limit <= 0),
+// never inside a run of image placeholders: a run longer than limit is a piece of its own.
+func prefillChunks(ids []int32, imageID int32, limit int) []chunk {
+	if limit <= 0 {
+		limit = len(ids)
+	}
+	var out []chunk
+	c := chunk{}
+	for i := 0; i < len(ids); {
+		// the next unit: one text token, or a whole run of image placeholders
+		j, image := i+1, ids[i] == imageID
+		for image && j < len(ids) && ids[j] == imageID {
+			j++
+		}
+		if j-c.from > limit && i > c.from {
+			c.to = i
+			out = append(out, c)
+			c = chunk{from: i}
+		}
+		if image {
+			c.images++
+		}
+		if i = j; i-c.from >= limit {
+			c.to = i
+			out = append(out, c)
+			c = chunk{from: i}
+		}
+	}
+	if c.from < len(ids) {
+		c.to = len(ids)
+		out = append(out, c)
+	}
+	return out
 }

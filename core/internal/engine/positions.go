@@ -65,3 +65,8 @@ func Positions3D(ids []int32, imageTokenID int32, grids []Grid, merge int) (Posi
 	p.Delta = int(maxPos) + 1 - n
 	return p, nil
 }
+
+// slice is the positions of tokens [from, to).
+func (p Positions) slice(from, to int) Positions {
+	return Positions{T: p.T[from:to], H: p.H[from:to], W: p.W[from:to], Delta: p.Delta}
+}

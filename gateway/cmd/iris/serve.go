@@ -32,7 +32,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfgPath := fs.String("config", "", "gateway configuration file (TOML; see configs/gateway.example.toml)")
 	fs.Var(&bundleDirs, "bundle", "bundle directory to serve (repeat for several); adds to the config's runtime.bundles")
 	addr := fs.String("addr", "", "listen address host:port (default 127.0.0.1:8080)")
-	workers := fs.Int("workers", 0, "requests of one model running at once (default 1)")
+	workers := fs.Int("workers", 0, "requests of one model running at once, batched by the engine (default 64)")
 	queue := fs.Int("queue-depth", 0, fmt.Sprintf("requests of one model that may wait; beyond that 429 (default %d)", core.DefaultQueueDepth))
 	cacheDir := fs.String("cache-dir", "", "directory for compiled plugins across restarts")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")

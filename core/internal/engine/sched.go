@@ -1,0 +1,305 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrKVFull reports a model's KV-cache pool without room for a sequence. A [Scheduler] waits
+// for blocks instead while other sequences hold them.
+var ErrKVFull = errors.New("KV cache pool full")
+
+// SchedulerOptions tune a [Scheduler]; zero values take the defaults.
+type SchedulerOptions struct {
+	// MaxBatch caps the inputs of one pass (default 64).
+	MaxBatch int
+	// StepTokens caps the tokens of one pass (default 2048): every waiting decode first, then
+	// prefill chunks. A prompt is cut into chunks of at most this many tokens (a run of image
+	// placeholders stays whole), so a long prompt shares passes with running decodes instead of
+	// stalling them.
+	StepTokens int
+	// Gather is how long a pass waits for running sequences that have not sent their next
+	// input yet, e.g. while a slow client takes its last token (default 2ms). A pass starts as
+	// soon as every running sequence has one waiting.
+	Gather time.Duration
+}
+
+func (o SchedulerOptions) withDefaults() SchedulerOptions {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 64
+	}
+	if o.StepTokens <= 0 {
+		o.StepTokens = 2048
+	}
+	if o.Gather <= 0 {
+		o.Gather = 2 * time.Millisecond
+	}
+	return o
+}
+
+// Scheduler runs the requests of one [Batcher] model together, iteration by iteration: each
+// pass holds one decode token of every running sequence and prefill chunks of new ones; a
+// request joins at the next pass and leaves when it ends. A sequence gives the same tokens alone
+// or in any batch (the Batcher's contract), so each request's answer is the one [Generate]
+// gives. A request waits for KV blocks while others hold them (admission by free blocks), and a
+// cancelled one frees its blocks as soon as the pass it is in ends.
+type Scheduler struct {
+	m    Model
+	b    Batcher
+	opts SchedulerOptions
+
+	mu     sync.Mutex
+	ready  []*job        // inputs waiting for a pass, in arrival order
+	live   int           // sequences allocated and not yet released
+	freed  chan struct{} // closed (and replaced) whenever a sequence's blocks go back
+	closed bool
+	kick   chan struct{} // wakes the loop; buffered
+	quit   chan struct{}
+	done   chan struct{}
+
+	passes, inputs atomic.Int64
+}
+
+// job is one input waiting for, or in, a pass.
+type job struct {
+	in     Input
+	taken  bool // in a pass: its caller waits for the pass before freeing the sequence
+	out    Output
+	err    error
+	finish chan struct{}
+}
+
+// NewScheduler starts a scheduler over m, which must be a Batcher. Close stops it.
+func NewScheduler(m Model, opts SchedulerOptions) (*Scheduler, error) {
+	b, ok := m.(Batcher)
+	if !ok {
+		return nil, fmt.Errorf("model %s does not take batches: %w", m.Config().ModelType, ErrUnsupported)
+	}
+	s := &Scheduler{m: m, b: b, opts: opts.withDefaults(), freed: make(chan struct{}),
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s, nil
+}
+
+// Generate runs req as [Generate] does, its passes shared with the other requests'.
+func (s *Scheduler) Generate(ctx context.Context, req Request) (*Result, error) {
+	return generate(ctx, s.m, req, driver{chunk: s.opts.StepTokens, alloc: s.alloc, release: s.release, step: s.step})
+}
+
+// SchedulerStats are a scheduler's counters since it started.
+type SchedulerStats struct {
+	// Passes run, and the inputs they held (their ratio is the mean batch).
+	Passes, Inputs int64
+}
+
+// Stats reports the scheduler's counters.
+func (s *Scheduler) Stats() SchedulerStats {
+	return SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load()}
+}
+
+// Close stops the loop after the pass in progress; requests still waiting fail with ErrClosed.
+// It does not close the model.
+func (s *Scheduler) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	waiting := s.ready
+	s.ready = nil
+	s.mu.Unlock()
+	close(s.quit)
+	<-s.done
+	for _, j := range waiting {
+		j.err = ErrClosed
+		close(j.finish)
+	}
+	return nil
+}
+
+// alloc makes a sequence, waiting for blocks while other sequences hold them.
+func (s *Scheduler) alloc(ctx context.Context, capacity int) (Sequence, error) {
+	for {
+		s.mu.Lock()
+		freed, closed := s.freed, s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		seq, err := s.m.NewSequence(capacity)
+		if err == nil {
+			s.mu.Lock()
+			s.live++
+			s.mu.Unlock()
+			return seq, nil
+		}
+		if !errors.Is(err, ErrKVFull) {
+			return nil, err
+		}
+		s.mu.Lock()
+		busy := s.live > 0
+		s.mu.Unlock()
+		if !busy {
+			select {
+			case <-freed: // blocks came back since the attempt: try again
+				continue
+			default:
+				return nil, err // alone and still too big: no wait would help
+			}
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// release follows a sequence's Close: its blocks are back.
+func (s *Scheduler) release() {
+	s.mu.Lock()
+	s.live--
+	close(s.freed)
+	s.freed = make(chan struct{})
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *Scheduler) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// step queues one input for the next pass and waits for its output.
+func (s *Scheduler) step(ctx context.Context, in Input, _ bool) (Output, error) {
+	j := &job{in: in, finish: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Output{}, ErrClosed
+	}
+	s.ready = append(s.ready, j)
+	s.mu.Unlock()
+	s.wake()
+	select {
+	case <-j.finish:
+		return j.out, j.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		if i := slices.Index(s.ready, j); i >= 0 && !j.taken {
+			s.ready = slices.Delete(s.ready, i, i+1)
+			s.mu.Unlock()
+			return Output{}, ctx.Err()
+		}
+		s.mu.Unlock()
+		<-j.finish // the pass writes the sequence's cache: the caller frees it after
+		return Output{}, ctx.Err()
+	}
+}
+
+// loop runs passes while inputs wait.
+func (s *Scheduler) loop() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.kick:
+		case <-s.quit:
+			return
+		}
+		for {
+			s.gather()
+			batch := s.take()
+			if len(batch) == 0 {
+				break
+			}
+			s.run(batch)
+		}
+	}
+}
+
+// gather waits, at most opts.Gather, until every live sequence has an input waiting.
+func (s *Scheduler) gather() {
+	var timer *time.Timer
+	for {
+		s.mu.Lock()
+		all := len(s.ready) == 0 || len(s.ready) >= s.live
+		s.mu.Unlock()
+		if all {
+			return
+		}
+		if timer == nil {
+			timer = time.NewTimer(s.opts.Gather)
+			defer timer.Stop()
+		}
+		select {
+		case <-s.kick:
+		case <-timer.C:
+			return
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// take removes the next pass's inputs from the queue: decodes first, then prefill chunks, under
+// opts.MaxBatch inputs and opts.StepTokens tokens (a first chunk over the limit runs alone).
+func (s *Scheduler) take() []*job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var batch []*job
+	tokens := 0
+	for _, decode := range []bool{true, false} {
+		for _, j := range s.ready {
+			n := len(j.in.IDs)
+			if j.taken || (n == 1) != decode || len(batch) == s.opts.MaxBatch {
+				continue
+			}
+			if len(batch) > 0 && tokens+n > s.opts.StepTokens {
+				continue
+			}
+			j.taken = true
+			batch = append(batch, j)
+			tokens += n
+		}
+	}
+	s.ready = slices.DeleteFunc(s.ready, func(j *job) bool { return j.taken })
+	return batch
+}
+
+// run makes one pass over batch. A pass that fails is retried one input at a time, so that an
+// input the model refuses fails its own request only.
+func (s *Scheduler) run(batch []*job) {
+	in := make([]Input, len(batch))
+	for i, j := range batch {
+		in[i] = j.in
+	}
+	s.passes.Add(1)
+	s.inputs.Add(int64(len(batch)))
+	out, err := s.b.Forward(context.Background(), in)
+	switch {
+	case err == nil:
+		for i, j := range batch {
+			j.out = out[i]
+		}
+	case len(batch) == 1:
+		batch[0].err = err
+	default:
+		for i, j := range batch {
+			o, err := s.b.Forward(context.Background(), in[i:i+1])
+			if j.err = err; err == nil {
+				j.out = o[0]
+			}
+		}
+	}
+	for _, j := range batch {
+		close(j.finish)
+	}
+}

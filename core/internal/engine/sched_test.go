@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestPrefillChunks(t *testing.T) {
+	const I = 9 // the image placeholder
+	tests := []struct {
+		name  string
+		ids   []int32
+		limit int
+		want  []chunk
+	}{
+		{"whole", []int32{1, 2, I, I, 3}, 0, []chunk{{0, 5, 1}}},
+		{"text only", []int32{1, 2, 3, 4, 5}, 2, []chunk{{0, 2, 0}, {2, 4, 0}, {4, 5, 0}}},
+		{"image not split", []int32{1, I, I, I, 2, 3}, 3, []chunk{{0, 1, 0}, {1, 4, 1}, {4, 6, 0}}},
+		{"image longer than the limit", []int32{1, I, I, I, I, I, 2}, 2, []chunk{{0, 1, 0}, {1, 6, 1}, {6, 7, 0}}},
+		{"image fills the piece", []int32{I, I, 1, 2, I, 3}, 2, []chunk{{0, 2, 1}, {2, 4, 0}, {4, 6, 1}}},
+		{"two images in one piece", []int32{I, 1, I, 2}, 8, []chunk{{0, 4, 2}}},
+		{"limit one", []int32{1, I, I, 2}, 1, []chunk{{0, 1, 0}, {1, 3, 1}, {3, 4, 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := prefillChunks(tt.ids, I, tt.limit); !slices.Equal(got, tt.want) {
+				t.Errorf("prefillChunks = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// poolModel is a Batcher whose every logit step answers token (last input token + 1) % 8, with
+// a pool of blocks tokens: enough to see admission wait and passes hold several sequences.
+type poolModel struct {
+	cfg   *Config
+	mu    sync.Mutex
+	free  int
+	peak  int // most sequences alive at once
+	alive int
+	sizes []int // inputs per pass
+}
+
+type poolSeq struct {
+	m      *poolModel
+	n, cap int
+	closed bool
+}
+
+func (s *poolSeq) Len() int { return s.n }
+func (s *poolSeq) Cap() int { return s.cap }
+func (s *poolSeq) Reset()   { s.n = 0 }
+func (s *poolSeq) Close() error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.m.free += s.cap
+		s.m.alive--
+	}
+	return nil
+}
+
+func newPoolModel(tokens int) *poolModel {
+	return &poolModel{free: tokens, cfg: &Config{ModelType: "pool", Text: TextConfig{Vocab: 8, MaxPositions: 64},
+		Vision: VisionConfig{InChannels: 1, TemporalPatchSize: 1, PatchSize: 1, MergeSize: 1, OutHidden: 1}, ImageTokenID: 7}}
+}
+
+func (m *poolModel) Config() *Config { return m.cfg }
+func (m *poolModel) Limits() Limits {
+	return Limits{ContextLength: 64, MaxImages: 1, MaxImagePatches: 4, MaxGridSide: 4}
+}
+func (m *poolModel) EncodeVision(context.Context, Image) (*Embeddings, error) {
+	return nil, errors.New("no vision")
+}
+func (m *poolModel) Close() error { return nil }
+func (m *poolModel) NewSequence(capacity int) (Sequence, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if capacity > m.free {
+		return nil, fmt.Errorf("%d tokens wanted, %d free: %w", capacity, m.free, ErrKVFull)
+	}
+	m.free -= capacity
+	m.alive++
+	m.peak = max(m.peak, m.alive)
+	return &poolSeq{m: m, cap: capacity}, nil
+}
+func (m *poolModel) Prefill(context.Context, Sequence, Prompt) ([]float32, error) {
+	return nil, errors.New("use Forward")
+}
+func (m *poolModel) DecodeStep(context.Context, Sequence, int32, int32) ([]float32, error) {
+	return nil, errors.New("use Forward")
+}
+
+func (m *poolModel) Forward(_ context.Context, batch []Input) ([]Output, error) {
+	time.Sleep(200 * time.Microsecond) // a pass takes time, so requests meet in one
+	m.mu.Lock()
+	m.sizes = append(m.sizes, len(batch))
+	m.mu.Unlock()
+	out := make([]Output, len(batch))
+	for i, in := range batch {
+		s := in.Seq.(*poolSeq)
+		if s.closed || s.n+len(in.IDs) > s.cap {
+			return nil, fmt.Errorf("input %d: sequence closed or full: %w", i, ErrInvalidInput)
+		}
+		s.n += len(in.IDs)
+		out[i].Argmax = (in.IDs[len(in.IDs)-1] + 1) % 6
+	}
+	return out, nil
+}
+
+func TestSchedulerAdmitsByBlocks(t *testing.T) {
+	m := newPoolModel(40) // room for two requests of 4 + 16 tokens at once
+	s, err := NewScheduler(m, SchedulerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Generate(t.Context(), Request{IDs: []int32{int32(i % 6), 1, 2, 3}, MaxNewTokens: 16, IgnoreEOS: true})
+			if err == nil && !slices.Equal(res.Tokens[:3], []int32{4, 5, 0}) {
+				err = fmt.Errorf("tokens %v", res.Tokens)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if m.peak != 2 || m.free != 40 {
+		t.Errorf("peak %d sequences (want 2: the pool's room), %d tokens free at the end (want 40)", m.peak, m.free)
+	}
+	if slices.Max(m.sizes) < 2 {
+		t.Errorf("passes of %v inputs: no pass held two requests", m.sizes)
+	}
+}
+
+func TestSchedulerRefusesWhatNeverFits(t *testing.T) {
+	m := newPoolModel(10)
+	s, _ := NewScheduler(m, SchedulerOptions{})
+	defer s.Close()
+	_, err := s.Generate(t.Context(), Request{IDs: []int32{1, 2}, MaxNewTokens: 16})
+	if !errors.Is(err, ErrKVFull) {
+		t.Fatalf("a request larger than the idle pool: %v, want ErrKVFull", err)
+	}
+}
+
+func TestSchedulerCancelWhileWaitingForBlocks(t *testing.T) {
+	m := newPoolModel(20)
+	s, _ := NewScheduler(m, SchedulerOptions{})
+	defer s.Close()
+	hold := make(chan struct{})
+	first := make(chan struct{})
+	go func() {
+		_, _ = s.Generate(context.Background(), Request{IDs: []int32{1}, MaxNewTokens: 16, IgnoreEOS: true,
+			OnToken: func(int32) error { close(first); <-hold; return ErrStop }})
+	}()
+	<-first // the pool is held
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	_, err := s.Generate(ctx, Request{IDs: []int32{1}, MaxNewTokens: 16})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting for blocks past the deadline: %v", err)
+	}
+	close(hold)
+}
+
+func TestSchedulerClose(t *testing.T) {
+	m := newPoolModel(64)
+	s, _ := NewScheduler(m, SchedulerOptions{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Generate(t.Context(), Request{IDs: []int32{1}, MaxNewTokens: 2}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+	if _, err := NewScheduler(&fakeOnly{m}, SchedulerOptions{}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("a model without Forward: %v, want ErrUnsupported", err)
+	}
+}
+
+// fakeOnly hides poolModel's Forward.
+type fakeOnly struct{ m *poolModel }
+
+func (f *fakeOnly) Config() *Config                     { return f.m.Config() }
+func (f *fakeOnly) Limits() Limits                      { return f.m.Limits() }
+func (f *fakeOnly) NewSequence(n int) (Sequence, error) { return f.m.NewSequence(n) }
+func (f *fakeOnly) Close() error                        { return nil }
+func (f *fakeOnly) EncodeVision(ctx context.Context, img Image) (*Embeddings, error) {
+	return f.m.EncodeVision(ctx, img)
+}
+func (f *fakeOnly) Prefill(ctx context.Context, s Sequence, p Prompt) ([]float32, error) {
+	return f.m.Prefill(ctx, s, p)
+}
+func (f *fakeOnly) DecodeStep(ctx context.Context, s Sequence, tok, pos int32) ([]float32, error) {
+	return f.m.DecodeStep(ctx, s, tok, pos)
+}
