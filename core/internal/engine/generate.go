@@ -174,7 +174,11 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 	var out Output
 	start = time.Now()
 	image := 0
-	for _, c := range prefillChunks(req.IDs, cfg.ImageTokenID, d.chunk) {
+	tokens := make([]int, len(embeds))
+	for i, e := range embeds {
+		tokens[i] = e.Tokens
+	}
+	for _, c := range prefillChunks(req.IDs, cfg.ImageTokenID, d.chunk, tokens) {
 		in := Input{Seq: seq, IDs: req.IDs[c.from:c.to], Positions: pos.slice(c.from, c.to), Logits: logits && c.to == len(req.IDs)}
 		in.Images = embeds[image : image+c.images]
 		image += c.images
@@ -238,26 +242,37 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 type chunk struct{ from, to, images int }
 
 // prefillChunks cuts a prompt into pieces of at most limit tokens (all of it when limit <= 0),
-// never inside a run of image placeholders: a run longer than limit is a piece of its own.
-func prefillChunks(ids []int32, imageID int32, limit int) []chunk {
+// never inside an image: from its first placeholder to its last (an image's placeholders may lie
+// in several runs, tokens[i] of them in all for image i), a unit that a piece holds whole, alone
+// when it is longer than limit.
+func prefillChunks(ids []int32, imageID int32, limit int, tokens []int) []chunk {
 	if limit <= 0 {
 		limit = len(ids)
 	}
 	var out []chunk
 	c := chunk{}
+	image := 0
 	for i := 0; i < len(ids); {
-		// the next unit: one text token, or a whole run of image placeholders
-		j, image := i+1, ids[i] == imageID
-		for image && j < len(ids) && ids[j] == imageID {
-			j++
+		// the next unit: one text token, or a whole image
+		j, isImage := i+1, ids[i] == imageID
+		if isImage {
+			for left := tokens[image]; ; j++ {
+				if ids[j-1] == imageID {
+					left--
+				}
+				if left == 0 || j == len(ids) {
+					break
+				}
+			}
 		}
 		if j-c.from > limit && i > c.from {
 			c.to = i
 			out = append(out, c)
 			c = chunk{from: i}
 		}
-		if image {
+		if isImage {
 			c.images++
+			image++
 		}
 		if i = j; i-c.from >= limit {
 			c.to = i

@@ -13,22 +13,25 @@ import (
 func TestPrefillChunks(t *testing.T) {
 	const I = 9 // the image placeholder
 	tests := []struct {
-		name  string
-		ids   []int32
-		limit int
-		want  []chunk
+		name   string
+		ids    []int32
+		tokens []int // per image
+		limit  int
+		want   []chunk
 	}{
-		{"whole", []int32{1, 2, I, I, 3}, 0, []chunk{{0, 5, 1}}},
-		{"text only", []int32{1, 2, 3, 4, 5}, 2, []chunk{{0, 2, 0}, {2, 4, 0}, {4, 5, 0}}},
-		{"image not split", []int32{1, I, I, I, 2, 3}, 3, []chunk{{0, 1, 0}, {1, 4, 1}, {4, 6, 0}}},
-		{"image longer than the limit", []int32{1, I, I, I, I, I, 2}, 2, []chunk{{0, 1, 0}, {1, 6, 1}, {6, 7, 0}}},
-		{"image fills the piece", []int32{I, I, 1, 2, I, 3}, 2, []chunk{{0, 2, 1}, {2, 4, 0}, {4, 6, 1}}},
-		{"two images in one piece", []int32{I, 1, I, 2}, 8, []chunk{{0, 4, 2}}},
-		{"limit one", []int32{1, I, I, 2}, 1, []chunk{{0, 1, 0}, {1, 3, 1}, {3, 4, 0}}},
+		{"whole", []int32{1, 2, I, I, 3}, []int{2}, 0, []chunk{{0, 5, 1}}},
+		{"text only", []int32{1, 2, 3, 4, 5}, nil, 2, []chunk{{0, 2, 0}, {2, 4, 0}, {4, 5, 0}}},
+		{"image not split", []int32{1, I, I, I, 2, 3}, []int{3}, 3, []chunk{{0, 1, 0}, {1, 4, 1}, {4, 6, 0}}},
+		{"image longer than the limit", []int32{1, I, I, I, I, I, 2}, []int{5}, 2, []chunk{{0, 1, 0}, {1, 6, 1}, {6, 7, 0}}},
+		{"image fills the piece", []int32{I, I, 1, 2, I, 3}, []int{2, 1}, 2, []chunk{{0, 2, 1}, {2, 4, 0}, {4, 6, 1}}},
+		{"two images in one piece", []int32{I, 1, I, 2}, []int{1, 1}, 8, []chunk{{0, 4, 2}}},
+		{"limit one", []int32{1, I, I, 2}, []int{2}, 1, []chunk{{0, 1, 0}, {1, 3, 1}, {3, 4, 0}}},
+		{"an image in two spans", []int32{1, I, I, 5, 6, I, 2, I}, []int{3, 1}, 2, []chunk{{0, 1, 0}, {1, 6, 1}, {6, 8, 1}}},
+		{"adjacent runs of two images", []int32{I, I, I}, []int{1, 2}, 1, []chunk{{0, 1, 1}, {1, 3, 1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := prefillChunks(tt.ids, I, tt.limit); !slices.Equal(got, tt.want) {
+			if got := prefillChunks(tt.ids, I, tt.limit, tt.tokens); !slices.Equal(got, tt.want) {
 				t.Errorf("prefillChunks = %v, want %v", got, tt.want)
 			}
 		})
