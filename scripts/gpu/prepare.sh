@@ -14,12 +14,19 @@ flags=(-tags cuda -trimpath -ldflags '-s -w')
 #   check    the test binaries of the cuda packages (run.sh check)
 #   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare)
 #   qwen3    iris, gpucheck, httpbench and the qwen3_vl plugin (run.sh qwen3 2b|8b|tiny, run.sh vl)
+#   throughput  iris, httpbench, cuda.test, the qwen2_5_vl plugin, and IRIS_BASE's build when set
+#            (run.sh throughput)
 #   all      (default) everything the other phases use
 phase=${IRIS_PHASE:-all}
 if [[ $phase == check || $phase == all ]]; then
   # test binaries keep their source paths: the fixture package finds testdata through them
   go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
   go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
+fi
+if [[ $phase == throughput ]]; then
+  go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
+  go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
+  go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
 fi
 if [[ $phase == compare || $phase == qwen3 || $phase == all ]]; then
   go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
@@ -35,7 +42,7 @@ cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
 gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
 # the family plugins `iris bundle build` packs, built from this tree (just plugin <family>)
 plugins=(qwen2_5_vl qwen3_vl)
-[[ $phase == compare ]] && plugins=(qwen2_5_vl)
+[[ $phase == compare || $phase == throughput ]] && plugins=(qwen2_5_vl)
 [[ $phase == qwen3 ]] && plugins=(qwen3_vl)
 [[ $phase == check ]] && plugins=()
 for f in "${plugins[@]}"; do

@@ -25,6 +25,10 @@
 #                                   baselines, and summary-qwen3_vl-<size>.json; ~4 min for the
 #                                   2B, ~6 for the 8B, 1-2 for tiny (estimates; IRIS_PHASE=qwen3
 #                                   `just gpu-bench` carries it)
+#   bash scripts/gpu/run.sh throughput [family size]
+#                                   continuous batching (issue 14): iris serve at its defaults,
+#                                   distinct JPEGs at c=1..128, the base build's c=1, transformers
+#                                   batch 16 (default the Qwen2.5-VL 3B; ~6 min)
 #   bash scripts/gpu/run.sh vl <family> <size>
 #                                   the same for any family with a gpu_<family>_<size>.config.json
 #                                   (vl qwen2_5_vl 3b: the 3B's whole story in one call)
@@ -393,6 +397,58 @@ if [[ $phase == speed && -x $bin/imageio.test ]]; then
     (cd core/internal/imageio && timeout 30 "$bin/imageio.test" -test.run '^$' -test.bench 'InspectDecode$' -test.cpu $c -test.benchtime 1s 2>&1 | grep -E '^Benchmark|FAIL'); verdict "jpeg-bench-$c" ${PIPESTATUS[0]}
   done
 fi
+# ---- throughput [family] [size]: issue 14's table in one call. The random checkpoint (default the
+# Qwen2.5-VL 3B), iris serve at its defaults (64 running requests batched by the engine's
+# scheduler, 256 queued; the embedding cache off), httpbench with distinct 426x320 JPEGs at c=1, 8,
+# 32, 64, 128 (10-token answers: images/s, p50/p95 latency, TTFT) and the c=1 3-token latency; the
+# base build (.carry/base, IRIS_BASE=<commit> `just gpu-bench`) served the same way for the c=1
+# comparison; the engine's fp32 scheduled = alone check (cuda.test); transformers batch 1 and 16.
+if [[ $phase == throughput ]]; then
+  fam=${2:-qwen2_5_vl} size=${3:-3b}
+  model=$work/$fam-$size cases=$work/cases-$fam-$size name=${fam//_/-}-$size
+  [[ $fam == qwen2_5_vl ]] && name=qwen25vl-$size
+  make_checkpoint "$ref/gpu_${fam}_${size}.config.json" "$model" "$(fit 300)"
+  if [[ ! -f $cases/index.json ]]; then
+    budgeted cases 90 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only
+  fi
+  if [[ -x $bin/cuda.test ]]; then
+    step "fp32: scheduled = alone and batch = single on the GPU (tiny fixtures)"
+    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 120 "$bin/cuda.test" -test.run 'TestBatchEqualsSingle' -test.count 1 | tail -3)
+  fi
+  base=/tmp/iris-base
+  mkdir -p "$base"
+  for f in "$carry"/base/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$base/$(basename "${f%.xz}")"; done
+  chmod +x "$base"/* 2>/dev/null
+  step "bundles (this build; the base build when carried)"
+  for who in new base; do
+    b=$bin; [[ $who == base ]] && b=$base
+    [[ -x $b/iris ]] || continue
+    plugin=(); [[ -f $b/$fam.wasm ]] && plugin=(--plugin "$b/$fam.wasm")
+    rm -rf "$work/bundle-$who"
+    budgeted "bundle-$who" 200 "$b/iris" bundle build --from "$model" --family "$fam" --out "$work/bundle-$who" --backend cuda \
+      --name "$name" --context 4096 "${plugin[@]}" >/dev/null
+  done
+  printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/defaults.toml"
+  for who in base new; do
+    b=$bin; [[ $who == base ]] && b=$base
+    [[ -d $work/bundle-$who ]] || continue
+    step "HTTP, $who build: iris serve at its defaults, distinct JPEGs"
+    conc=1,8,32,64,128 workers=()
+    [[ $who == base ]] && conc=1 workers=(--workers 1) # one request at a time: only its c=1 latency matters
+    "$b/iris" serve -config "$work/defaults.toml" --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-$who.log" 2>&1 &
+    srv=$!
+    for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
+    budgeted "http-$who" 200 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
+      -question "$photo_q" -runs 30 -seconds 6 -concurrency "$conc" -out "$OUT/throughput-$who.json"
+    curl -fs 127.0.0.1:18080/metrics 2>/dev/null | grep -E '^iris_engine_pass|^iris_kv_cache' | head -4
+    kill "$srv"; wait "$srv" 2>/dev/null
+    grep -iE 'error|panic' "$work/serve-$who.log" | head -5
+  done
+  step "transformers baseline (bf16; batch 1 and 16)"
+  budgeted baseline 240 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs 6 \
+    --caches dynamic --out "$OUT/baseline.json"
+fi
+
 if [[ $phase == speed ]]; then
   if [[ -x $bin/iris ]]; then
     step "HTTP: bundle build, iris serve, loopback load"

@@ -1,10 +1,12 @@
 // Command httpbench drives a running OpenAI-compatible chat server (`iris serve` in the GPU speed
 // runs: scripts/gpu/run.sh, docs/gpu.md) over HTTP with streamed one-image requests
 // (ignore_eos) and reports latency at 3 and 10 new tokens (p50, p95, TTFT, TPOT), the server's
-// own stage timings (p50 of the iris extension's timings_ms) and images/s at several
-// concurrencies in a closed loop:
+// own stage timings (p50 of the iris extension's timings_ms), and images/s with p50/p95 latency
+// and TTFT of 10-token answers at several concurrencies in a closed loop. Every request sends a
+// distinct image (-distinct variants of FILE, one pixel apart, re-encoded), so neither an
+// embedding cache nor anything keyed on the bytes sees a repeat:
 //
-//	httpbench -url http://127.0.0.1:PORT -model NAME -image FILE -question TEXT [-runs 30] [-concurrency 1,8,32] [-seconds 5] [-out http.json]
+//	httpbench -url http://127.0.0.1:PORT -model NAME -image FILE -question TEXT [-runs 30] [-concurrency 1,8,32,64,128] [-seconds 5] [-distinct 512] [-out http.json]
 //
 // It lives outside core, which speaks no HTTP; `iris profile` is the AIPerf-compatible profiler,
 // this is the short fixed-shape run whose figures docs/gpu.md compares across sessions.
@@ -18,12 +20,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/jpeg"
+	"image/png"
 	"io"
 	"net/http"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/iris-vlm/iris/benchmark/sse"
@@ -120,7 +129,8 @@ func httpBench(args []string) error {
 	image := fs.String("image", "", "PNG or JPEG file to send")
 	question := fs.String("question", "Describe the picture.", "question")
 	runs := fs.Int("runs", 30, "requests per latency figure")
-	conc := fs.String("concurrency", "1,8,32", "concurrencies for images/s")
+	conc := fs.String("concurrency", "1,8,32,64,128", "concurrencies for images/s")
+	distinct := fs.Int("distinct", 512, "distinct variants of the image, sent in turn (1: the file itself every time)")
 	secs := fs.Float64("seconds", 5, "seconds per throughput figure")
 	out := fs.String("out", "", "write results as JSON here")
 	if err := fs.Parse(args); err != nil {
@@ -130,9 +140,17 @@ func httpBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	mime := http.DetectContentType(img)
-	dataURL := "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(img)
+	variants, err := variantsOf(img, *distinct)
+	if err != nil {
+		return fmt.Errorf("image variants: %w", err)
+	}
+	urls := make([]string, len(variants))
+	for i, v := range variants {
+		urls[i] = "data:" + http.DetectContentType(v) + ";base64," + base64.StdEncoding.EncodeToString(v)
+	}
+	var sent atomic.Int64
 	body := func(n int) []byte {
+		dataURL := urls[int(sent.Add(1)-1)%len(urls)]
 		b, _ := json.Marshal(map[string]any{
 			"model": *model, "stream": true, "max_tokens": n, "temperature": 0, "ignore_eos": true,
 			"stream_options": map[string]bool{"include_usage": true},
@@ -144,13 +162,13 @@ func httpBench(args []string) error {
 		return b
 	}
 	ctx := context.Background()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 2 * time.Minute}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 2 * time.Minute}
 	for range 3 {
 		if _, err := chatOnce(ctx, client, *url, body(10)); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	res := map[string]any{"image": *image, "bytes": len(img)}
+	res := map[string]any{"image": *image, "bytes": len(img), "distinct": len(urls)}
 	for _, n := range []int{3, 10} {
 		var tot, first []float64
 		stages := map[string][]float64{}
@@ -194,19 +212,64 @@ func httpBench(args []string) error {
 		if err != nil {
 			return err
 		}
+		var mu sync.Mutex
+		var tot, first []float64
 		done, el, err := speed.ClosedLoop(c, time.Duration(*secs*float64(time.Second)), func() error {
-			_, err := chatOnce(ctx, client, *url, body(10))
+			r, err := chatOnce(ctx, client, *url, body(10))
+			if err == nil {
+				mu.Lock()
+				tot = append(tot, float64(r.total.Microseconds())/1000)
+				first = append(first, float64(r.ttft.Microseconds())/1000)
+				mu.Unlock()
+			}
 			return err
 		})
 		if err != nil {
 			return err
 		}
 		res["c"+f+"_images_per_s"] = float64(done) / el
-		fmt.Printf("bench http c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s\n", c, done, el, float64(done)/el)
+		res["c"+f+"_10tok"] = map[string]float64{"p50_ms": speed.Percentile(tot, 50), "p95_ms": speed.Percentile(tot, 95), "ttft_p50_ms": speed.Percentile(first, 50), "ttft_p95_ms": speed.Percentile(first, 95)}
+		fmt.Printf("bench http c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s; latency p50 %.1f ms p95 %.1f ms; TTFT p50 %.1f ms p95 %.1f ms\n",
+			c, done, el, float64(done)/el, speed.Percentile(tot, 50), speed.Percentile(tot, 95), speed.Percentile(first, 50), speed.Percentile(first, 95))
 	}
 	if *out != "" {
 		data, _ := json.MarshalIndent(res, "", " ")
 		return os.WriteFile(*out, data, 0o644)
 	}
 	return nil
+}
+
+// variantsOf makes n distinct images from src: the file itself, then copies with one pixel
+// changed (pixel i of the raster gets a colour of its own) and re-encoded in src's format (JPEG
+// at quality 90), so every copy has its own bytes and its own pixels.
+func variantsOf(src []byte, n int) ([][]byte, error) {
+	out := [][]byte{src}
+	if n <= 1 {
+		return out, nil
+	}
+	img, format, err := image.Decode(bytes.NewReader(src))
+	if err != nil {
+		return nil, err
+	}
+	b := img.Bounds()
+	rgba := image.NewRGBA(b)
+	draw.Draw(rgba, b, img, b.Min, draw.Src)
+	for i := 1; i < n; i++ {
+		v := image.NewRGBA(b)
+		copy(v.Pix, rgba.Pix)
+		x, y := b.Min.X+i%b.Dx(), b.Min.Y+(i/b.Dx())%b.Dy()
+		old := v.RGBAAt(x, y)
+		v.SetRGBA(x, y, color.RGBA{R: old.R ^ 0x80, G: old.G ^ 0x40, B: old.B ^ 0x20, A: 255})
+		var buf bytes.Buffer
+		if format == "png" {
+			err = png.Encode(&buf, v)
+		} else {
+			err = jpeg.Encode(&buf, v, &jpeg.Options{Quality: 90})
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, buf.Bytes())
+	}
+	return out, nil
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"image"
+	"image/jpeg"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,5 +50,36 @@ func TestChatOnce(t *testing.T) {
 				t.Errorf("got %d chunks, %d tokens, stages %v, TTFT %v of %v", r.chunks, r.tokens, r.stages, r.ttft, r.total)
 			}
 		})
+	}
+}
+
+// TestVariantsOf: every variant decodes to the source's size, and no two share bytes.
+func TestVariantsOf(t *testing.T) {
+	src := image.NewRGBA(image.Rect(0, 0, 7, 5))
+	for i := range src.Pix {
+		src.Pix[i] = uint8(i * 13)
+	}
+	for _, format := range []string{"png", "jpeg"} {
+		var buf bytes.Buffer
+		if format == "png" {
+			_ = png.Encode(&buf, src)
+		} else {
+			_ = jpeg.Encode(&buf, src, nil)
+		}
+		vs, err := variantsOf(buf.Bytes(), 40) // more than the 35 pixels: positions wrap
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for i, v := range vs {
+			img, got, err := image.Decode(bytes.NewReader(v))
+			if err != nil || got != format || img.Bounds() != src.Bounds() {
+				t.Fatalf("%s variant %d: %v, format %q, bounds %v", format, i, err, got, img.Bounds())
+			}
+			seen[string(v)] = true
+		}
+		if len(seen) < 36 {
+			t.Errorf("%s: %d distinct variants of 40", format, len(seen))
+		}
 	}
 }
