@@ -404,7 +404,8 @@ fi
 # base build (.carry/base, IRIS_BASE=<commit> `just gpu-bench`) served the same way for the c=1
 # comparison; the engine's fp32 scheduled = alone check (cuda.test); transformers batch 1 and 16.
 if [[ $phase == throughput ]]; then
-  fam=${2:-qwen2_5_vl} size=${3:-3b}
+  fam=${2:-qwen2_5_vl} size=${3:-3b} backend=cuda
+  [[ -n $cpu ]] && backend=cpu # the dry run here: IRIS_CPU=1 IRIS_CONC=1,4 ... run.sh throughput qwen2_5_vl tiny
   model=$work/$fam-$size cases=$work/cases-$fam-$size name=${fam//_/-}-$size
   [[ $fam == qwen2_5_vl ]] && name=qwen25vl-$size
   make_checkpoint "$ref/gpu_${fam}_${size}.config.json" "$model" "$(fit 300)"
@@ -425,7 +426,7 @@ if [[ $phase == throughput ]]; then
     [[ -x $b/iris ]] || continue
     plugin=(); [[ -f $b/$fam.wasm ]] && plugin=(--plugin "$b/$fam.wasm")
     rm -rf "$work/bundle-$who"
-    budgeted "bundle-$who" 200 "$b/iris" bundle build --from "$model" --family "$fam" --out "$work/bundle-$who" --backend cuda \
+    budgeted "bundle-$who" 200 "$b/iris" bundle build --from "$model" --family "$fam" --out "$work/bundle-$who" --backend "$backend" \
       --name "$name" --context 4096 "${plugin[@]}" >/dev/null
   done
   printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/defaults.toml"
@@ -433,20 +434,21 @@ if [[ $phase == throughput ]]; then
     b=$bin; [[ $who == base ]] && b=$base
     [[ -d $work/bundle-$who ]] || continue
     step "HTTP, $who build: iris serve at its defaults, distinct JPEGs"
-    conc=1,8,32,64,128 workers=()
+    conc=${IRIS_CONC:-1,8,32,64,128} workers=()
     [[ $who == base ]] && conc=1 workers=(--workers 1) # one request at a time: only its c=1 latency matters
     "$b/iris" serve -config "$work/defaults.toml" --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-$who.log" 2>&1 &
     srv=$!
     for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
     budgeted "http-$who" 200 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
-      -question "$photo_q" -runs 30 -seconds 6 -concurrency "$conc" -out "$OUT/throughput-$who.json"
+      -question "$photo_q" -runs "${IRIS_RUNS:-30}" -seconds "${IRIS_SECS:-6}" -concurrency "$conc" -out "$OUT/throughput-$who.json"
     curl -fs 127.0.0.1:18080/metrics 2>/dev/null | grep -E '^iris_engine_pass|^iris_kv_cache' | head -4
     kill "$srv"; wait "$srv" 2>/dev/null
     grep -iE 'error|panic' "$work/serve-$who.log" | head -5
   done
   step "transformers baseline (bf16; batch 1 and 16)"
-  budgeted baseline 240 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs 6 \
-    --caches dynamic --out "$OUT/baseline.json"
+  dev=cuda; [[ -n $cpu ]] && dev=cpu
+  budgeted baseline 240 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs "${IRIS_BRUNS:-6}" \
+    --caches dynamic --device "$dev" --out "$OUT/baseline.json"
 fi
 
 if [[ $phase == speed ]]; then
