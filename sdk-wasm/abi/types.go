@@ -213,8 +213,8 @@ func (p *Plan) Canvas() Size {
 }
 
 // PixelShape returns the shape [rows, cols] of the pixel tensor the plan produces. With views
-// the rows are every view's rows and cols the first view's row length (a validated plan's views
-// may differ in row length; [Plan.Uniform] says whether they do not).
+// the rows are every view's rows and cols view 0's row length (a validated plan's views may
+// differ in row length; [Plan.Uniform] says whether they do).
 func (p *Plan) PixelShape() (rows, cols int) {
 	if len(p.Views) == 0 {
 		return p.Grid.Cells(), p.Patches.RowLen()
@@ -328,4 +328,37 @@ func (d *Description) Param(name string) (ParamSpec, bool) {
 		}
 	}
 	return ParamSpec{}, false
+}
+
+// Uniform reports, as an error, the first view that differs from view 0 in patch grid, patch
+// geometry or layout; nil for a plan without views or whose views all agree. A host whose
+// vision encoder takes one grid per image needs uniform views: it runs them as [Plan.ImageGrid].
+func (p *Plan) Uniform() error {
+	for i := 1; i < len(p.Views); i++ {
+		a, b := &p.Views[0], &p.Views[i]
+		if b.Grid != a.Grid || b.Patches != a.Patches {
+			return invalid("view %d has grid %+v and patches %+v, view 0 grid %+v and patches %+v: the views differ",
+				i, b.Grid, b.Patches, a.Grid, a.Patches)
+		}
+	}
+	return nil
+}
+
+// ImageGrid returns the patch grid of the whole image: Grid, or for uniform views {T: number of
+// views, H, W of one view}, the views stacked as the frames of one grid.
+func (p *Plan) ImageGrid() Grid {
+	if len(p.Views) == 0 {
+		return p.Grid
+	}
+	g := p.Views[0].Grid
+	g.T = len(p.Views)
+	return g
+}
+
+// ImagePatches returns the patch layout of the whole image: Patches, or view 0's.
+func (p *Plan) ImagePatches() Patches {
+	if len(p.Views) == 0 {
+		return p.Patches
+	}
+	return p.Views[0].Patches
 }
