@@ -214,7 +214,7 @@ def plugin_cases(proc):
         case = {"name": name, "image": {"width": w, "height": h, "format": "png"}}
         if params:
             case["params"] = params
-        case["want"] = {"image_tokens": tokens, "views": vs}
+        case["want"] = {"grid": {"t": len(vs), "h": TILE // 14, "w": TILE // 14}, "image_tokens": tokens, "views": vs}
         if (w, h) in [(320, 240), (1, 1), (896, 448)] and pi == 0 or (pi and pi not in framed):
             framed.add(pi)
             case["frames"] = frames(proc, tokens, params)
