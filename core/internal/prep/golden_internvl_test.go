@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/pixels"
@@ -99,6 +100,67 @@ func float32Bytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
 }
 
+// newInternVL returns a Preparer of the internvl plugin, compiled from source and run by the
+// real host, with the InternVL3-hf tokenizer.
+func newInternVL(tb testing.TB) *prep.Preparer {
+	tb.Helper()
+	root, err := plugintest.RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "internvl3"))
+	if err != nil {
+		tb.Fatalf("the InternVL3-hf tokenizer (`just setup` writes it with scripts/reference/internvl_tokenizer.py): %v", err)
+	}
+	tb.Cleanup(func() { _ = tok.Close() })
+	h := plugintest.NewHost(tb, plugin.Options{})
+	pl := plugintest.Load(tb, h, "internvl", plugintest.BuildFamily(tb, "internvl"), plugin.Limits{})
+	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pr
+}
+
+// BenchmarkPrepareInternVL runs the whole pipeline on the 426x320 photo of the latency workload
+// with the default tiling (12 tiles and the thumbnail) and with max_patches 1 (one 448x448
+// resize), and reports the median of each stage besides the mean of the whole.
+//
+//	CGO_LDFLAGS=-L$PWD/.build/lib go test -run '^$' -bench PrepareInternVL -benchtime 100x ./core/internal/prep
+func BenchmarkPrepareInternVL(b *testing.B) {
+	pr := newInternVL(b)
+	photo := decodePhoto(b)
+	photo.Question = "What is the main object in this image? Answer in one word."
+	for _, c := range []struct {
+		name   string
+		params map[string]any
+	}{{"13_tiles", nil}, {"max_patches_1", map[string]any{"max_patches": 1}}} {
+		b.Run(c.name, func(b *testing.B) {
+			in := photo
+			in.Params = c.params
+			var plan, pix, frame, tok []time.Duration
+			for b.Loop() {
+				res, err := pr.Prepare(context.Background(), in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				plan = append(plan, res.Timings.Plan)
+				pix = append(pix, res.Timings.Pixels)
+				frame = append(frame, res.Timings.Frame)
+				tok = append(tok, res.Timings.Tokenize)
+				res.Release()
+			}
+			for _, s := range []struct {
+				name string
+				d    []time.Duration
+			}{{"plan", plan}, {"pixels", pix}, {"frame", frame}, {"tokenize", tok}} {
+				slices.Sort(s.d)
+				b.ReportMetric(float64(s.d[len(s.d)/2].Microseconds()), s.name+"-p50-µs")
+			}
+		})
+	}
+}
+
 // TestGoldenInternVL runs the whole pipeline (the internvl plugin's plan and frame under wazero,
 // the views executed natively, the InternVL3-hf tokenizer) on every golden image at the default
 // tiling, at max_patches 1 and at other params, and compares it with transformers'
@@ -118,22 +180,7 @@ func TestGoldenInternVL(t *testing.T) {
 	if len(m.Images) < 18 || len(m.Cases) < 2*len(m.Images) {
 		t.Fatalf("InternVL golden manifest: %d images, %d cases", len(m.Images), len(m.Cases))
 	}
-	root, err := plugintest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "internvl3"))
-	if err != nil {
-		t.Fatalf("the InternVL3-hf tokenizer (`just setup` writes it with scripts/reference/internvl_tokenizer.py): %v", err)
-	}
-	t.Cleanup(func() { _ = tok.Close() })
-	h := plugintest.NewHost(t, plugin.Options{})
-	pl := plugintest.Load(t, h, "internvl", plugintest.BuildFamily(t, "internvl"), plugin.Limits{})
-	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	pr := newInternVL(t)
 	inputs := map[string]prep.Input{}
 	for _, im := range m.Images {
 		var in prep.Input
