@@ -38,13 +38,50 @@ type WantPlan struct {
 	Resize *abi.Size `json:"resize,omitempty"`
 	// Grid is the whole image's patch grid: the plan's Grid, or for a plan of views (ABI 2)
 	// {T: number of views, H, W of one view} (abi.Plan.ImageGrid).
-	Grid *abi.Grid `json:"grid,omitempty"`
-	// Views is the number of views of an ABI-2 plan (0: not checked).
-	Views       int       `json:"views,omitempty"`
+	Grid        *abi.Grid `json:"grid,omitempty"`
 	LLMGrid     *abi.Grid `json:"llm_grid,omitempty"`
 	ImageTokens int       `json:"image_tokens,omitempty"`
 	// Plan, when set, must equal the whole plan.
 	Plan *abi.Plan `json:"plan,omitempty"`
+	// Views, when set, are the plan's views (ABI 2) in order: their number and what each must say.
+	Views []WantView `json:"views,omitempty"`
+}
+
+// WantView is what a reference processor fixes about one view of a plan: the size of the image
+// its region is cut from (after crop and resize), the region (absent: all of that image), the
+// patch grid and the view's image tokens. How the plan spells it (a resize to the size the image
+// already has, or none) is the plugin's business.
+type WantView struct {
+	Resized     abi.Size  `json:"resized"`
+	Region      *abi.Rect `json:"region,omitempty"`
+	Grid        *abi.Grid `json:"grid,omitempty"`
+	ImageTokens int       `json:"image_tokens,omitempty"`
+}
+
+// check compares the view v of a plan for an image of size src with w.
+func (w *WantView) check(v *abi.View, src abi.Size) error {
+	resized := v.Resized(src)
+	if resized != w.Resized {
+		return errorf("resized to %+v, want %+v", resized, w.Resized)
+	}
+	whole := abi.Rect{Width: resized.Width, Height: resized.Height}
+	got, want := whole, whole
+	if v.Region != nil {
+		got = *v.Region
+	}
+	if w.Region != nil {
+		want = *w.Region
+	}
+	if got != want {
+		return errorf("region %+v, want %+v", got, want)
+	}
+	if w.Grid != nil && v.Grid != *w.Grid {
+		return errorf("grid %+v, want %+v", v.Grid, *w.Grid)
+	}
+	if w.ImageTokens != 0 && v.ImageTokens != w.ImageTokens {
+		return errorf("image tokens %d, want %d", v.ImageTokens, w.ImageTokens)
+	}
+	return nil
 }
 
 // FrameCase is one question framed for the case's plan.
@@ -118,14 +155,22 @@ func (c *Case) run(ctx context.Context, t *testing.T, r Runner) {
 	if w.Grid != nil && plan.ImageGrid() != *w.Grid {
 		t.Errorf("grid: got %+v, want %+v", plan.ImageGrid(), *w.Grid)
 	}
-	if w.Views != 0 && len(plan.Views) != w.Views {
-		t.Errorf("views: got %d, want %d", len(plan.Views), w.Views)
-	}
 	if w.LLMGrid != nil && plan.LLMGrid != *w.LLMGrid {
 		t.Errorf("llm grid: got %+v, want %+v", plan.LLMGrid, *w.LLMGrid)
 	}
 	if w.ImageTokens != 0 && plan.ImageTokens != w.ImageTokens {
 		t.Errorf("image tokens: got %d, want %d", plan.ImageTokens, w.ImageTokens)
+	}
+	if w.Views != nil {
+		if len(plan.Views) != len(w.Views) {
+			t.Errorf("views: got %d, want %d", len(plan.Views), len(w.Views))
+		} else {
+			for i := range w.Views {
+				if err := w.Views[i].check(&plan.Views[i], plan.Source); err != nil {
+					t.Errorf("view %d: %v", i, err)
+				}
+			}
+		}
 	}
 	if w.Plan != nil && !reflect.DeepEqual(plan, *w.Plan) {
 		t.Errorf("plan:\n got %+v\nwant %+v", plan, *w.Plan)
