@@ -77,10 +77,13 @@ type cachedVision struct {
 	done func()        // ends the request's use of the rows
 }
 
+// encodeFunc runs a model's vision tower on one image (the scheduler's, or the model's own).
+type encodeFunc func(ctx context.Context, img engine.Image) (*engine.Embeddings, error)
+
 // embed sets img.Embeddings from the cache, or encodes img and caches the result. Without a cache
 // (or an image digest) it does nothing and engine.Generate encodes as it always did. The caller
 // calls done once the engine is finished with the rows.
-func (ec *embedCache) embed(ctx context.Context, model engine.Model, sha string, pr *prep.Result, img *engine.Image) (cachedVision, error) {
+func (ec *embedCache) embed(ctx context.Context, encode encodeFunc, sha string, pr *prep.Result, img *engine.Image) (cachedVision, error) {
 	cv := cachedVision{done: func() {}}
 	if ec == nil || sha == "" {
 		return cv, nil
@@ -97,7 +100,7 @@ func (ec *embedCache) embed(ctx context.Context, model engine.Model, sha string,
 		return cv, nil
 	}
 	ec.lookups.WithLabelValues("miss").Inc()
-	e, err := engine.Encode(ctx, model, *img)
+	e, err := encode(ctx, *img)
 	if err != nil {
 		return cv, fmt.Errorf("encoding image 0: %w", err)
 	}

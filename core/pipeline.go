@@ -191,7 +191,13 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		return nil, err
 	}
 	t1 := time.Now()
-	cv, err := t.cache.embed(ctx, t.model, im.Info.SHA256, pr, &req.Images[0])
+	encode := func(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+		return engine.Encode(ctx, t.model, img)
+	}
+	if t.sched != nil {
+		encode = t.sched.Encode // the tower takes its turn in the scheduler's rounds
+	}
+	cv, err := t.cache.embed(ctx, encode, im.Info.SHA256, pr, &req.Images[0])
 	if err != nil {
 		return nil, engineError(err)
 	}

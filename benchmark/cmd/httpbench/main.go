@@ -214,12 +214,16 @@ func httpBench(args []string) error {
 		}
 		var mu sync.Mutex
 		var tot, first []float64
+		stages := map[string][]float64{}
 		done, el, err := speed.ClosedLoop(c, time.Duration(*secs*float64(time.Second)), func() error {
 			r, err := chatOnce(ctx, client, *url, body(10))
 			if err == nil {
 				mu.Lock()
 				tot = append(tot, float64(r.total.Microseconds())/1000)
 				first = append(first, float64(r.ttft.Microseconds())/1000)
+				for k, v := range r.stages {
+					stages[k] = append(stages[k], v)
+				}
 				mu.Unlock()
 			}
 			return err
@@ -228,9 +232,21 @@ func httpBench(args []string) error {
 			return err
 		}
 		res["c"+f+"_images_per_s"] = float64(done) / el
-		res["c"+f+"_10tok"] = map[string]float64{"p50_ms": speed.Percentile(tot, 50), "p95_ms": speed.Percentile(tot, 95), "ttft_p50_ms": speed.Percentile(first, 50), "ttft_p95_ms": speed.Percentile(first, 95)}
+		l := map[string]float64{"p50_ms": speed.Percentile(tot, 50), "p95_ms": speed.Percentile(tot, 95), "ttft_p50_ms": speed.Percentile(first, 50), "ttft_p95_ms": speed.Percentile(first, 95)}
+		res["c"+f+"_10tok"] = l
 		fmt.Printf("bench http c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s; latency p50 %.1f ms p95 %.1f ms; TTFT p50 %.1f ms p95 %.1f ms\n",
 			c, done, el, float64(done)/el, speed.Percentile(tot, 50), speed.Percentile(tot, 95), speed.Percentile(first, 50), speed.Percentile(first, 95))
+		names := make([]string, 0, len(stages))
+		for k := range stages {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var parts []string
+		for _, k := range names {
+			l["stage_"+k+"_p50_ms"] = speed.Percentile(stages[k], 50)
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, speed.Percentile(stages[k], 50)))
+		}
+		fmt.Printf("bench http c=%d: server stages p50 ms: %s\n", c, strings.Join(parts, ", "))
 	}
 	if *out != "" {
 		data, _ := json.MarshalIndent(res, "", " ")

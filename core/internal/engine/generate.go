@@ -82,6 +82,8 @@ type driver struct {
 	// chunk caps the tokens of one prefill input (0: the whole prompt at once); a run of
 	// image placeholders is never split.
 	chunk int
+	// encode runs the vision tower on one image.
+	encode func(ctx context.Context, img Image) (*Embeddings, error)
 	// alloc makes the request's sequence; release follows its Close.
 	alloc   func(ctx context.Context, capacity int) (Sequence, error)
 	release func()
@@ -91,7 +93,11 @@ type driver struct {
 
 // alone drives m one request at a time: a Batcher's batch of one, else the Model's own calls.
 func alone(m Model) driver {
-	d := driver{alloc: func(_ context.Context, n int) (Sequence, error) { return m.NewSequence(n) }, release: func() {}}
+	d := driver{
+		encode:  func(ctx context.Context, img Image) (*Embeddings, error) { return Encode(ctx, m, img) },
+		alloc:   func(_ context.Context, n int) (Sequence, error) { return m.NewSequence(n) },
+		release: func() {},
+	}
 	if b, ok := m.(Batcher); ok {
 		d.step = func(ctx context.Context, in Input, _ bool) (Output, error) {
 			out, err := b.Forward(ctx, []Input{in})
@@ -140,7 +146,7 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		e := img.Embeddings
 		if e == nil {
 			var err error
-			if e, err = Encode(ctx, m, img); err != nil {
+			if e, err = d.encode(ctx, img); err != nil {
 				return nil, fmt.Errorf("encoding image %d: %w", i, err)
 			}
 			if e.Device != nil {

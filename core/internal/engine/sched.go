@@ -27,6 +27,9 @@ type SchedulerOptions struct {
 	// input yet, e.g. while a slow client takes its last token (default 2ms). A pass starts as
 	// soon as every running sequence has one waiting.
 	Gather time.Duration
+	// VisionPatches caps the image patches the vision tower takes between two rounds of passes
+	// (default 8192: about twelve 426x320 photos of Qwen2.5-VL); a larger image goes alone.
+	VisionPatches int
 }
 
 func (o SchedulerOptions) withDefaults() SchedulerOptions {
@@ -39,15 +42,25 @@ func (o SchedulerOptions) withDefaults() SchedulerOptions {
 	if o.Gather <= 0 {
 		o.Gather = 2 * time.Millisecond
 	}
+	if o.VisionPatches <= 0 {
+		o.VisionPatches = 8192
+	}
 	return o
 }
 
-// Scheduler runs the requests of one [Batcher] model together, iteration by iteration: each
-// pass holds one decode token of every running sequence and prefill chunks of new ones; a
-// request joins at the next pass and leaves when it ends. A sequence gives the same tokens alone
-// or in any batch (the Batcher's contract), so each request's answer is the one [Generate]
-// gives. A request waits for KV blocks while others hold them (admission by free blocks), and a
-// cancelled one frees its blocks as soon as the pass it is in ends.
+// Scheduler runs the requests of one [Batcher] model together, iteration by iteration. A round
+// runs the vision tower on the images waiting (up to a patch budget), then one pass of prefill
+// chunks of new prompts (up to a token budget), then one pass holding the next token of every
+// running sequence; a request joins at the next round and leaves when it ends. Decodes and
+// prefills get passes of their own: a pass of one-token inputs is the one the backends run best
+// (one attention kernel over every sequence's cache), and the token budget bounds the prefill
+// pass that may delay them. Every call on the model comes from the scheduler's loop, so the
+// tower, the prefills and the decodes take turns instead of contending for the model.
+//
+// A sequence gives the same tokens alone or in any batch (the Batcher's contract), so each
+// request's answer is the one [Generate] gives. A request waits for KV blocks while others hold
+// them (admission by free blocks), and a cancelled one frees its blocks as soon as the pass it is
+// in ends.
 type Scheduler struct {
 	m    Model
 	b    Batcher
@@ -55,6 +68,7 @@ type Scheduler struct {
 
 	mu     sync.Mutex
 	ready  []*job        // inputs waiting for a pass, in arrival order
+	images []*imageJob   // images waiting for the tower
 	live   int           // sequences allocated and not yet released
 	freed  chan struct{} // closed (and replaced) whenever a sequence's blocks go back
 	closed bool
@@ -62,14 +76,24 @@ type Scheduler struct {
 	quit   chan struct{}
 	done   chan struct{}
 
-	passes, inputs atomic.Int64
+	passes, inputs, encoded atomic.Int64
 }
 
 // job is one input waiting for, or in, a pass.
 type job struct {
 	in     Input
+	decode bool
 	taken  bool // in a pass: its caller waits for the pass before freeing the sequence
 	out    Output
+	err    error
+	finish chan struct{}
+}
+
+// imageJob is one image waiting for, or in, the vision tower.
+type imageJob struct {
+	img    Image
+	taken  bool
+	out    *Embeddings
 	err    error
 	finish chan struct{}
 }
@@ -88,18 +112,49 @@ func NewScheduler(m Model, opts SchedulerOptions) (*Scheduler, error) {
 
 // Generate runs req as [Generate] does, its passes shared with the other requests'.
 func (s *Scheduler) Generate(ctx context.Context, req Request) (*Result, error) {
-	return generate(ctx, s.m, req, driver{chunk: s.opts.StepTokens, alloc: s.alloc, release: s.release, step: s.step})
+	return generate(ctx, s.m, req, driver{chunk: s.opts.StepTokens, encode: s.Encode, alloc: s.alloc, release: s.release, step: s.step})
+}
+
+// Encode runs the vision tower on img in the scheduler's next round, as [Encode] does (rows on
+// the device when the model keeps them there: the caller releases them).
+func (s *Scheduler) Encode(ctx context.Context, img Image) (*Embeddings, error) {
+	j := &imageJob{img: img, finish: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s.images = append(s.images, j)
+	s.mu.Unlock()
+	s.wake()
+	select {
+	case <-j.finish:
+		return j.out, j.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		if i := slices.Index(s.images, j); i >= 0 && !j.taken {
+			s.images = slices.Delete(s.images, i, i+1)
+			s.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		s.mu.Unlock()
+		<-j.finish
+		if j.out != nil && j.out.Device != nil {
+			j.out.Device.Release() // encoded for nobody
+		}
+		return nil, ctx.Err()
+	}
 }
 
 // SchedulerStats are a scheduler's counters since it started.
 type SchedulerStats struct {
-	// Passes run, and the inputs they held (their ratio is the mean batch).
-	Passes, Inputs int64
+	// Passes run, and the inputs they held (their ratio is the mean batch); Images encoded.
+	Passes, Inputs, Images int64
 }
 
 // Stats reports the scheduler's counters.
 func (s *Scheduler) Stats() SchedulerStats {
-	return SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load()}
+	return SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load(), Images: s.encoded.Load()}
 }
 
 // Close stops the loop after the pass in progress; requests still waiting fail with ErrClosed.
@@ -111,12 +166,16 @@ func (s *Scheduler) Close() error {
 		return nil
 	}
 	s.closed = true
-	waiting := s.ready
-	s.ready = nil
+	waiting, images := s.ready, s.images
+	s.ready, s.images = nil, nil
 	s.mu.Unlock()
 	close(s.quit)
 	<-s.done
 	for _, j := range waiting {
+		j.err = ErrClosed
+		close(j.finish)
+	}
+	for _, j := range images {
 		j.err = ErrClosed
 		close(j.finish)
 	}
@@ -179,8 +238,8 @@ func (s *Scheduler) wake() {
 }
 
 // step queues one input for the next pass and waits for its output.
-func (s *Scheduler) step(ctx context.Context, in Input, _ bool) (Output, error) {
-	j := &job{in: in, finish: make(chan struct{})}
+func (s *Scheduler) step(ctx context.Context, in Input, decode bool) (Output, error) {
+	j := &job{in: in, decode: decode, finish: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -216,11 +275,20 @@ func (s *Scheduler) loop() {
 		}
 		for {
 			s.gather()
-			batch := s.take()
-			if len(batch) == 0 {
+			busy := false
+			if imgs := s.takeImages(); len(imgs) > 0 {
+				s.encode(imgs)
+				busy = true
+			}
+			for _, decode := range []bool{false, true} {
+				if batch := s.take(decode); len(batch) > 0 {
+					s.run(batch)
+					busy = true
+				}
+			}
+			if !busy {
 				break
 			}
-			s.run(batch)
 		}
 	}
 }
@@ -249,29 +317,58 @@ func (s *Scheduler) gather() {
 	}
 }
 
-// take removes the next pass's inputs from the queue: decodes first, then prefill chunks, under
-// opts.MaxBatch inputs and opts.StepTokens tokens (a first chunk over the limit runs alone).
-func (s *Scheduler) take() []*job {
+// take removes the next pass's inputs from the queue, in arrival order: the decode steps, or
+// the prefill chunks, under opts.MaxBatch inputs and opts.StepTokens tokens (a first chunk over
+// the limit runs alone).
+func (s *Scheduler) take(decode bool) []*job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var batch []*job
 	tokens := 0
-	for _, decode := range []bool{true, false} {
-		for _, j := range s.ready {
-			n := len(j.in.IDs)
-			if j.taken || (n == 1) != decode || len(batch) == s.opts.MaxBatch {
-				continue
-			}
-			if len(batch) > 0 && tokens+n > s.opts.StepTokens {
-				continue
-			}
-			j.taken = true
-			batch = append(batch, j)
-			tokens += n
+	for _, j := range s.ready {
+		n := len(j.in.IDs)
+		if j.decode != decode || len(batch) == s.opts.MaxBatch {
+			continue
 		}
+		if len(batch) > 0 && tokens+n > s.opts.StepTokens {
+			continue
+		}
+		j.taken = true
+		batch = append(batch, j)
+		tokens += n
 	}
 	s.ready = slices.DeleteFunc(s.ready, func(j *job) bool { return j.taken })
 	return batch
+}
+
+// takeImages removes the images of the next vision step from the queue, in arrival order, under
+// opts.VisionPatches patches (a first image over the limit goes alone).
+func (s *Scheduler) takeImages() []*imageJob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*imageJob
+	patches := 0
+	for _, j := range s.images {
+		n := j.img.Grid.Patches()
+		if len(out) > 0 && patches+n > s.opts.VisionPatches {
+			break
+		}
+		j.taken = true
+		out = append(out, j)
+		patches += n
+	}
+	s.images = s.images[len(out):]
+	return out
+}
+
+// encode runs the tower on each image in turn. An image taken runs to its end (a few
+// milliseconds) even if its request is cancelled meanwhile: Encode releases the rows then.
+func (s *Scheduler) encode(imgs []*imageJob) {
+	for _, j := range imgs {
+		j.out, j.err = Encode(context.Background(), s.m, j.img)
+		close(j.finish)
+	}
+	s.encoded.Add(int64(len(imgs)))
 }
 
 // run makes one pass over batch. A pass that fails is retried one input at a time, so that an
