@@ -158,7 +158,7 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 	}
 	res.Timings.Vision = time.Since(start)
 
-	pos, err := Positions3D(req.IDs, cfg.ImageTokenID, grids, cfg.Vision.MergeSize)
+	pos, err := PromptPositions(cfg, req.IDs, grids)
 	if err != nil {
 		return nil, err
 	}
