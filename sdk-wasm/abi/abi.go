@@ -4,7 +4,7 @@
 // It is the only package both sides share (wazero's api pattern): the host in
 // core/internal/plugin and the guest SDK in sdk-wasm/vlm import it, nothing else of each other.
 //
-// # The ABI (version 1)
+// # The ABI (versions 1 and 2)
 //
 // "The plugin decides, the host executes": a plugin never sees pixels. It receives the image
 // header and the bundle's parameters and answers with a declarative [Plan] (geometry, filter,
@@ -12,10 +12,16 @@
 // receives the question and the plan and answers with a [Frame] (prompt pieces around the image
 // span, stop tokens, decode hints). The host executes the plan with native pixel code.
 //
+// ABI 2 adds several views of one image ([Plan.Views]: each its own crop, resize, region of the
+// resized image, pad, normalisation and patch layout, e.g. InternVL's 448×448 tiles and
+// thumbnail) and several image spans in the prompt ([Frame.Spans]). Everything else is ABI 1,
+// unchanged: the exports, the memory protocol, the single-view plan and the single span. A plugin
+// says which vocabulary it speaks in [Description.ABI]; a host that speaks 2 serves both.
+//
 // A plugin is a WASI reactor (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared) exporting:
 //
 //	_initialize            ()                → ()      runtime and package init, run once per instance
-//	iris_abi_v1            ()                → ()      the version marker; its name carries the version
+//	iris_abi_vN            ()                → ()      the version marker; its name carries the version
 //	iris_alloc             (n i32)           → ptr i32 a guest-owned buffer of n bytes, or 0
 //	iris_reset             ()                → ()      releases every buffer handed out since the last reset
 //	iris_describe          ()                → i64     packed (ptr<<32 | len) of a Response[Description]
@@ -41,9 +47,12 @@
 //
 // # Versioning
 //
-// The major version is in the marker's name. A host looks for [ExportMarker]; a module that
-// exports another iris_abi_vN is refused with "speaks ABI vN, this host speaks v1". Host-side
-// validation ([Plan.Validate], [Frame.Validate]) treats everything a plugin says as untrusted.
+// The major version is in the marker's name: the highest ABI the module's SDK speaks (this SDK
+// exports [ExportMarker], iris_abi_v2). [Description.ABI] is the one the plugin speaks, at most
+// the marker's. A host loads a module whose marker is between [MinVersion] and [Version] and
+// refuses any other with "speaks ABI vN, this host speaks v1 to v2"; it refuses an ABI-1 plugin
+// that answers with views or spans. Host-side validation ([Plan.Validate], [Frame.Validate])
+// treats everything a plugin says as untrusted.
 package abi
 
 import (
@@ -51,15 +60,19 @@ import (
 	"strings"
 )
 
-// Version is the ABI major version this package describes.
-const Version = 1
+// Version is the newest ABI major version this package describes; MinVersion the oldest it
+// still serves.
+const (
+	Version    = 2
+	MinVersion = 1
+)
 
-// Export names of ABI v1.
+// Export names. The exports are the same in ABI 1 and 2; only the marker's name differs.
 const (
 	// MarkerPrefix starts the name of every version marker; the version number follows.
 	MarkerPrefix = "iris_abi_v"
-	// ExportMarker is this version's marker: MarkerPrefix + "1".
-	ExportMarker     = "iris_abi_v1"
+	// ExportMarker is this version's marker: MarkerPrefix + "2".
+	ExportMarker     = "iris_abi_v2"
 	ExportInitialize = "_initialize"
 	ExportAlloc      = "iris_alloc"
 	ExportReset      = "iris_reset"

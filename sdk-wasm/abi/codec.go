@@ -36,7 +36,9 @@ var ErrMalformed = errors.New("malformed message")
 //
 //	minor 0  the first v1 format
 //	minor 1  FrameRequest.System (a presence byte, then the string)
-const Minor = 1
+//	minor 2  ABI 2: Plan.Views (a count, then the views) at the end of every plan, and
+//	         Frame.Spans (a count, then the spans) at the end of a frame
+const Minor = 2
 
 // Message kinds.
 const (
@@ -232,40 +234,94 @@ func (w *writer) params(m map[string]any) {
 
 func (w *writer) plan(p *Plan) {
 	w.size(p.Source)
-	w.present(p.Crop != nil)
-	if c := p.Crop; c != nil {
-		w.int(c.X)
-		w.int(c.Y)
-		w.int(c.Width)
-		w.int(c.Height)
+	w.rect(p.Crop)
+	w.resize(p.Resize)
+	w.pad(p.Pad)
+	w.normalize(p.Normalize)
+	w.patches(p.Patches)
+	w.grid(p.Grid)
+	w.grid(p.LLMGrid)
+	w.int(p.ImageTokens)
+	switch {
+	case w.minor >= 2:
+		w.uint(len(p.Views))
+		for i := range p.Views {
+			w.view(&p.Views[i])
+		}
+	case len(p.Views) > 0:
+		w.fail("a plan with views needs wire minor 2, the peer speaks %d", w.minor)
 	}
-	w.present(p.Resize != nil)
-	if r := p.Resize; r != nil {
+}
+
+func (w *writer) rect(r *Rect) {
+	w.present(r != nil)
+	if r != nil {
+		w.int(r.X)
+		w.int(r.Y)
+		w.int(r.Width)
+		w.int(r.Height)
+	}
+}
+
+func (w *writer) resize(r *Resize) {
+	w.present(r != nil)
+	if r != nil {
 		w.int(r.Width)
 		w.int(r.Height)
 		w.str(r.Filter)
 		w.str(r.Flavor)
 		w.bool(r.Antialias)
 	}
-	w.present(p.Pad != nil)
-	if d := p.Pad; d != nil {
+}
+
+func (w *writer) pad(d *Pad) {
+	w.present(d != nil)
+	if d != nil {
 		w.int(d.Top)
 		w.int(d.Right)
 		w.int(d.Bottom)
 		w.int(d.Left)
 		w.b = append(w.b, d.Color[:]...)
 	}
-	w.f64(p.Normalize.Rescale)
-	w.f64s(p.Normalize.Mean)
-	w.f64s(p.Normalize.Std)
-	w.str(p.Normalize.Flavor)
-	w.int(p.Patches.Size)
-	w.int(p.Patches.Temporal)
-	w.int(p.Patches.Merge)
-	w.str(p.Patches.Layout)
-	w.grid(p.Grid)
-	w.grid(p.LLMGrid)
-	w.int(p.ImageTokens)
+}
+
+func (w *writer) normalize(n Normalize) {
+	w.f64(n.Rescale)
+	w.f64s(n.Mean)
+	w.f64s(n.Std)
+	w.str(n.Flavor)
+}
+
+func (w *writer) patches(p Patches) {
+	w.int(p.Size)
+	w.int(p.Temporal)
+	w.int(p.Merge)
+	w.str(p.Layout)
+}
+
+func (w *writer) view(v *View) {
+	w.rect(v.Crop)
+	w.resize(v.Resize)
+	w.rect(v.Region)
+	w.pad(v.Pad)
+	w.normalize(v.Normalize)
+	w.patches(v.Patches)
+	w.grid(v.Grid)
+	w.grid(v.LLMGrid)
+	w.int(v.ImageTokens)
+}
+
+func (w *writer) span(s *ImageSpan) {
+	w.strs(s.Open)
+	w.str(s.Pad)
+	w.int(s.Count)
+	w.strs(s.Close)
+}
+
+func (w *writer) fail(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf(format, args...)
+	}
 }
 
 func (w *writer) message(v any) {
@@ -293,21 +349,27 @@ func (w *writer) message(v any) {
 				w.str(*m.System)
 			}
 		case m.System != nil:
-			w.err = fmt.Errorf("a system message needs wire minor 1, the peer speaks %d", w.minor)
+			w.fail("a system message needs wire minor 1, the peer speaks %d", w.minor)
 		}
 	case *Frame:
 		w.b = append(w.b, kindFrame, w.minor)
 		w.str(m.Before)
-		w.strs(m.Span.Open)
-		w.str(m.Span.Pad)
-		w.int(m.Span.Count)
-		w.strs(m.Span.Close)
+		w.span(&m.Span)
 		w.str(m.After)
 		w.uint(len(m.StopTokenIDs))
 		for _, id := range m.StopTokenIDs {
 			w.int(int(id))
 		}
 		w.bool(m.Hints.SkipSpecialTokens)
+		switch {
+		case w.minor >= 2:
+			w.uint(len(m.Spans))
+			for i := range m.Spans {
+				w.span(&m.Spans[i])
+			}
+		case len(m.Spans) > 0:
+			w.fail("a frame with several spans needs wire minor 2, the peer speaks %d", w.minor)
+		}
 	case *Description:
 		w.b = append(w.b, kindDescription, w.minor)
 		w.int(m.ABI)
@@ -324,7 +386,7 @@ func (w *writer) message(v any) {
 		w.int(m.Limits.MinImageTokens)
 		w.int(m.Limits.MaxImageTokens)
 	default:
-		w.err = fmt.Errorf("%T is not an ABI message", v)
+		w.fail("%T is not an ABI message", v)
 	}
 }
 
@@ -375,6 +437,16 @@ func (r *reader) uint() int {
 		return 0
 	}
 	return int(v)
+}
+
+// count reads a count of at most limit items.
+func (r *reader) count(limit int, what string) int {
+	n := r.uint()
+	if n > limit {
+		r.fail("%d %s, at most %d", n, what, limit)
+		return 0
+	}
+	return n
 }
 
 func (r *reader) bool() bool {
@@ -492,22 +564,69 @@ func (r *reader) minor() int {
 	return int(v)
 }
 
-func (r *reader) plan(p *Plan) {
+func (r *reader) rect() *Rect {
+	if !r.present() {
+		return nil
+	}
+	return &Rect{X: r.int(), Y: r.int(), Width: r.int(), Height: r.int()}
+}
+
+func (r *reader) resize() *Resize {
+	if !r.present() {
+		return nil
+	}
+	return &Resize{Width: r.int(), Height: r.int(), Filter: r.str(), Flavor: r.str(), Antialias: r.bool()}
+}
+
+func (r *reader) pad() *Pad {
+	if !r.present() {
+		return nil
+	}
+	return &Pad{Top: r.int(), Right: r.int(), Bottom: r.int(), Left: r.int(), Color: r.rgb()}
+}
+
+func (r *reader) normalize() Normalize {
+	return Normalize{Rescale: r.f64(), Mean: r.f64s(), Std: r.f64s(), Flavor: r.str()}
+}
+
+func (r *reader) patches() Patches {
+	return Patches{Size: r.int(), Temporal: r.int(), Merge: r.int(), Layout: r.str()}
+}
+
+func (r *reader) plan(p *Plan, minor int) {
 	p.Source = r.size()
-	if r.present() {
-		p.Crop = &Rect{X: r.int(), Y: r.int(), Width: r.int(), Height: r.int()}
-	}
-	if r.present() {
-		p.Resize = &Resize{Width: r.int(), Height: r.int(), Filter: r.str(), Flavor: r.str(), Antialias: r.bool()}
-	}
-	if r.present() {
-		p.Pad = &Pad{Top: r.int(), Right: r.int(), Bottom: r.int(), Left: r.int(), Color: r.rgb()}
-	}
-	p.Normalize = Normalize{Rescale: r.f64(), Mean: r.f64s(), Std: r.f64s(), Flavor: r.str()}
-	p.Patches = Patches{Size: r.int(), Temporal: r.int(), Merge: r.int(), Layout: r.str()}
+	p.Crop = r.rect()
+	p.Resize = r.resize()
+	p.Pad = r.pad()
+	p.Normalize = r.normalize()
+	p.Patches = r.patches()
 	p.Grid = r.grid()
 	p.LLMGrid = r.grid()
 	p.ImageTokens = r.int()
+	if minor < 2 {
+		return
+	}
+	// A count over the cap is refused before anything is allocated: a view is some 200 bytes
+	// in memory and a few dozen on the wire.
+	if n := r.count(MaxViews, "views"); n > 0 {
+		p.Views = make([]View, n)
+		for i := range p.Views {
+			v := &p.Views[i]
+			v.Crop = r.rect()
+			v.Resize = r.resize()
+			v.Region = r.rect()
+			v.Pad = r.pad()
+			v.Normalize = r.normalize()
+			v.Patches = r.patches()
+			v.Grid = r.grid()
+			v.LLMGrid = r.grid()
+			v.ImageTokens = r.int()
+		}
+	}
+}
+
+func (r *reader) span() ImageSpan {
+	return ImageSpan{Open: r.strs(), Pad: r.str(), Count: r.int(), Close: r.strs()}
 }
 
 func (r *reader) message(v any) {
@@ -537,10 +656,10 @@ func (r *reader) message(v any) {
 		m.Params = r.params()
 	case *Plan:
 		*m = Plan{}
-		r.plan(m)
+		r.plan(m, minor)
 	case *FrameRequest:
 		*m = FrameRequest{Question: r.str(), TextFirst: r.bool()}
-		r.plan(&m.Plan)
+		r.plan(&m.Plan, minor)
 		m.Params = r.params()
 		if minor >= 1 && r.present() {
 			sys := r.str()
@@ -548,7 +667,7 @@ func (r *reader) message(v any) {
 		}
 	case *Frame:
 		*m = Frame{Before: r.str()}
-		m.Span = ImageSpan{Open: r.strs(), Pad: r.str(), Count: r.int(), Close: r.strs()}
+		m.Span = r.span()
 		m.After = r.str()
 		if n := r.uint(); n > 0 {
 			m.StopTokenIDs = make([]int32, n)
@@ -561,6 +680,14 @@ func (r *reader) message(v any) {
 			}
 		}
 		m.Hints.SkipSpecialTokens = r.bool()
+		if minor >= 2 {
+			if n := r.count(MaxSpans, "image spans"); n > 0 {
+				m.Spans = make([]ImageSpan, n)
+				for i := range m.Spans {
+					m.Spans[i] = r.span()
+				}
+			}
+		}
 	case *Description:
 		*m = Description{ABI: r.int(), Minor: minor, Family: r.str(), Tasks: r.strs()}
 		if n := r.uint(); n > 0 {

@@ -71,9 +71,11 @@ func TestOlderMinor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m1, _ := EncodeAt(req, 1)
 	cur, _ := Encode(req)
-	if old[1] != 0 || cur[1] != Minor || len(cur) != len(old)+1 {
-		t.Fatalf("minor 0: %d bytes (minor %d); current: %d bytes (minor %d)", len(old), old[1], len(cur), cur[1])
+	// minor 1 adds the system presence byte, minor 2 the plan's view count
+	if old[1] != 0 || m1[1] != 1 || cur[1] != Minor || len(m1) != len(old)+1 || len(cur) != len(m1)+1 {
+		t.Fatalf("minor 0: %d bytes (minor %d); minor 1: %d bytes; current: %d bytes (minor %d)", len(old), old[1], len(m1), len(cur), cur[1])
 	}
 	var got FrameRequest
 	if err := Decode(old, &got); err != nil || !reflect.DeepEqual(&got, req) {
@@ -170,5 +172,75 @@ func TestMarkerVersion(t *testing.T) {
 	}
 	if p, n := Unpack(Pack(0xdeadbeef, 42)); p != 0xdeadbeef || n != 42 {
 		t.Errorf("Pack/Unpack: %x %d", p, n)
+	}
+}
+
+// sampleViews is an ABI-2 plan in InternVL's shape, shrunk: a 2×1 grid of tiles cut from one
+// resized canvas, then a thumbnail of the whole image.
+func sampleViews() Plan {
+	norm := Normalize{Rescale: 1.0 / 255, Mean: [3]float64{0.485, 0.456, 0.406}, Std: [3]float64{0.229, 0.224, 0.225},
+		Flavor: FlavorTorchvision}
+	tile := func(resize *Resize, region *Rect) View {
+		return View{Resize: resize, Region: region, Normalize: norm,
+			Patches: Patches{Size: 14, Temporal: 1, Merge: 2, Layout: LayoutTiles},
+			Grid:    Grid{T: 1, H: 4, W: 4}, LLMGrid: Grid{T: 1, H: 2, W: 2}, ImageTokens: 4}
+	}
+	canvas := &Resize{Width: 112, Height: 56, Filter: FilterBicubic, Flavor: FlavorTorchvision, Antialias: true}
+	thumb := &Resize{Width: 56, Height: 56, Filter: FilterBicubic, Flavor: FlavorTorchvision, Antialias: true}
+	return Plan{Source: Size{Width: 64, Height: 30}, ImageTokens: 12, Views: []View{
+		tile(canvas, &Rect{X: 0, Y: 0, Width: 56, Height: 56}),
+		tile(canvas, &Rect{X: 56, Y: 0, Width: 56, Height: 56}),
+		tile(thumb, nil),
+	}}
+}
+
+func sampleSpans() Frame {
+	return Frame{Before: "<|im_start|>user\n", After: "\nq<|im_end|>\n", StopTokenIDs: []int32{151645},
+		Spans: []ImageSpan{
+			{Open: []string{"<img>"}, Pad: "<IMG_CONTEXT>", Count: 8, Close: []string{"</img>"}},
+			{Open: []string{"<img>", "<thumb>"}, Pad: "<IMG_CONTEXT>", Count: 4},
+		}}
+}
+
+// TestViewsRoundTrip: ABI-2 views and spans cross the wire at minor 2 and refuse to be written
+// for an older peer (never silently dropped).
+func TestViewsRoundTrip(t *testing.T) {
+	p, f := sampleViews(), sampleSpans()
+	req := &FrameRequest{Question: "q", Plan: p}
+	for _, m := range []any{&p, &f, req} {
+		b, err := Encode(m)
+		if err != nil {
+			t.Fatalf("%T: %v", m, err)
+		}
+		got := newOf(m)
+		if err := Decode(b, got); err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("%T round trip: %v\n got %+v\nwant %+v", m, err, got, m)
+		}
+		if _, err := EncodeAt(m, 1); err == nil || !strings.Contains(err.Error(), "minor 2") {
+			t.Errorf("%T with views or spans encoded at minor 1: %v", m, err)
+		}
+	}
+}
+
+// TestViewCountCap: a count of views or spans over the cap is refused before it is allocated.
+func TestViewCountCap(t *testing.T) {
+	p := sampleViews()
+	for len(p.Views) <= MaxViews {
+		p.Views = append(p.Views, p.Views[0])
+	}
+	b, err := Encode(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Decode(b, &Plan{}); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "views") {
+		t.Errorf("%d views decoded: %v", len(p.Views), err)
+	}
+	f := sampleSpans()
+	for len(f.Spans) <= MaxSpans {
+		f.Spans = append(f.Spans, f.Spans[0])
+	}
+	b, _ = Encode(&f)
+	if err := Decode(b, &Frame{}); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "spans") {
+		t.Errorf("%d spans decoded: %v", len(f.Spans), err)
 	}
 }

@@ -56,6 +56,11 @@ const (
 	// order (for each Merge×Merge block in raster order, its patches in raster order), and each
 	// row is C × Temporal × Size × Size floats, the frame repeated Temporal times.
 	LayoutMergeBlocks = "merge_blocks"
+	// LayoutTiles (ABI 2, views only) is a plain raster layout: rows are a view's patches in
+	// raster order (row-major over Grid.H × Grid.W), each row C × Size × Size floats (Temporal
+	// must be 1). Merge is the side of the block of patches that becomes one LLM token
+	// (InternVL's pixel shuffle 0.5: 2); it only counts tokens, the rows stay in raster order.
+	LayoutTiles = "tiles"
 )
 
 // Resize scales the (cropped) image to an exact size.
@@ -129,9 +134,67 @@ type Plan struct {
 	// LLMGrid is the language model's position grid for the image span (M-RoPE t, h, w):
 	// Grid with H and W divided by the merge size.
 	LLMGrid Grid `json:"llm_grid"`
-	// ImageTokens is the exact number of image placeholder tokens: LLMGrid.Cells().
+	// ImageTokens is the exact number of image placeholder tokens: LLMGrid.Cells(), or with
+	// Views the sum of the views' ImageTokens.
+	ImageTokens int `json:"image_tokens"`
+	// Views (ABI 2) are several pictures cut from the image, in the order their rows are
+	// concatenated into the pixel tensor. When set, the single-view fields above (Crop, Resize,
+	// Pad, Normalize, Patches, Grid, LLMGrid) are zero; Source and ImageTokens keep their meaning.
+	Views []View `json:"views,omitempty"`
+}
+
+// View is one picture cut from the image (ABI 2), e.g. one 448×448 tile of InternVL's grid or
+// its thumbnail. The host applies, in order: Crop (source pixels), Resize, Region (a rectangle
+// of the resized image: tiles cut from one canvas resized once; the host resizes each distinct
+// (Crop, Resize) pair once), Pad, Normalize, patchify.
+type View struct {
+	// Crop, when set, keeps only this region of the source.
+	Crop *Rect `json:"crop,omitempty"`
+	// Resize, when set, scales the (cropped) image to this exact size.
+	Resize *Resize `json:"resize,omitempty"`
+	// Region, when set, keeps only this rectangle of the resized (or cropped) image.
+	Region *Rect `json:"region,omitempty"`
+	// Pad, when set, adds borders after the region is cut.
+	Pad       *Pad      `json:"pad,omitempty"`
+	Normalize Normalize `json:"normalize"`
+	Patches   Patches   `json:"patches"`
+	// Grid is the view's patch grid: {1, canvas height / Size, canvas width / Size}.
+	Grid Grid `json:"grid"`
+	// LLMGrid is Grid with H and W divided by Patches.Merge.
+	LLMGrid Grid `json:"llm_grid"`
+	// ImageTokens is the view's share of the image span: LLMGrid.Cells().
 	ImageTokens int `json:"image_tokens"`
 }
+
+// Canvas returns the size of the view after crop, resize, region and pad, for a source of size
+// src: what gets patchified.
+func (v *View) Canvas(src Size) Size {
+	s := v.Resized(src)
+	if v.Region != nil {
+		s = Size{Width: v.Region.Width, Height: v.Region.Height}
+	}
+	if v.Pad != nil {
+		s.Width += v.Pad.Left + v.Pad.Right
+		s.Height += v.Pad.Top + v.Pad.Bottom
+	}
+	return s
+}
+
+// Resized returns the size of the view's image after crop and resize: the image Region is
+// cut from.
+func (v *View) Resized(src Size) Size {
+	s := src
+	if v.Crop != nil {
+		s = Size{Width: v.Crop.Width, Height: v.Crop.Height}
+	}
+	if v.Resize != nil {
+		s = Size{Width: v.Resize.Width, Height: v.Resize.Height}
+	}
+	return s
+}
+
+// RowLen returns the number of floats in one row of the view's pixel tensor.
+func (pt Patches) RowLen() int { return 3 * pt.Temporal * pt.Size * pt.Size }
 
 // Canvas returns the size of the image after crop, resize and pad: what gets patchified.
 func (p *Plan) Canvas() Size {
@@ -149,9 +212,17 @@ func (p *Plan) Canvas() Size {
 	return s
 }
 
-// PixelShape returns the shape [rows, cols] of the pixel tensor the plan produces.
+// PixelShape returns the shape [rows, cols] of the pixel tensor the plan produces. With views
+// the rows are every view's rows and cols view 0's row length (a validated plan's views may
+// differ in row length; [Plan.Uniform] says whether they do).
 func (p *Plan) PixelShape() (rows, cols int) {
-	return p.Grid.Cells(), 3 * p.Patches.Temporal * p.Patches.Size * p.Patches.Size
+	if len(p.Views) == 0 {
+		return p.Grid.Cells(), p.Patches.RowLen()
+	}
+	for i := range p.Views {
+		rows += p.Views[i].Grid.Cells()
+	}
+	return rows, p.Views[0].Patches.RowLen()
 }
 
 // FrameRequest is the input of iris_frame.
@@ -193,6 +264,19 @@ type Frame struct {
 	After        string      `json:"after"`
 	StopTokenIDs []int32     `json:"stop_token_ids"`
 	Hints        DecodeHints `json:"hints"`
+	// Spans (ABI 2) are several image spans in prompt order in place of Span (which is then
+	// zero), adjacent to one another between Before and After, each with its own Open, Pad,
+	// Count and Close. Their counts sum to the plan's ImageTokens; the image's embedding rows
+	// fill the placeholders in order.
+	Spans []ImageSpan `json:"spans,omitempty"`
+}
+
+// ImageSpans returns the frame's image spans in prompt order: Spans, or the one Span.
+func (f *Frame) ImageSpans() []ImageSpan {
+	if len(f.Spans) > 0 {
+		return f.Spans
+	}
+	return []ImageSpan{f.Span}
 }
 
 // Param types a [ParamSpec] may name.
@@ -223,6 +307,8 @@ type Limits struct {
 
 // Description is what iris_describe returns: who the plugin is and what it reads.
 type Description struct {
+	// ABI is the plan and frame vocabulary the plugin speaks: 1, or 2 for views and spans. The
+	// SDK fills in 1 when a plugin leaves it zero, so v1 plugins need no change.
 	ABI int `json:"abi"`
 	// Minor is the wire minor version the plugin's SDK speaks, read from the message; the host
 	// encodes its requests at min(its own, this) and offers only what that minor carries.
@@ -242,4 +328,37 @@ func (d *Description) Param(name string) (ParamSpec, bool) {
 		}
 	}
 	return ParamSpec{}, false
+}
+
+// Uniform reports, as an error, the first view that differs from view 0 in patch grid, patch
+// geometry or layout; nil for a plan without views or whose views all agree. A host whose
+// vision encoder takes one grid per image needs uniform views: it runs them as [Plan.ImageGrid].
+func (p *Plan) Uniform() error {
+	for i := 1; i < len(p.Views); i++ {
+		a, b := &p.Views[0], &p.Views[i]
+		if b.Grid != a.Grid || b.Patches != a.Patches {
+			return invalid("view %d has grid %+v and patches %+v, view 0 grid %+v and patches %+v: the views differ",
+				i, b.Grid, b.Patches, a.Grid, a.Patches)
+		}
+	}
+	return nil
+}
+
+// ImageGrid returns the patch grid of the whole image: Grid, or for uniform views {T: number of
+// views, H, W of one view}, the views stacked as the frames of one grid.
+func (p *Plan) ImageGrid() Grid {
+	if len(p.Views) == 0 {
+		return p.Grid
+	}
+	g := p.Views[0].Grid
+	g.T = len(p.Views)
+	return g
+}
+
+// ImagePatches returns the patch layout of the whole image: Patches, or view 0's.
+func (p *Plan) ImagePatches() Patches {
+	if len(p.Views) == 0 {
+		return p.Patches
+	}
+	return p.Views[0].Patches
 }

@@ -91,3 +91,96 @@ func TestParams(t *testing.T) {
 		}
 	}
 }
+
+func TestViewsValidate(t *testing.T) {
+	good := sampleViews()
+	if err := good.Validate(good.Source); err != nil {
+		t.Fatalf("sample views: %v", err)
+	}
+	if r, c := good.PixelShape(); r != 48 || c != 588 {
+		t.Errorf("pixel shape %dx%d, want 48x588", r, c)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Plan)
+	}{
+		{"single-view field too", func(p *Plan) { p.Grid = Grid{T: 1, H: 4, W: 4} }},
+		{"single-view patches too", func(p *Plan) { p.Patches.Size = 14 }},
+		{"token sum", func(p *Plan) { p.ImageTokens++ }},
+		{"view tokens", func(p *Plan) { p.Views[1].ImageTokens++; p.ImageTokens++ }},
+		{"too many views", func(p *Plan) {
+			for len(p.Views) <= MaxViews {
+				p.Views = append(p.Views, p.Views[2])
+				p.ImageTokens += 4
+			}
+		}},
+		{"region outside", func(p *Plan) { p.Views[1].Region.X = 57 }},
+		{"region negative", func(p *Plan) { p.Views[0].Region.Y = -1 }},
+		{"region empty", func(p *Plan) { p.Views[0].Region.Width = 0 }},
+		{"crop outside", func(p *Plan) { p.Views[2].Crop = &Rect{X: 10, Y: 0, Width: 60, Height: 30} }},
+		{"tiles temporal", func(p *Plan) { p.Views[0].Patches.Temporal = 2 }},
+		{"layout", func(p *Plan) { p.Views[0].Patches.Layout = "raster" }},
+		{"view grid", func(p *Plan) { p.Views[2].Grid.W++ }},
+		{"view llm grid", func(p *Plan) { p.Views[2].LLMGrid.H-- }},
+		{"view norm", func(p *Plan) { p.Views[1].Normalize.Std[0] = 0 }},
+		{"view resize huge", func(p *Plan) { p.Views[2].Resize.Width = MaxSide + 1 }},
+		{"view canvas not a multiple", func(p *Plan) { p.Views[2].Pad = &Pad{Right: 3} }},
+		{"huge area", func(p *Plan) {
+			// 64 views of 8192² each: every one is within MaxSide, together 2^32 pixels
+			big := View{Resize: &Resize{Width: 8192, Height: 8192, Filter: FilterBilinear, Flavor: FlavorPIL},
+				Normalize: p.Views[0].Normalize, Patches: Patches{Size: 64, Temporal: 1, Merge: 8, Layout: LayoutTiles},
+				Grid: Grid{T: 1, H: 128, W: 128}, LLMGrid: Grid{T: 1, H: 16, W: 16}, ImageTokens: 256}
+			p.Views, p.ImageTokens = nil, 0
+			for range MaxViews {
+				p.Views = append(p.Views, big)
+				p.ImageTokens += 256
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := sampleViews()
+			tc.edit(&p)
+			if err := p.Validate(good.Source); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got %v, want ErrMalformed", err)
+			}
+		})
+	}
+	// merge_blocks views are allowed too, with any temporal
+	p := sampleViews()
+	p.Views[2].Patches = Patches{Size: 14, Temporal: 2, Merge: 2, Layout: LayoutMergeBlocks}
+	if err := p.Validate(p.Source); err != nil {
+		t.Errorf("a merge_blocks view: %v", err)
+	}
+}
+
+func TestSpansValidate(t *testing.T) {
+	p := sampleViews()
+	good := sampleSpans()
+	if err := good.Validate(&p); err != nil {
+		t.Fatalf("sample spans: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Frame)
+	}{
+		{"sum", func(f *Frame) { f.Spans[0].Count-- }},
+		{"empty span", func(f *Frame) { f.Spans[0].Count = 0; f.Spans[1].Count = 12 }},
+		{"span too", func(f *Frame) { f.Span = ImageSpan{Pad: "<p>", Count: 12} }},
+		{"no pad", func(f *Frame) { f.Spans[1].Pad = "" }},
+		{"many opens", func(f *Frame) { f.Spans[1].Open = []string{"a", "b", "c", "d", "e"} }},
+		{"too many spans", func(f *Frame) {
+			f.Spans = nil
+			for range MaxSpans + 1 {
+				f.Spans = append(f.Spans, ImageSpan{Pad: "<p>", Count: 1})
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := sampleSpans()
+			tc.edit(&f)
+			if err := f.Validate(&p); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got %v, want ErrMalformed", err)
+			}
+		})
+	}
+}

@@ -19,8 +19,10 @@ var pinned [][]byte
 // guest does under wazero, and the host writes one request per call.
 var inbuf []byte
 
-//go:wasmexport iris_abi_v1
-func irisABIV1() {}
+// The marker names the highest ABI this SDK speaks; Describe says which one the plugin speaks.
+//
+//go:wasmexport iris_abi_v2
+func irisABIV2() {}
 
 //go:wasmexport iris_alloc
 func irisAlloc(n uint32) uint32 {

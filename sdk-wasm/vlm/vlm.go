@@ -38,6 +38,7 @@ type (
 	Normalize    = abi.Normalize
 	Patches      = abi.Patches
 	Grid         = abi.Grid
+	View         = abi.View
 	FrameRequest = abi.FrameRequest
 	Frame        = abi.Frame
 	ImageSpan    = abi.ImageSpan
@@ -61,11 +62,14 @@ const TaskVisionLanguage = "vision-language-generation"
 //     return any other error for bugs; the SDK reports those as failures. A panic is recovered
 //     and reported as a failure too.
 type Plugin interface {
-	// Describe names the family and declares the parameters Plan reads, with their defaults.
+	// Describe names the family and declares the parameters Plan reads, with their defaults. A
+	// plugin that returns views or several image spans sets ABI to 2; zero means 1.
 	Describe() Description
-	// Plan decides how the host must preprocess an image of this header.
+	// Plan decides how the host must preprocess an image of this header: one view (the
+	// single-view fields) or, in ABI 2, several (Plan.Views).
 	Plan(img ImageHeader, params Params) (Plan, error)
-	// Frame builds the prompt around the image span for the plan the host executed.
+	// Frame builds the prompt around the image span (or, in ABI 2, the spans) for the plan the
+	// host executed.
 	Frame(req FrameRequest, params Params) (Frame, error)
 }
 
@@ -162,7 +166,10 @@ func NewServer(p Plugin) *Server {
 	}
 	s.err = s.catch(func() error {
 		s.desc = p.Describe()
-		s.desc.ABI = abi.Version
+		if s.desc.ABI == 0 {
+			s.desc.ABI = 1 // a plugin written before ABI 2 says nothing and speaks 1
+		}
+		s.desc.Minor = abi.Minor
 		if err := s.desc.Validate(); err != nil {
 			return abi.Failf(abi.CodePluginError, "invalid description: %v", err)
 		}
@@ -229,6 +236,9 @@ func (s *Server) plan(request []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(pl.Views) > 0 && s.desc.ABI < 2 {
+		return nil, abi.Failf(abi.CodePluginError, "the plan has views, which need ABI 2; set Description.ABI to 2")
+	}
 	return abi.EncodeResult(pl)
 }
 
@@ -244,6 +254,9 @@ func (s *Server) frame(request []byte) ([]byte, error) {
 	f, err := s.p.Frame(req, params)
 	if err != nil {
 		return nil, err
+	}
+	if len(f.Spans) > 0 && s.desc.ABI < 2 {
+		return nil, abi.Failf(abi.CodePluginError, "the frame has several image spans, which need ABI 2; set Description.ABI to 2")
 	}
 	return abi.EncodeResult(f)
 }

@@ -89,9 +89,13 @@ func Check(cfg *Config, lim Limits, req *Request) error {
 	}
 	v := &cfg.Vision
 	runs := imageRuns(req.IDs, cfg.ImageTokenID)
-	if len(runs) != len(req.Images) {
+	if len(runs) < len(req.Images) || (len(req.Images) == 0 && len(runs) > 0) {
 		return fmt.Errorf("%d image placeholder runs, %d images: %w", len(runs), len(req.Images), ErrInvalidInput)
 	}
+	// An image's placeholders may lie in several runs (a frame of several image spans, plugin
+	// ABI 2: special tokens between them): runs go to the images in order until each has its
+	// grid's tokens. The rows fill the placeholders in order either way.
+	next := 0
 	for i, img := range req.Images {
 		g := img.Grid
 		if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%v.MergeSize != 0 || g.W%v.MergeSize != 0 {
@@ -103,16 +107,24 @@ func Check(cfg *Config, lim Limits, req *Request) error {
 		if g.Patches() > lim.MaxImagePatches {
 			return &BoundsError{Err: ErrImageTooLarge, What: fmt.Sprintf("image %d patches", i), Got: g.Patches(), Limit: lim.MaxImagePatches}
 		}
-		if runs[i] != g.Tokens(v.MergeSize) {
-			return fmt.Errorf("image %d: %d placeholder tokens, grid %v needs %d: %w", i, runs[i], g, g.Tokens(v.MergeSize), ErrInvalidInput)
+		need, got := g.Tokens(v.MergeSize), 0
+		for got < need && next < len(runs) {
+			got += runs[next]
+			next++
+		}
+		if got != need {
+			return fmt.Errorf("image %d: %d placeholder tokens, grid %v needs %d: %w", i, got, g, need, ErrInvalidInput)
 		}
 		if e := img.Embeddings; e != nil {
-			if !e.fits(runs[i], cfg.EmbedDim()) {
-				return fmt.Errorf("image %d: embeddings %dx%d do not fit %d tokens of width %d: %w", i, e.Tokens, e.Dim, runs[i], cfg.EmbedDim(), ErrInvalidInput)
+			if !e.fits(got, cfg.EmbedDim()) {
+				return fmt.Errorf("image %d: embeddings %dx%d do not fit %d tokens of width %d: %w", i, e.Tokens, e.Dim, got, cfg.EmbedDim(), ErrInvalidInput)
 			}
 		} else if len(img.Pixels) != g.Patches()*v.PatchDim() {
 			return fmt.Errorf("image %d: %d pixel values, grid %v needs %d: %w", i, len(img.Pixels), g, g.Patches()*v.PatchDim(), ErrInvalidInput)
 		}
+	}
+	if next != len(runs) {
+		return fmt.Errorf("%d image placeholder runs, %d of them for %d images: %w", len(runs), next, len(req.Images), ErrInvalidInput)
 	}
 	if total := len(req.IDs) + req.MaxNewTokens; total > lim.ContextLength {
 		return &BoundsError{Err: ErrContextExceeded, What: "prompt plus max new tokens", Got: total, Limit: lim.ContextLength}

@@ -422,6 +422,8 @@ func TestCheck(t *testing.T) {
 		{"negative id", engine.Request{IDs: []int32{-1}, MaxNewTokens: 1}, engine.ErrInvalidInput},
 		{"placeholders without image", engine.Request{IDs: []int32{15}, MaxNewTokens: 1}, engine.ErrInvalidInput},
 		{"image without placeholders", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
+		{"one image in two runs", engine.Request{IDs: []int32{15, 1, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(8), Grid: engine.Grid{T: 2, H: 2, W: 2}}}}, nil},
+		{"a run left over", engine.Request{IDs: []int32{15, 1, 15, 1, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(8), Grid: engine.Grid{T: 2, H: 2, W: 2}}}}, engine.ErrInvalidInput},
 		{"placeholder count", engine.Request{IDs: []int32{15, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
 		{"pixel count", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(3), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
 		{"odd grid", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(6), Grid: engine.Grid{T: 1, H: 3, W: 2}}}}, engine.ErrInvalidInput},

@@ -161,7 +161,8 @@ func (h *Host) load(ctx context.Context, rt wazero.Runtime, name, digest string,
 	if err != nil {
 		return nil, fmt.Errorf("compiling: %w", err)
 	}
-	if err := checkModule(name, compiled); err != nil {
+	marker, err := checkModule(name, compiled)
+	if err != nil {
 		return nil, err
 	}
 	p := &Plugin{
@@ -183,9 +184,25 @@ func (h *Host) load(ctx context.Context, rt wazero.Runtime, name, digest string,
 	if err == nil {
 		err = d.Validate()
 	}
+	if err == nil {
+		err = checkVersion(&d, marker)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: describe: %w", ErrIncompatible, err)
 	}
 	p.desc = d
 	return p, nil
+}
+
+// checkVersion refuses a description whose ABI the module's marker or wire minor cannot carry:
+// an ABI-2 plugin must export a v2 marker and answer at wire minor 2 (views and spans travel
+// there).
+func checkVersion(d *abi.Description, marker int) error {
+	if d.ABI > marker {
+		return fmt.Errorf("the plugin says ABI v%d, its marker iris_abi_v%d says at most v%d", d.ABI, marker, marker)
+	}
+	if d.ABI >= 2 && d.Minor < 2 {
+		return fmt.Errorf("the plugin says ABI v%d at wire minor %d; ABI v2 needs minor 2", d.ABI, d.Minor)
+	}
+	return nil
 }

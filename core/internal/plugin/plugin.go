@@ -72,7 +72,7 @@ func (p *Plugin) Plan(ctx context.Context, img abi.ImageHeader, params map[strin
 	defer span.End()
 	plan, err := roundTrip[abi.Plan](ctx, p, opPlan, &abi.PlanRequest{Image: img, Params: params})
 	if err == nil {
-		if verr := plan.Validate(abi.Size{Width: img.Width, Height: img.Height}); verr != nil {
+		if verr := p.checkPlan(&plan, img); verr != nil {
 			err = &Error{Plugin: p.name, Op: opPlan, Code: CodeBadOutput, Err: verr}
 		}
 	}
@@ -100,7 +100,11 @@ func (p *Plugin) Frame(ctx context.Context, req abi.FrameRequest) (abi.Frame, er
 	}
 	f, err := roundTrip[abi.Frame](ctx, p, opFrame, &req)
 	if err == nil {
-		if verr := f.Validate(&req.Plan); verr != nil {
+		verr := f.Validate(&req.Plan)
+		if verr == nil && len(f.Spans) > 0 && p.desc.ABI < 2 {
+			verr = fmt.Errorf("%w: an ABI v%d plugin answered with several image spans (ABI v2)", abi.ErrMalformed, p.desc.ABI)
+		}
+		if verr != nil {
 			err = &Error{Plugin: p.name, Op: opFrame, Code: CodeBadOutput, Err: verr}
 		}
 	}
@@ -109,6 +113,26 @@ func (p *Plugin) Frame(ctx context.Context, req abi.FrameRequest) (abi.Frame, er
 		return abi.Frame{}, err
 	}
 	return f, nil
+}
+
+// checkPlan validates a plan as untrusted (abi.Plan.Validate: sizes, grids, token counts, at most
+// abi.MaxViews views) and adds what this host needs: views only from an ABI-2 plugin, and views
+// that share one patch grid, patch geometry and layout, because the engine takes one grid per
+// image (an image of several views is Grid {T: views, H, W}).
+func (p *Plugin) checkPlan(plan *abi.Plan, img abi.ImageHeader) error {
+	if err := plan.Validate(abi.Size{Width: img.Width, Height: img.Height}); err != nil {
+		return err
+	}
+	if len(plan.Views) == 0 {
+		return nil
+	}
+	if p.desc.ABI < 2 {
+		return fmt.Errorf("%w: an ABI v%d plugin answered with views (ABI v2)", abi.ErrMalformed, p.desc.ABI)
+	}
+	if err := plan.Uniform(); err != nil {
+		return fmt.Errorf("this host's engine takes one patch grid per image: %w", err)
+	}
+	return nil
 }
 
 func (p *Plugin) attrs() []attribute.KeyValue {

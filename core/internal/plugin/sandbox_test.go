@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		if os.Getenv("IRIS_PLUGIN_CACHE") == "" {
 			os.Setenv("IRIS_PLUGIN_CACHE", filepath.Join(dir, "cache"))
 		}
-		for _, name := range []string{"abuse", "raw"} {
+		for _, name := range []string{"abuse", "raw", "views"} {
 			out := filepath.Join(dir, name+".wasm")
 			if err := plugintest.BuildWasm(filepath.Join("testdata", name), out); err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -78,7 +78,8 @@ func TestLoadRefusesIncompatibleModules(t *testing.T) {
 	}{
 		{"noabi", wasmModule(nil, []wfunc{{name: "add", params: []byte{tI32, tI32}, results: []byte{tI32}}}, true), "",
 			"noabi exports no iris_abi_v* marker: it is not an Iris plugin", true},
-		{"abiv2", wasmModule(nil, abiFuncs("iris_abi_v2"), true), "", "plugin abiv2 speaks ABI v2, this host speaks v1", true},
+		{"abiv3", wasmModule(nil, abiFuncs("iris_abi_v3"), true), "", "plugin abiv3 speaks ABI v3, this host speaks v1 to v2", true},
+		{"abiv2", wasmModule(nil, abiFuncs("iris_abi_v2"), true), "", "describe returned no response", false},
 		{"badimport", wasmModule([]wimport{{"env", "connect"}}, abiFuncs("iris_abi_v1"), true), "",
 			"imports env.connect; the sandbox provides only wasi_snapshot_preview1", true},
 		{"badsig", wasmModule(nil, badSig, true), "",
@@ -194,6 +195,7 @@ func TestMalformedOutputIsRefused(t *testing.T) {
 		{"huge", plugin.CodeBadOutput},
 		{"zero", plugin.CodeBadOutput},
 		{"raw_panic", plugin.CodeTrap},
+		{"views", plugin.CodeBadOutput},
 		{"unknown", "unknown_mode"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {

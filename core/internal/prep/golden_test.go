@@ -286,8 +286,8 @@ func checkCase(t *testing.T, pr *prep.Preparer, in prep.Input, c *goldenCase) {
 		if !slices.Equal(res.MMTokenTypeIDs, want.MMTokenTypeIDs) {
 			t.Errorf("text first %t: mm_token_type_ids differ", textFirst)
 		}
-		if res.InputIDs[res.ImageSpan.Start] != 151655 || res.ImageSpan.Len != res.ImageTokens {
-			t.Errorf("image span %+v does not cover the placeholders", res.ImageSpan)
+		if len(res.ImageSpans) != 1 || res.InputIDs[res.ImageSpans[0].Start] != 151655 || res.ImageSpans[0].Len != res.ImageTokens {
+			t.Errorf("image spans %+v do not cover the placeholders", res.ImageSpans)
 		}
 		if textFirst {
 			continue // the pixels do not depend on the order

@@ -119,15 +119,18 @@ type Result struct {
 	// PixelValues is the vision encoder's input, row-major [Rows, Cols] float32.
 	PixelValues []float32
 	Rows, Cols  int
-	// Grid is the patch grid (t, h, w), the processor's image_grid_thw.
+	// Grid is the patch grid (t, h, w), the processor's image_grid_thw; for a plan of views
+	// (ABI 2) {T: number of views, H, W of one view}.
 	Grid abi.Grid
-	// LLMGrid is the image span's position grid for M-RoPE (t, h, w after merging).
+	// LLMGrid is the image span's position grid for M-RoPE (t, h, w after merging); for views
+	// {T: number of views, H, W of one view's}.
 	LLMGrid     abi.Grid
 	ImageTokens int
 	// InputIDs is the prompt; MMTokenTypeIDs marks each id 0 (text) or 1 (image placeholder).
 	InputIDs       []int32
 	MMTokenTypeIDs []int32
-	ImageSpan      Span
+	// ImageSpans locate the placeholders, one per image span of the frame, in prompt order.
+	ImageSpans []Span
 	StopIDs        []int32
 	Hints          abi.DecodeHints
 	// Plan is what the plugin decided, kept for logs and cache keys.
@@ -235,10 +238,12 @@ func (p *Preparer) Prepare(ctx context.Context, in Input) (*Result, error) {
 }
 
 // pixels executes the plan's pixel steps: crop, resize, pad, then the fused normalise and
-// patchify into a new pixel_values tensor.
+// patchify into a new pixel_values tensor; a plan with views runs them for each view into one
+// tensor (views).
 func (p *Preparer) pixels(ctx context.Context, src *pixels.RGB, plan *abi.Plan, res *Result) error {
 	_, span := p.tracer.Start(ctx, "prep.pixels", trace.WithAttributes(
-		attribute.Int("iris.image.width", src.W), attribute.Int("iris.image.height", src.H)))
+		attribute.Int("iris.image.width", src.W), attribute.Int("iris.image.height", src.H),
+		attribute.Int("iris.image.views", max(1, len(plan.Views)))))
 	defer span.End()
 	if plan.Source.Width != src.W || plan.Source.Height != src.H {
 		return fmt.Errorf("executing plan: it is for a %dx%d image, the image is %dx%d",
@@ -259,55 +264,169 @@ func (p *Preparer) pixels(ctx context.Context, src *pixels.RGB, plan *abi.Plan, 
 		scratch = append(scratch, m)
 		return m
 	}
-	img := src
-	if c := plan.Crop; c != nil {
-		dst := next(c.Width, c.Height)
-		if err := pixels.Crop(dst, img, c.X, c.Y); err != nil {
-			return fmt.Errorf("executing plan: %w", err)
-		}
-		img = dst
+	if len(plan.Views) > 0 {
+		return p.views(src, plan, res, next)
 	}
-	if r := plan.Resize; r != nil && (r.Width != img.W || r.Height != img.H) {
-		flavor, filter, err := resampler(r)
-		if err != nil {
-			return err
-		}
-		dst := next(r.Width, r.Height)
-		if err := pixels.Resize(dst, img, flavor, filter); err != nil {
-			return fmt.Errorf("executing plan: %w", err)
-		}
-		img = dst
-	}
-	if d := plan.Pad; d != nil {
-		dst := next(img.W+d.Left+d.Right, img.H+d.Top+d.Bottom)
-		if err := pixels.Pad(dst, img, d.Left, d.Top, d.Color); err != nil {
-			return fmt.Errorf("executing plan: %w", err)
-		}
-		img = dst
-	}
-	table, err := p.table(plan.Normalize)
+	img, err := cropResize(src, plan.Crop, plan.Resize, next)
 	if err != nil {
 		return err
 	}
-	layout := pixels.Patches{Size: plan.Patches.Size, Temporal: plan.Patches.Temporal, Merge: plan.Patches.Merge}
+	if img, err = pad(img, plan.Pad, next); err != nil {
+		return err
+	}
 	// pixel_values is the largest buffer of a request (18.8 MB for a 1024x768 image): reusing
 	// it saves the allocation and, above all, the page faults of touching fresh memory.
 	var buf []float32
 	if b, ok := p.values.Get().(*[]float32); ok {
 		buf = *b
 	}
-	pv, gh, gw, err := pixels.NormalizePatchify(buf, img, table, layout)
-	if err != nil {
-		return fmt.Errorf("executing plan: %w", err)
-	}
+	pv, err := p.patchify(buf, img, plan.Normalize, plan.Patches, plan.Grid)
 	res.pool = &p.values
-	if gh != plan.Grid.H || gw != plan.Grid.W {
-		return fmt.Errorf("executing plan: patchify gave a %dx%d grid, the plan says %dx%d", gh, gw, plan.Grid.H, plan.Grid.W)
+	if err != nil {
+		return err
 	}
 	res.PixelValues = pv
 	res.Rows, res.Cols = plan.PixelShape()
 	res.Grid, res.LLMGrid, res.ImageTokens = plan.Grid, plan.LLMGrid, plan.ImageTokens
 	return nil
+}
+
+// views executes a plan of several views (ABI 2) into one pixel tensor, the views' rows in
+// order. Each distinct (crop, resize) is computed once and shared by the views cut from it (the
+// tiles of one canvas); each view then takes its region, pads, and is normalised and patchified
+// straight into its rows of the tensor. The views must be uniform (one grid and patch layout):
+// the result is one image of Grid {T: views, H, W}.
+func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func(w, h int) *pixels.RGB) error {
+	if err := plan.Uniform(); err != nil {
+		return fmt.Errorf("executing plan: one image takes one patch grid: %w", err)
+	}
+	rows, cols := plan.PixelShape()
+	var buf []float32
+	if b, ok := p.values.Get().(*[]float32); ok {
+		buf = *b
+	}
+	if cap(buf) < rows*cols {
+		buf = make([]float32, rows*cols)
+	}
+	buf = buf[:rows*cols]
+	res.pool = &p.values
+	res.PixelValues = buf // handed back by Release whether or not the views succeed
+
+	type canvasKey struct {
+		crop   abi.Rect
+		resize abi.Resize
+		c, r   bool
+	}
+	canvases := map[canvasKey]*pixels.RGB{}
+	off := 0
+	for i := range plan.Views {
+		v := &plan.Views[i]
+		k := canvasKey{c: v.Crop != nil, r: v.Resize != nil}
+		if k.c {
+			k.crop = *v.Crop
+		}
+		if k.r {
+			k.resize = *v.Resize
+		}
+		img, ok := canvases[k]
+		if !ok {
+			var err error
+			if img, err = cropResize(src, v.Crop, v.Resize, next); err != nil {
+				return fmt.Errorf("view %d: %w", i, err)
+			}
+			canvases[k] = img
+		}
+		if g := v.Region; g != nil {
+			dst := next(g.Width, g.Height)
+			if err := pixels.Crop(dst, img, g.X, g.Y); err != nil {
+				return fmt.Errorf("executing plan: view %d region: %w", i, err)
+			}
+			img = dst
+		}
+		img, err := pad(img, v.Pad, next)
+		if err != nil {
+			return fmt.Errorf("view %d: %w", i, err)
+		}
+		n := v.Grid.Cells() * cols
+		// a full slice expression: the view's rows are written in place, never reallocated
+		dst := buf[off : off+n : off+n]
+		pv, err := p.patchify(dst, img, v.Normalize, v.Patches, v.Grid)
+		if err != nil {
+			return fmt.Errorf("view %d: %w", i, err)
+		}
+		if len(pv) != n || &pv[0] != &dst[0] {
+			return fmt.Errorf("executing plan: view %d: patchify wrote %d values elsewhere, want %d in place", i, len(pv), n)
+		}
+		off += n
+	}
+	res.Rows, res.Cols = rows, cols
+	res.Grid = plan.ImageGrid()
+	llm := plan.Views[0].LLMGrid
+	llm.T = len(plan.Views)
+	res.LLMGrid, res.ImageTokens = llm, plan.ImageTokens
+	return nil
+}
+
+// cropResize applies a crop then a resize (either may be nil) to src.
+func cropResize(src *pixels.RGB, c *abi.Rect, r *abi.Resize, next func(w, h int) *pixels.RGB) (*pixels.RGB, error) {
+	img := src
+	if c != nil {
+		dst := next(c.Width, c.Height)
+		if err := pixels.Crop(dst, img, c.X, c.Y); err != nil {
+			return nil, fmt.Errorf("executing plan: %w", err)
+		}
+		img = dst
+	}
+	if r != nil && (r.Width != img.W || r.Height != img.H) {
+		flavor, filter, err := resampler(r)
+		if err != nil {
+			return nil, err
+		}
+		dst := next(r.Width, r.Height)
+		if err := pixels.Resize(dst, img, flavor, filter); err != nil {
+			return nil, fmt.Errorf("executing plan: %w", err)
+		}
+		img = dst
+	}
+	return img, nil
+}
+
+// pad adds d's borders to img (none when d is nil).
+func pad(img *pixels.RGB, d *abi.Pad, next func(w, h int) *pixels.RGB) (*pixels.RGB, error) {
+	if d == nil {
+		return img, nil
+	}
+	dst := next(img.W+d.Left+d.Right, img.H+d.Top+d.Bottom)
+	if err := pixels.Pad(dst, img, d.Left, d.Top, d.Color); err != nil {
+		return nil, fmt.Errorf("executing plan: %w", err)
+	}
+	return dst, nil
+}
+
+// patchify normalises img and lays it out in the patch layout into dst (reused when large
+// enough), checking the grid it gives against the plan's. The tiles layout is merge_blocks
+// with no merge: patches in raster order (its Merge only counts tokens).
+func (p *Preparer) patchify(dst []float32, img *pixels.RGB, n abi.Normalize, pt abi.Patches, grid abi.Grid) ([]float32, error) {
+	table, err := p.table(n)
+	if err != nil {
+		return nil, err
+	}
+	layout := pixels.Patches{Size: pt.Size, Temporal: pt.Temporal, Merge: pt.Merge}
+	switch pt.Layout {
+	case abi.LayoutMergeBlocks:
+	case abi.LayoutTiles:
+		layout.Merge = 1
+	default:
+		return nil, fmt.Errorf("executing plan: patch layout %q is not one this host has", pt.Layout)
+	}
+	pv, gh, gw, err := pixels.NormalizePatchify(dst, img, table, layout)
+	if err != nil {
+		return nil, fmt.Errorf("executing plan: %w", err)
+	}
+	if gh != grid.H || gw != grid.W {
+		return nil, fmt.Errorf("executing plan: patchify gave a %dx%d grid, the plan says %dx%d", gh, gw, grid.H, grid.W)
+	}
+	return pv, nil
 }
 
 func resampler(r *abi.Resize) (pixels.Flavor, pixels.Filter, error) {
@@ -360,10 +479,11 @@ func (p *Preparer) table(n abi.Normalize) (*pixels.Table, error) {
 	return t, nil
 }
 
-// tokenize encodes the frame's text around the image span: Before, the span's open tokens, Count
-// placeholders, its close tokens, After. Special tokens split a text before the tokenizer's
-// pre-tokenisation, so encoding the pieces apart gives the ids the processor gets from the
-// whole prompt.
+// tokenize encodes the frame's text around the image spans: Before, then for each span its open
+// tokens, Count placeholders and close tokens, then After. Special tokens split a text before
+// the tokenizer's pre-tokenisation, so encoding the pieces apart gives the ids the processor
+// gets from the whole prompt. Every span's placeholder must be one token id: the engine puts
+// the image's rows, in order, at the positions of that id.
 func (p *Preparer) tokenize(ctx context.Context, f *abi.Frame, res *Result) error {
 	_, span := p.tracer.Start(ctx, "prep.tokenize")
 	defer span.End()
@@ -386,34 +506,49 @@ func (p *Preparer) tokenize(ctx context.Context, f *abi.Frame, res *Result) erro
 		}
 		return out, nil
 	}
-	open, err := ids(f.Span.Open)
-	if err != nil {
-		return err
+	spans := f.ImageSpans()
+	type pieces struct {
+		open, closing []int32
+		pad           int32
 	}
-	closing, err := ids(f.Span.Close)
-	if err != nil {
-		return err
+	ps := make([]pieces, len(spans))
+	n := len(before) + len(after)
+	for i, s := range spans {
+		if ps[i].open, err = ids(s.Open); err != nil {
+			return err
+		}
+		if ps[i].closing, err = ids(s.Close); err != nil {
+			return err
+		}
+		pad, err := ids([]string{s.Pad})
+		if err != nil {
+			return err
+		}
+		ps[i].pad = pad[0]
+		if ps[i].pad != ps[0].pad {
+			return fmt.Errorf("framing: image span %d's placeholder %q is not span 0's %q; the engine fills one placeholder token",
+				i, s.Pad, spans[0].Pad)
+		}
+		n += len(ps[i].open) + s.Count + len(ps[i].closing)
 	}
-	pad, err := ids([]string{f.Span.Pad})
-	if err != nil {
-		return err
-	}
-	n := len(before) + len(open) + f.Span.Count + len(closing) + len(after)
 	input := make([]int32, 0, n)
-	input = append(input, before...)
-	input = append(input, open...)
-	startPad := len(input)
-	for range f.Span.Count {
-		input = append(input, pad[0])
-	}
-	input = append(input, closing...)
-	input = append(input, after...)
 	types := make([]int32, n)
-	for i := startPad; i < startPad+f.Span.Count; i++ {
-		types[i] = 1
+	input = append(input, before...)
+	res.ImageSpans = make([]Span, len(spans))
+	for i, s := range spans {
+		input = append(input, ps[i].open...)
+		start := len(input)
+		for range s.Count {
+			input = append(input, ps[i].pad)
+		}
+		for j := start; j < len(input); j++ {
+			types[j] = 1
+		}
+		res.ImageSpans[i] = Span{Start: start, Len: s.Count}
+		input = append(input, ps[i].closing...)
 	}
+	input = append(input, after...)
 	res.InputIDs, res.MMTokenTypeIDs = input, types
-	res.ImageSpan = Span{Start: startPad, Len: f.Span.Count}
 	span.SetAttributes(attribute.Int("iris.prompt_tokens", n))
 	return nil
 }

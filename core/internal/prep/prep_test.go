@@ -38,7 +38,9 @@ func (f *fakePlanner) Frame(_ context.Context, req abi.FrameRequest) (abi.Frame,
 	f.gotReq = req
 	f.mu.Unlock()
 	fr := f.frame
-	fr.Span.Count = req.Plan.ImageTokens
+	if len(fr.Spans) == 0 {
+		fr.Span.Count = req.Plan.ImageTokens
+	}
 	return fr, nil
 }
 
@@ -101,8 +103,8 @@ func TestPrepareSplicesTheImageSpan(t *testing.T) {
 	if !slices.Equal(res.InputIDs, wantIDs) || !slices.Equal(res.MMTokenTypeIDs, wantTypes) {
 		t.Errorf("ids %v types %v", res.InputIDs, res.MMTokenTypeIDs)
 	}
-	if res.ImageSpan != (prep.Span{Start: 3, Len: 6}) || !slices.Equal(res.StopIDs, []int32{7}) || !res.Hints.SkipSpecialTokens {
-		t.Errorf("span %+v stop %v hints %+v", res.ImageSpan, res.StopIDs, res.Hints)
+	if !slices.Equal(res.ImageSpans, []prep.Span{{Start: 3, Len: 6}}) || !slices.Equal(res.StopIDs, []int32{7}) || !res.Hints.SkipSpecialTokens {
+		t.Errorf("spans %+v stop %v hints %+v", res.ImageSpans, res.StopIDs, res.Hints)
 	}
 	if fp.gotReq.Question != "q" || !fp.gotReq.TextFirst || fp.gotReq.Params["k"] != int64(1) {
 		t.Errorf("frame request %+v", fp.gotReq)

@@ -102,11 +102,18 @@ func planExport(ptr, n uint32) uint64 {
 		return 0
 	case "raw_panic":
 		panic("raw guest panic")
+	case "views": // ABI-2 views from a plugin that describes itself as ABI 1
+		p := abi.Plan{Source: abi.Size{Width: 64, Height: 48}, ImageTokens: 1, Views: []abi.View{{
+			Resize: plan().Resize, Normalize: plan().Normalize, Patches: plan().Patches, Grid: plan().Grid,
+			LLMGrid: plan().LLMGrid, ImageTokens: 1}}}
+		b, _ := abi.EncodeResult(p)
+		return keep(b)
 	}
 	return keep(abi.EncodeError(abi.Refusef("unknown_mode", "mode %q", mode)))
 }
 
-// frame reports the minor version of the request it got in Before.
+// frame reports the minor version of the request it got in Before; in mode "spans" it answers
+// with ABI-2 spans, which this ABI-1 plugin may not.
 //
 //go:wasmexport iris_frame
 func frame(ptr, n uint32) uint64 {
@@ -115,8 +122,12 @@ func frame(ptr, n uint32) uint64 {
 	if err := abi.Decode(in, &req); err != nil {
 		return keep(abi.EncodeError(abi.Failf(abi.CodeBadRequest, "%v", err)))
 	}
-	b, _ := abi.EncodeResult(abi.Frame{Before: "minor " + string(rune('0'+in[1])),
-		Span: abi.ImageSpan{Pad: "<p>", Count: req.Plan.ImageTokens}, StopTokenIDs: []int32{1}})
+	f := abi.Frame{Before: "minor " + string(rune('0'+in[1])),
+		Span: abi.ImageSpan{Pad: "<p>", Count: req.Plan.ImageTokens}, StopTokenIDs: []int32{1}}
+	if req.Params["mode"] == "spans" {
+		f.Spans, f.Span = []abi.ImageSpan{f.Span}, abi.ImageSpan{}
+	}
+	b, _ := abi.EncodeResult(f)
 	return keep(b)
 }
 
