@@ -5,7 +5,7 @@ set export
 
 root := justfile_directory()
 modules := ". sdk-wasm plugins"
-families := "qwen2_5_vl qwen3_vl"
+families := "qwen2_5_vl qwen3_vl internvl"
 tags := env("IRIS_TAGS", "")
 
 # cgo finds libtokenizers.a (built by `just setup`) here.
@@ -30,6 +30,7 @@ default:
 setup:
     scripts/setup-tokenizers.sh
     scripts/fetch-tokenizer.sh
+    python3 scripts/reference/internvl_tokenizer.py
 
 # Developer tools (golangci-lint), pinned, into .build/bin.
 tools:

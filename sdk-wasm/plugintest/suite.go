@@ -41,6 +41,45 @@ type WantPlan struct {
 	ImageTokens int       `json:"image_tokens,omitempty"`
 	// Plan, when set, must equal the whole plan.
 	Plan *abi.Plan `json:"plan,omitempty"`
+	// Views, when set, are the plan's views (ABI 2) in order.
+	Views []WantView `json:"views,omitempty"`
+}
+
+// WantView is what a reference processor fixes about one view of a plan: the size of the image
+// its region is cut from (after crop and resize), the region (absent: all of that image), the
+// patch grid and the view's image tokens. How the plan spells it (a resize to the size the image
+// already has, or none) is the plugin's business.
+type WantView struct {
+	Resized     abi.Size  `json:"resized"`
+	Region      *abi.Rect `json:"region,omitempty"`
+	Grid        *abi.Grid `json:"grid,omitempty"`
+	ImageTokens int       `json:"image_tokens,omitempty"`
+}
+
+// check compares the view v of a plan for an image of size src with w.
+func (w *WantView) check(v *abi.View, src abi.Size) error {
+	resized := v.Resized(src)
+	if resized != w.Resized {
+		return errorf("resized to %+v, want %+v", resized, w.Resized)
+	}
+	whole := abi.Rect{Width: resized.Width, Height: resized.Height}
+	got, want := whole, whole
+	if v.Region != nil {
+		got = *v.Region
+	}
+	if w.Region != nil {
+		want = *w.Region
+	}
+	if got != want {
+		return errorf("region %+v, want %+v", got, want)
+	}
+	if w.Grid != nil && v.Grid != *w.Grid {
+		return errorf("grid %+v, want %+v", v.Grid, *w.Grid)
+	}
+	if w.ImageTokens != 0 && v.ImageTokens != w.ImageTokens {
+		return errorf("image tokens %d, want %d", v.ImageTokens, w.ImageTokens)
+	}
+	return nil
 }
 
 // FrameCase is one question framed for the case's plan.
@@ -119,6 +158,17 @@ func (c *Case) run(ctx context.Context, t *testing.T, r Runner) {
 	}
 	if w.ImageTokens != 0 && plan.ImageTokens != w.ImageTokens {
 		t.Errorf("image tokens: got %d, want %d", plan.ImageTokens, w.ImageTokens)
+	}
+	if w.Views != nil {
+		if len(plan.Views) != len(w.Views) {
+			t.Errorf("views: got %d, want %d", len(plan.Views), len(w.Views))
+		} else {
+			for i := range w.Views {
+				if err := w.Views[i].check(&plan.Views[i], plan.Source); err != nil {
+					t.Errorf("view %d: %v", i, err)
+				}
+			}
+		}
 	}
 	if w.Plan != nil && !reflect.DeepEqual(plan, *w.Plan) {
 		t.Errorf("plan:\n got %+v\nwant %+v", plan, *w.Plan)
