@@ -52,6 +52,9 @@ type TextConfig struct {
 	MRopeInterleaved bool
 	// QKNorm applies an RMSNorm over each head of q and k before RoPE (Qwen3).
 	QKNorm bool
+	// Rope1D is plain 1-D RoPE (InternVL's Qwen2): every frequency follows the token's index
+	// (MRopeSection is {HeadDim/2, 0, 0}, and PromptPositions gives all three rows the index).
+	Rope1D bool
 	// Act is the MLP activation; QKVBias says q/k/v projections carry a bias.
 	Act     string
 	QKVBias bool
@@ -72,11 +75,15 @@ type VisionConfig struct {
 	WindowSize    int
 	FullAttBlocks []int
 	OutHidden     int
-	RopeTheta     float64
-	// NormEps is the epsilon of the blocks' and the merger's norms (fixed by the family).
+	// RopeTheta is the base of the tower's 2-D rotary embedding; 0 for a tower without one
+	// (InternViT: learned absolute positions).
+	RopeTheta float64
+	// NormEps is the epsilon of the blocks' and the merger's norms (fixed by the family, or
+	// layer_norm_eps).
 	NormEps float64
-	// PosEmbeddings is the size of a learned square position table resampled to each grid
-	// (num_position_embeddings; 0: none).
+	// PosEmbeddings is the size of a learned square position table: resampled to each grid
+	// (Qwen3-VL's num_position_embeddings), or one row a patch of the one grid the tower takes
+	// (InternViT: (image_size/patch_size)^2, its CLS row apart); 0: none.
 	PosEmbeddings int
 	// Deepstack are the blocks whose output feeds a merger of its own, added to the decoder's
 	// hidden states at the image tokens after decoder layer i (deepstack_visual_indexes).
@@ -112,6 +119,16 @@ type ConfigDefaults struct {
 	VisionAct string
 	// PosEmbeddings is num_position_embeddings when absent.
 	PosEmbeddings int
+	// Rope1D: the decoder's rotary embedding is plain 1-D (TextConfig.Rope1D).
+	Rope1D bool
+	// TieTop: the top level's tie_word_embeddings alone decides, true when absent
+	// (InternVLConfig; the text config's value is not forwarded).
+	TieTop bool
+	// Vision, when set, reads the tower's keys in place of the Qwen layout (depth, num_heads,
+	// out_hidden_size, ...): it fills cfg.Vision from vision_config and the top level (where a
+	// family keeps its projector's keys), may set the special token ids, and refuses what the
+	// family does not implement with ErrUnsupported. It runs after the text keys are read.
+	Vision func(top, vision ConfigSection, cfg *Config) error
 }
 
 func (d ConfigDefaults) visionAct() string {
@@ -150,13 +167,16 @@ func LoadConfig(dir string) (*Config, error) {
 	return cfg, nil
 }
 
-// jsonObject is one level of config.json; keys absent from it read as absent.
-type jsonObject map[string]json.RawMessage
+// ConfigSection is one level of config.json (the top level, text_config or vision_config); a key
+// absent from it, or null, reads as absent.
+type ConfigSection map[string]json.RawMessage
 
-func (o jsonObject) has(key string) bool { _, ok := o[key]; return ok && string(o[key]) != "null" }
+// Has reports whether key is present and not null.
+func (o ConfigSection) Has(key string) bool { _, ok := o[key]; return ok && string(o[key]) != "null" }
 
-func (o jsonObject) get(key string, dst any) (bool, error) {
-	if !o.has(key) {
+// Get decodes key into dst when present; found says whether it was.
+func (o ConfigSection) Get(key string, dst any) (found bool, err error) {
+	if !o.Has(key) {
 		return false, nil
 	}
 	if err := json.Unmarshal(o[key], dst); err != nil {
@@ -168,12 +188,12 @@ func (o jsonObject) get(key string, dst any) (bool, error) {
 // ParseConfig parses config.json in either layout: the hub's flat one (text keys at the top,
 // rope_scaling + rope_theta) or transformers 5's nested one (text_config, rope_parameters).
 func ParseConfig(data []byte) (*Config, error) {
-	var top jsonObject
+	var top ConfigSection
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, fmt.Errorf("parsing config: %w", err)
 	}
 	cfg := &Config{}
-	if _, err := top.get("model_type", &cfg.ModelType); err != nil {
+	if _, err := top.Get("model_type", &cfg.ModelType); err != nil {
 		return nil, err
 	}
 	familiesMu.RLock()
@@ -186,12 +206,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	// Text keys live in text_config (transformers 5) or at the top (hub files); a key missing
 	// from text_config falls back to the top level.
 	text := top
-	if top.has("text_config") {
-		var nested jsonObject
-		if _, err := top.get("text_config", &nested); err != nil {
+	if top.Has("text_config") {
+		var nested ConfigSection
+		if _, err := top.Get("text_config", &nested); err != nil {
 			return nil, err
 		}
-		text = jsonObject{}
+		text = ConfigSection{}
 		for k, v := range top {
 			text[k] = v
 		}
@@ -199,8 +219,8 @@ func ParseConfig(data []byte) (*Config, error) {
 			text[k] = v
 		}
 	}
-	var vision jsonObject
-	if _, err := top.get("vision_config", &vision); err != nil {
+	var vision ConfigSection
+	if _, err := top.Get("vision_config", &vision); err != nil {
 		return nil, err
 	}
 	if vision == nil {
@@ -208,8 +228,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 
 	var errs []error
-	need := func(o jsonObject, key string, dst *int) {
-		found, err := o.get(key, dst)
+	need := func(o ConfigSection, key string, dst *int) {
+		found, err := o.Get(key, dst)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -217,8 +237,8 @@ func ParseConfig(data []byte) (*Config, error) {
 			errs = append(errs, fmt.Errorf("config key %q: missing", key))
 		}
 	}
-	opt := func(o jsonObject, key string, dst any) {
-		if _, err := o.get(key, dst); err != nil {
+	opt := func(o ConfigSection, key string, dst any) {
+		if _, err := o.Get(key, dst); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -250,17 +270,29 @@ func ParseConfig(data []byte) (*Config, error) {
 	t.RopeTheta = fam.TextTheta
 	opt(text, "rope_theta", &t.RopeTheta)
 	section := fam.MRopeSection[:]
+	t.Rope1D = fam.Rope1D
 	for _, key := range []string{"rope_scaling", "rope_parameters"} {
-		var rope jsonObject
+		var rope ConfigSection
 		opt(text, key, &rope)
 		if rope == nil {
 			continue
 		}
 		opt(rope, "rope_theta", &t.RopeTheta)
 		opt(rope, "mrope_interleaved", &t.MRopeInterleaved)
-		if rope.has("mrope_section") {
+		if rope.Has("mrope_section") {
 			section = nil
 			opt(rope, "mrope_section", &section)
+			if t.Rope1D {
+				errs = append(errs, fmt.Errorf("%s: mrope_section on a decoder with 1-D rotary positions: %w", key, ErrUnsupported))
+			}
+		}
+		if t.Rope1D { // plain RoPE: only the default frequencies are implemented
+			for _, k := range []string{"rope_type", "type"} {
+				var kind string
+				if opt(rope, k, &kind); kind != "" && kind != "default" {
+					errs = append(errs, fmt.Errorf("%s.%s %q: %w", key, k, kind, ErrUnsupported))
+				}
+			}
 		}
 	}
 	if len(section) != 3 {
@@ -268,12 +300,17 @@ func ParseConfig(data []byte) (*Config, error) {
 	} else {
 		copy(t.MRopeSection[:], section)
 	}
+	var sliding bool
+	if opt(text, "use_sliding_window", &sliding); sliding {
+		errs = append(errs, fmt.Errorf("use_sliding_window: %w", ErrUnsupported))
+	}
 
 	// tie_word_embeddings: the top level decides; a pre-v5 file may carry it in text_config only
-	// (Qwen2_5_VLConfig.__post_init__ forwards it).
+	// (Qwen2_5_VLConfig.__post_init__ forwards it), unless the family reads the top level alone.
+	cfg.TieEmbeddings = fam.TieTop
 	opt(top, "tie_word_embeddings", &cfg.TieEmbeddings)
-	if !cfg.TieEmbeddings && top.has("text_config") {
-		var nested jsonObject
+	if !fam.TieTop && !cfg.TieEmbeddings && top.Has("text_config") {
+		var nested ConfigSection
 		opt(top, "text_config", &nested)
 		var tied bool
 		opt(nested, "tie_word_embeddings", &tied)
@@ -292,6 +329,12 @@ func ParseConfig(data []byte) (*Config, error) {
 		cfg.EOSTokenIDs = ids
 	}
 
+	if fam.Vision != nil {
+		if err := fam.Vision(top, vision, cfg); err != nil {
+			errs = append(errs, err)
+		}
+		return finishConfig(cfg, errs)
+	}
 	v := &cfg.Vision
 	need(vision, "depth", &v.Depth)
 	need(vision, "hidden_size", &v.Hidden)
@@ -317,20 +360,28 @@ func ParseConfig(data []byte) (*Config, error) {
 	v.TokensPerSecond = 4
 	opt(vision, "tokens_per_second", &v.TokensPerSecond)
 	v.RopeTheta = fam.VisionTheta
-	var vrope jsonObject
+	var vrope ConfigSection
 	opt(vision, "rope_parameters", &vrope)
 	if vrope != nil {
 		opt(vrope, "rope_theta", &v.RopeTheta)
 	}
 	v.NormEps = fam.VisionNormEps
+	return finishConfig(cfg, errs)
+}
 
+// finishConfig derives what the keys imply and validates the result.
+func finishConfig(cfg *Config, errs []error) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	t := &cfg.Text
 	// Qwen2_5_VLAttention: head_dim = hidden_size // num_heads (a head_dim key is ignored unless
 	// the family reads it).
 	if t.Heads > 0 && t.HeadDim == 0 {
 		t.HeadDim = t.Hidden / t.Heads
+	}
+	if t.Rope1D { // every frequency on the one position row
+		t.MRopeSection = [3]int{t.HeadDim / 2, 0, 0}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -339,8 +390,8 @@ func ParseConfig(data []byte) (*Config, error) {
 }
 
 // tokenIDs reads an id that config files write either as a number or as a list.
-func tokenIDs(o jsonObject, key string) ([]int32, error) {
-	if !o.has(key) {
+func tokenIDs(o ConfigSection, key string) ([]int32, error) {
+	if !o.Has(key) {
 		return nil, nil
 	}
 	var one int32
@@ -386,6 +437,9 @@ func (c *Config) Validate() error {
 	if s := t.MRopeSection; s[0] < 0 || s[1] < 0 || s[2] < 0 || s[0]+s[1]+s[2] != t.HeadDim/2 {
 		bad("mrope_section %v must sum to head_dim/2 = %d", s, t.HeadDim/2)
 	}
+	if t.Rope1D && (t.MRopeSection != [3]int{t.HeadDim / 2, 0, 0} || t.MRopeInterleaved) {
+		bad("1-D rotary positions with mrope_section %v (interleaved %v)", t.MRopeSection, t.MRopeInterleaved)
+	}
 	if t.Act != "silu" {
 		bad("text hidden_act %q: %w", t.Act, ErrUnsupported)
 	}
@@ -403,8 +457,11 @@ func (c *Config) Validate() error {
 			bad("deepstack_visual_indexes: block %d outside depth %d", b, v.Depth)
 		}
 	}
-	if v.Hidden%v.Heads != 0 || (v.Hidden/v.Heads)%4 != 0 {
-		bad("vision head_dim %d/%d must be a whole multiple of 4", v.Hidden, v.Heads)
+	// a tower with 2-D RoPE (the family's default theta says it has one) splits each head in
+	// four; any tower splits its width in whole heads
+	rope2D := fam.VisionTheta > 0
+	if v.Hidden%v.Heads != 0 || (rope2D && (v.Hidden/v.Heads)%4 != 0) {
+		bad("vision head_dim %d/%d must be whole (a multiple of 4 with 2-D RoPE)", v.Hidden, v.Heads)
 	}
 	if v.WindowSize < 0 || (v.WindowSize > 0 && v.WindowSize%(v.PatchSize*v.MergeSize) != 0) {
 		bad("window_size %d must be a multiple of patch_size*spatial_merge_size", v.WindowSize)
@@ -417,7 +474,7 @@ func (c *Config) Validate() error {
 	if v.OutHidden != t.Hidden {
 		bad("vision out_hidden_size %d != text hidden_size %d", v.OutHidden, t.Hidden)
 	}
-	if !(t.RMSNormEps > 0) || !(t.RopeTheta > 0) || !(v.RopeTheta > 0) || !(v.NormEps > 0) {
+	if !(t.RMSNormEps > 0) || !(t.RopeTheta > 0) || (rope2D && !(v.RopeTheta > 0)) || !(v.NormEps > 0) {
 		bad("epsilons and rope thetas must be positive")
 	}
 	if c.ImageTokenID < 0 || int(c.ImageTokenID) >= t.Vocab {

@@ -1,6 +1,7 @@
 // Package engine defines the model-execution interface the runtime drives, and what every family
-// shares: the graph config parsed from config.json (with each family's registered defaults), 3-D
-// rotary positions, request bounds, sampling and the generate loop (vision -> prefill -> decode).
+// shares: the graph config parsed from config.json (with each family's registered defaults), rotary
+// positions (multimodal 3-D or plain 1-D), request bounds, sampling and the generate loop (vision
+// -> prefill -> decode).
 //
 // A model family (core/internal/models/<family>, written over the op set of core/internal/ml and
 // run by a backend: engine/native on the CPU, engine/cuda on the GPU) implements [Model],

@@ -103,7 +103,7 @@ func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
 	}
 	res.Timings.Vision = time.Since(start)
 
-	pos, err := Positions3D(req.IDs, cfg.ImageTokenID, grids, cfg.Vision.MergeSize)
+	pos, err := PromptPositions(cfg, req.IDs, grids)
 	if err != nil {
 		return nil, err
 	}

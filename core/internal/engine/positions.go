@@ -2,6 +2,23 @@ package engine
 
 import "fmt"
 
+// PromptPositions are the rotary positions of a prompt for cfg's decoder: multimodal
+// (Positions3D) or, for a decoder with plain 1-D RoPE (TextConfig.Rope1D), the token index on
+// all three rows with Delta 0 (image tokens are ordinary positions). Either way each run of
+// placeholders must match its image's grid. Every caller (Generate, the fixtures, the GPU
+// checks) computes positions through it.
+func PromptPositions(cfg *Config, ids []int32, grids []Grid) (Positions, error) {
+	p, err := Positions3D(ids, cfg.ImageTokenID, grids, cfg.Vision.MergeSize)
+	if err != nil || !cfg.Text.Rope1D {
+		return p, err
+	}
+	for i := range ids {
+		p.T[i], p.H[i], p.W[i] = int32(i), int32(i), int32(i)
+	}
+	p.Delta = 0
+	return p, nil
+}
+
 // Positions3D computes the multimodal rotary positions of a prompt, as get_rope_index in
 // transformers 5.17 (models/qwen2_5_vl/modeling_qwen2_5_vl.py):
 //

@@ -401,6 +401,19 @@ template <typename T> __device__ void bias_rows(T *out, const T *b, int rows, in
 extern "C" __global__ void iris_bias_f32(float *out, const float *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
 extern "C" __global__ void iris_bias_bf16(bf16 *out, const bf16 *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
 
+// A LayerScale, InternVLVisionLayer's self.lambda_1 * attention_output: column j of each of the
+// rows x n of x (row stride ldx) times w[j], the product in F32 rounded once to T (as torch's
+// elementwise mul of two T tensors).
+template <typename T> __device__ void scale_cols(T *x, const T *w, int rows, int n, int ldx) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    ROWS(r, j, rows, n) {
+        size_t at = (size_t)r * ldx + j;
+        x[at] = st<T>(ld(x[at]) * ld(w[j]));
+    }
+}
+extern "C" __global__ void iris_scale_cols_f32(float *x, const float *w, int rows, int n, int ldx) { scale_cols(x, w, rows, n, ldx); }
+extern "C" __global__ void iris_scale_cols_bf16(bf16 *x, const bf16 *w, int rows, int n, int ldx) { scale_cols(x, w, rows, n, ldx); }
+
 // a gated MLP: self.act_fn(self.gate_proj(x)) * self.up_proj(x), act_fn = silu. gu holds the gate
 // and up projections side by side ([rows, 2*I]); out is [rows, I] at row stride ldo >= I, the
 // columns past I set to zero (they meet the zero padding of a weight whose row is padded to a

@@ -188,6 +188,10 @@ type Backend interface {
 	SiluMul(y, gate, up Tensor)
 	// GELU applies GELU to x in place: the erf form or the tanh approximation.
 	GELU(x Tensor, approx GELUApprox)
+	// ScaleCols multiplies column j of every row of x by w's value j in place (w holds x.Cols
+	// values), rounding each product once to x's type: a LayerScale (InternViT's lambda_1 *
+	// attention_output).
+	ScaleCols(x, w Tensor)
 	// Gather sets dst row i to src row idx[i]; Scatter sets dst row idx[i] to src row i.
 	Gather(dst, src Tensor, idx Ints)
 	Scatter(dst, src Tensor, idx Ints)

@@ -17,6 +17,7 @@ type kernelSet struct {
 	gather, scatter, scatterAdd       *gpu.Function
 	rmsnorm, layernorm, headNorm      *gpu.Function
 	bias, siluMul, gelu, geluTanh     *gpu.Function
+	scaleCols                         *gpu.Function
 	padRows, ropeRows, ropeKV         *gpu.Function
 	softmax, attnPool                 *gpu.Function
 	flash                             map[int]*gpu.Function // by head dim
@@ -64,6 +65,7 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	get(&k.padRows, "iris_pad_rows"+sfx)
 	get(&k.gelu, "iris_gelu"+sfx)
 	get(&k.geluTanh, "iris_gelu_tanh"+sfx)
+	get(&k.scaleCols, "iris_scale_cols"+sfx)
 	get(&k.ropeRows, "iris_rope_rows"+sfx)
 	get(&k.ropeKV, "iris_rope_kv"+sfx)
 	get(&k.softmax, "iris_softmax"+sfx)

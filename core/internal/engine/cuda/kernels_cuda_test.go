@@ -1361,6 +1361,9 @@ func TestKernelBackendOps(t *testing.T) {
 			qkv, wq, wk := randn(r, dt, hrows*ld, 2), randn(r, dt, hd, 1), randn(r, dt, hd, 1)
 			// GELU in both forms
 			g := randn(r, dt, 2*1000, 3)
+			// ScaleCols on a view of 37 columns of rows of 50 (a LayerScale)
+			const cRows, cCols, cN = 9, 50, 37
+			sc, sw := randn(r, dt, cRows*cCols, 2), randn(r, dt, cN, 1)
 			// ScatterAdd
 			const sRows, dRows, W = 3, 6, 40
 			src, sdst, sidx := randn(r, dt, sRows*W, 1), randn(r, dt, dRows*W, 1), []int32{4, 1, 5}
@@ -1376,7 +1379,7 @@ func TestKernelBackendOps(t *testing.T) {
 				ids[i] = int32(r.IntN(tRows))
 			}
 
-			var gotY, gotX, gotQKV, gotErf, gotTanh, gotS, gotE []float32
+			var gotY, gotX, gotQKV, gotErf, gotTanh, gotS, gotE, gotC []float32
 			var tab ml.Tensor
 			err = b.Do(func() error {
 				var err error
@@ -1400,11 +1403,14 @@ func TestKernelBackendOps(t *testing.T) {
 				ge, gt := tensor(2, 1000, g), tensor(2, 1000, g)
 				b.GELU(ge, ml.GELUErf)
 				b.GELU(gt, ml.GELUTanh)
+				ct := tensor(cRows, cCols, sc)
+				b.ScaleCols(ct.ColsAt(5, cN), tensor(1, cN, sw))
 				st := tensor(dRows, W, sdst)
 				b.ScatterAdd(st, tensor(sRows, W, src), b.Ints(sidx))
 				et := tensor(eRows, H, edst)
 				b.AddEmbedBag(et, tab, b.Ints(ids), b.Input(ew, eRows, K))
 				gotY, gotX, gotQKV, gotErf, gotTanh, gotS, gotE = read(y), read(xo), read(qt), read(ge), read(gt), read(st), read(et)
+				gotC = read(ct)
 				return b.Sync()
 			})
 			if err != nil {
@@ -1427,6 +1433,14 @@ func TestKernelBackendOps(t *testing.T) {
 			}
 			check(t, "gelu erf", gotErf, wantErf, tolFor(dt))
 			check(t, "gelu tanh", gotTanh, wantTanh, tolFor(dt))
+			wantC := make([]float64, len(sc))
+			for i, v := range sc {
+				wantC[i] = float64(v)
+				if j := i % cCols; j >= 5 && j < 5+cN {
+					wantC[i] = round(dt, float64(v)*float64(sw[j-5]))
+				}
+			}
+			check(t, "scale-cols", gotC, wantC, 0)
 			wantS := make([]float64, len(sdst))
 			for i, v := range sdst {
 				wantS[i] = float64(v)
@@ -1450,6 +1464,7 @@ func TestKernelBackendOps(t *testing.T) {
 					b.AddEmbedBag(a.RowsAt(0, 2).ColsAt(0, H), tab, b.Ints([]int32{0, 0, 0, 20, 1, 1, 1, 1}), b.Input(make([]float32, 8), 2, K))
 				}},
 				{"gelu of no form", func(a, _ ml.Tensor) { b.GELU(a, ml.GELUApprox(7)) }},
+				{"scale-cols of the wrong width", func(a, c ml.Tensor) { b.ScaleCols(a, c.RowsAt(0, 1).ColsAt(0, W-1)) }},
 				{"headnorm past the columns", func(a, c ml.Tensor) { b.HeadNorm(a, 2, 24, c.RowsAt(0, 1).ColsAt(0, 24), eps) }},
 			} {
 				err := b.Do(func() error {

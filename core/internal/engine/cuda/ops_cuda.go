@@ -383,6 +383,19 @@ func (b *Backend) GELU(x ml.Tensor, approx ml.GELUApprox) {
 	b.elems(f, n, gpu.P(dp(x)), gpu.L(n))
 }
 
+// ScaleCols implements ml.Backend: a ROWS kernel, so x may be a strided view.
+func (b *Backend) ScaleCols(x, w ml.Tensor) {
+	if !b.same("scale-cols", x, w) || x.Rows == 0 {
+		return
+	}
+	if w.Rows*w.Cols != x.Cols || (w.Rows > 1 && !w.Contiguous()) {
+		b.bad("scale-cols: a weight of %dx%d for %d columns", w.Rows, w.Cols, x.Cols)
+		return
+	}
+	b.launchDep(b.k.scaleCols, grid2(x.Rows, x.Cols), gpu.Dim3{X: 256}, 0, gpu.P(dp(x)), gpu.P(dp(w)), gpu.I(x.Rows), gpu.I(x.Cols),
+		gpu.I(x.Stride))
+}
+
 // Embed implements ml.Backend.
 func (b *Backend) Embed(dst, table ml.Tensor, ids ml.Ints) {
 	if !b.same("embed", dst, table) {

@@ -131,7 +131,7 @@ func TestGraphMatchesPlain(t *testing.T) {
 			ctx := context.Background()
 			var seqs [2]engine.Sequence
 			var last [2][]float32
-			pos, err := engine.Positions3D(c.InputIDs, graph.Config().ImageTokenID, []engine.Grid{c.Grid()}, 2)
+			pos, err := engine.PromptPositions(graph.Config(), c.InputIDs, []engine.Grid{c.Grid()})
 			if err != nil {
 				t.Fatal(err)
 			}

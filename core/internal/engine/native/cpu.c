@@ -66,7 +66,7 @@ void iris_linears(iris_cpu *c, const float *x, int ldx, int M, const iris_out *o
 // row ops: prefill and the vision tower apply them to hundreds of rows (expf and erff are not
 // free), so they run on the pool in chunks of rows
 
-typedef enum { OP_RMSNORM, OP_LAYERNORM, OP_HEAD_RMSNORM, OP_SILU_MUL, OP_GELU, OP_GELU_TANH, OP_ROPE } row_op;
+typedef enum { OP_RMSNORM, OP_LAYERNORM, OP_HEAD_RMSNORM, OP_SILU_MUL, OP_GELU, OP_GELU_TANH, OP_SCALE_COLS, OP_ROPE } row_op;
 
 typedef struct {
     row_op op;
@@ -119,6 +119,9 @@ static void rows_task(void *arg, int task, int thread) {
             break;
         case OP_GELU: gelu_erf(y, c->n); break;
         case OP_GELU_TANH: gelu_tanh(y, c->n); break;
+        case OP_SCALE_COLS: // layer_output = self.lambda_2 * layer_output (InternVLVisionLayer)
+            for (int i = 0; i < c->n; i++) y[i] *= c->w[i];
+            break;
         case OP_ROPE: {
             const float *sn = c->w + (size_t)r * c->lda;
             for (int h = 0; h < c->heads; h++) rope_rotate(y + (size_t)h * c->hd, a, sn, c->hd);
@@ -166,6 +169,11 @@ void iris_silu_mul(iris_cpu *c, float *y, int ldy, const float *g, int ldg, cons
 
 void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n, int tanh) {
     rows_ctx r = {.op = tanh ? OP_GELU_TANH : OP_GELU, .y = x, .ldy = ldx, .rows = rows, .n = n};
+    run_rows(c, &r);
+}
+
+void iris_scale_cols(iris_cpu *c, float *x, int ldx, int rows, int n, const float *w) {
+    rows_ctx r = {.op = OP_SCALE_COLS, .y = x, .ldy = ldx, .w = w, .rows = rows, .n = n};
     run_rows(c, &r);
 }
 

@@ -78,6 +78,8 @@ void iris_head_rmsnorm(iris_cpu *c, float *x, int ldx, int rows, int heads, int 
 void iris_silu_mul(iris_cpu *c, float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int rows, int n);
 // iris_gelu: x = gelu(x), the erf form (tanh = 0) or the tanh approximation (tanh = 1).
 void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n, int tanh);
+// iris_scale_cols: x[i, j] *= w[j] (a LayerScale).
+void iris_scale_cols(iris_cpu *c, float *x, int ldx, int rows, int n, const float *w);
 // iris_rope rotates the heads of each row of x by the row's angles (cos, sin: hd/2 values each).
 void iris_rope(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, const float *cos, const float *sin, int ldc);
 

@@ -451,6 +451,18 @@ func (b *Backend) GELU(x ml.Tensor, approx ml.GELUApprox) {
 	C.iris_gelu(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(x.Cols), tanh)
 }
 
+// ScaleCols implements ml.Backend.
+func (b *Backend) ScaleCols(x, w ml.Tensor) {
+	if !b.f32("scale-cols", x, w) || !b.ok() {
+		return
+	}
+	if w.Rows*w.Cols != x.Cols || (w.Rows > 1 && w.Stride != w.Cols) {
+		b.fail(fmt.Errorf("native scale-cols: a weight of %dx%d for %d columns: %w", w.Rows, w.Cols, x.Cols, engine.ErrInvalidInput))
+		return
+	}
+	C.iris_scale_cols(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(x.Cols), ptr(w))
+}
+
 // Gather implements ml.Backend.
 func (b *Backend) Gather(dst, src ml.Tensor, idx ml.Ints) {
 	if !b.f32("gather", dst, src) || !b.ok() {

@@ -104,3 +104,30 @@ func TestRMSNormResidual(t *testing.T) {
 		t.Error("the norm differs between the two forms")
 	}
 }
+
+// TestScaleCols: every column of a strided view scaled by its weight, exactly as the product in
+// F32, the columns outside the view left alone; a weight of the wrong width is refused.
+func TestScaleCols(t *testing.T) {
+	b := newBackend(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, cols, n = 37, 50, 41 // the view: columns [3, 44) of every row
+	x, xv := filled(t, b, r, rows, cols)
+	w, wv := filled(t, b, r, 1, n)
+	b.ScaleCols(x.ColsAt(3, n), w)
+	got := read(t, b, x)
+	for i := range rows {
+		for j := range cols {
+			want := xv[i*cols+j]
+			if j >= 3 && j < 3+n {
+				want *= wv[j-3]
+			}
+			if got[i*cols+j] != want {
+				t.Fatalf("x[%d, %d] = %g, want %g", i, j, got[i*cols+j], want)
+			}
+		}
+	}
+	b.ScaleCols(x, w)
+	if err := b.Sync(); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Errorf("a weight of %d for %d columns: %v", n, cols, err)
+	}
+}

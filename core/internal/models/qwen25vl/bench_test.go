@@ -35,7 +35,7 @@ func stages(b *testing.B, m *Model, c *fixture.Case, img engine.Image, n int) (v
 		b.Fatal(err)
 	}
 	t1 := time.Now()
-	pos, err := engine.Positions3D(c.InputIDs, m.Config().ImageTokenID, []engine.Grid{img.Grid}, m.Config().Vision.MergeSize)
+	pos, err := engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{img.Grid})
 	if err != nil {
 		b.Fatal(err)
 	}

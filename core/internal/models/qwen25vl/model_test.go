@@ -105,7 +105,7 @@ func TestRefusesBeforeKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer seq.Close()
-	pos, err := engine.Positions3D(rect.InputIDs, m.Config().ImageTokenID, []engine.Grid{rect.Grid()}, 2)
+	pos, err := engine.PromptPositions(m.Config(), rect.InputIDs, []engine.Grid{rect.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func firstLogits(t *testing.T, m *Model, name string) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos, err := engine.Positions3D(c.InputIDs, m.Config().ImageTokenID, []engine.Grid{c.Grid()}, 2)
+	pos, err := engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{c.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,7 +600,7 @@ func TestChunkedPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos, err := engine.Positions3D(c.InputIDs, m.Config().ImageTokenID, []engine.Grid{c.Grid()}, 2)
+	pos, err := engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{c.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}

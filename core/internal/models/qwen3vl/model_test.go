@@ -169,7 +169,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pos, err := engine.Positions3D(c.InputIDs, cfg.ImageTokenID, []engine.Grid{img.Grid}, cfg.Vision.MergeSize)
+			pos, err := engine.PromptPositions(cfg, c.InputIDs, []engine.Grid{img.Grid})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -157,7 +157,7 @@ func greedy(ctx context.Context, m engine.Model, c *caseFile, n int) (*greedyOut
 		return nil, err
 	}
 	out.VisionMS = ms(time.Since(start))
-	pos, err := engine.Positions3D(c.InputIDs, cfg.ImageTokenID, []engine.Grid{img.Grid}, cfg.Vision.MergeSize)
+	pos, err := engine.PromptPositions(cfg, c.InputIDs, []engine.Grid{img.Grid})
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func forced(ctx context.Context, m engine.Model, c *caseFile, ref []int32) ([]bo
 	if err != nil {
 		return nil, err
 	}
-	pos, err := engine.Positions3D(c.InputIDs, cfg.ImageTokenID, []engine.Grid{img.Grid}, cfg.Vision.MergeSize)
+	pos, err := engine.PromptPositions(cfg, c.InputIDs, []engine.Grid{img.Grid})
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +496,7 @@ func bench(args []string) error {
 	}
 
 	// decode steps alone, on one long sequence
-	pos, err := engine.Positions3D(c.InputIDs, m.Config().ImageTokenID, []engine.Grid{c.image().Grid}, m.Config().Vision.MergeSize)
+	pos, err := engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{c.image().Grid})
 	if err != nil {
 		return err
 	}
