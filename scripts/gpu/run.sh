@@ -263,8 +263,8 @@ vl_phase() {
       for t in "${tilings[@]}"; do
         IFS=: read -r c sfx params <<<"$t"
         if [[ -n $params ]]; then # the same files with other plugin params: bundle.toml digests the others, not itself
-          sed -i "s/^${params%% *} = .*/$params/" "$bundle/bundle.toml"
-          grep -q "^$params\$" "$bundle/bundle.toml" || { echo "FAIL http$sfx: bundle.toml has no ${params%% *}"; continue; }
+          sed -i "s/^\( *\)${params%% *} = .*/\1$params/" "$bundle/bundle.toml"
+          grep -q "^ *$params\$" "$bundle/bundle.toml" || { echo "FAIL http$sfx: bundle.toml has no ${params%% *}"; continue; }
         fi
         if (($(fit 60) < 60)); then
           echo "SKIP http$sfx (the phase's time budget is spent)"
@@ -289,7 +289,7 @@ vl_phase() {
 
   step "summary"
   local also=()
-  [[ $family == internvl ]] && also=(--also -t1)
+  [[ $family == internvl ]] && also=(--also=-t1)
   "$py" "$root/scripts/gpu/summary.py" --dir "$res" --out "$res/summary-$family-$size.json" --model "$name" --checkpoint "$model.json" "${also[@]}"
   if [[ $family == internvl && $size != tiny ]]; then
     cp "$res/summary-$family-$size.json" "$OUT/"

@@ -144,8 +144,9 @@ def main():
     print()
     print(table(s))
     for sfx, v in variants.items():
-        e = v["engine"] or {}
-        print(f'\n### {args.model}{sfx}: prompt {e.get("prompt_tokens")} tokens, {e.get("patches")} patches\n')
+        e, b = v["engine"] or {}, v["transformers"] or {}
+        print(f'\n### {args.model}{sfx}: prompt {e.get("prompt_tokens") or b.get("prompt_tokens")} tokens, '
+              f'{e.get("patches") or b.get("patches")} patches\n')
         print(table(v))
 
 
