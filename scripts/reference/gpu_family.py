@@ -10,6 +10,7 @@ import os
 
 import transformers
 
+import golden_internvl
 from plugin_cases import QWEN3_VL_TEMPLATE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,26 +41,10 @@ QWEN3_VL_PREPROCESSOR = {
     "processor_class": "Qwen3VLProcessor",
 }
 
-# OpenGVLab/InternVL3-*-hf's preprocessor_config.json as transformers' conversion script writes it
-# (convert_internvl_weights_to_hf.py::write_image_processor; families.md §3.3): GotOcr2 tiles of
-# 448x448, ImageNet statistics, bicubic, 1 to 12 tiles (the class defaults; InternVLProcessor
-# forces crop_to_patches on).
-INTERNVL_PREPROCESSOR = {
-    "size": {"height": 448, "width": 448},
-    "crop_to_patches": False,
-    "min_patches": 1,
-    "max_patches": 12,
-    "image_mean": [0.485, 0.456, 0.406],
-    "image_std": [0.229, 0.224, 0.225],
-    "resample": 3,
-    "do_resize": True,
-    "do_rescale": True,
-    "rescale_factor": 1 / 255,
-    "do_normalize": True,
-    "do_convert_rgb": True,
-    "image_processor_type": "GotOcr2ImageProcessorFast",
-    "processor_class": "InternVLProcessor",
-}
+# OpenGVLab/InternVL3-*-hf's preprocessor_config.json (golden_internvl.py has it, from
+# convert_internvl_weights_to_hf.py; families.md §3.3): GotOcr2 tiles of 448x448, ImageNet
+# statistics, bicubic, 1 to 12 tiles (InternVLProcessor forces crop_to_patches on).
+INTERNVL_PREPROCESSOR = golden_internvl.PREPROCESSOR
 
 # greedy, no penalty, both stop ids (families.md §0.3-6, §2.4); the same for both Qwen families
 GENERATION_CONFIG = {"bos_token_id": 151643, "pad_token_id": 151643, "eos_token_id": [151645, 151643], "do_sample": False}
