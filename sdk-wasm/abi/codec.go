@@ -30,9 +30,10 @@ var ErrMalformed = errors.New("malformed message")
 // code and message as strings). The format is hand-written, not reflection-driven: a Go guest
 // under wazero spends about 140 µs json-encoding a Description and about 5 µs on this.
 
-// Minor is the minor version of the wire format within ABI v1. A decoder accepts messages of
-// its own minor version or older; fields added in a later minor go at the end of their message,
-// and a host writes its requests at the plugin's minor ([EncodeAt], [Description.Minor]).
+// Minor is the minor version of the wire format, which ABI 1 and 2 share. A decoder accepts
+// messages of its own minor version or older; fields added in a later minor go at the end of
+// their message (or of the plan, for views), and a host writes its requests at the plugin's
+// minor ([EncodeAt], [Description.Minor]).
 //
 //	minor 0  the first v1 format
 //	minor 1  FrameRequest.System (a presence byte, then the string)

@@ -54,6 +54,10 @@ func (n native) Plan(ctx context.Context, req abi.PlanRequest) (abi.Plan, error)
 	if err := p.Validate(abi.Size{Width: req.Image.Width, Height: req.Image.Height}); err != nil {
 		return abi.Plan{}, err
 	}
+	// the host runs an image's views as one grid (core/internal/plugin refuses mixed ones too)
+	if err := p.Uniform(); err != nil {
+		return abi.Plan{}, err
+	}
 	return p, nil
 }
 

@@ -35,8 +35,12 @@ type Case struct {
 // WantPlan is what a reference processor fixes about a plan: the resize target, the patch grid
 // (image_grid_thw) and the number of image tokens. Unset fields are not checked.
 type WantPlan struct {
-	Resize      *abi.Size `json:"resize,omitempty"`
-	Grid        *abi.Grid `json:"grid,omitempty"`
+	Resize *abi.Size `json:"resize,omitempty"`
+	// Grid is the whole image's patch grid: the plan's Grid, or for a plan of views (ABI 2)
+	// {T: number of views, H, W of one view} (abi.Plan.ImageGrid).
+	Grid *abi.Grid `json:"grid,omitempty"`
+	// Views is the number of views of an ABI-2 plan (0: not checked).
+	Views       int       `json:"views,omitempty"`
 	LLMGrid     *abi.Grid `json:"llm_grid,omitempty"`
 	ImageTokens int       `json:"image_tokens,omitempty"`
 	// Plan, when set, must equal the whole plan.
@@ -150,8 +154,11 @@ func (c *Case) run(ctx context.Context, t *testing.T, r Runner) {
 	if w.Resize != nil && (plan.Resize == nil || (abi.Size{Width: plan.Resize.Width, Height: plan.Resize.Height}) != *w.Resize) {
 		t.Errorf("resize: got %+v, want %+v", plan.Resize, *w.Resize)
 	}
-	if w.Grid != nil && plan.Grid != *w.Grid {
-		t.Errorf("grid: got %+v, want %+v", plan.Grid, *w.Grid)
+	if w.Grid != nil && plan.ImageGrid() != *w.Grid {
+		t.Errorf("grid: got %+v, want %+v", plan.ImageGrid(), *w.Grid)
+	}
+	if w.Views != 0 && len(plan.Views) != w.Views {
+		t.Errorf("views: got %d, want %d", len(plan.Views), w.Views)
 	}
 	if w.LLMGrid != nil && plan.LLMGrid != *w.LLMGrid {
 		t.Errorf("llm grid: got %+v, want %+v", plan.LLMGrid, *w.LLMGrid)

@@ -16,6 +16,18 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o myfamily.wasm .
 //
 // The same plugin runs natively in tests through sdk-wasm/plugintest.
+//
+// # Several views (ABI 2)
+//
+// A plugin whose family cuts one image into several pictures (InternVL's 448×448 tiles and
+// thumbnail) says ABI: 2 in its [Description] and returns them as [Plan.Views], each with its own
+// crop, resize, region of the resized image, pad, normalisation and patch layout (the plain
+// raster [abi.LayoutTiles] or [abi.LayoutMergeBlocks]); Plan.ImageTokens is their sum. Its frame
+// may put the image tokens in several adjacent spans ([Frame.Spans]). The host executes the views
+// in order into one pixel tensor, resizing each distinct (crop, resize) once, and runs them as one
+// image of grid {T: number of views, H, W}, so the views must share one grid and patch layout. A
+// plugin that leaves ABI zero speaks ABI 1, and its views or spans are refused. See the example
+// of [Plan.Views] below and docs/plugins.md ("Plan v2: several views").
 package vlm
 
 import (

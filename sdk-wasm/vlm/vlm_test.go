@@ -117,3 +117,25 @@ func TestRegisterTwicePanics(t *testing.T) {
 	vlm.Register(fake{})
 	vlm.Register(fake{})
 }
+
+// v1Views is a plugin that returns views without saying ABI 2.
+type v1Views struct{ tiled }
+
+func (v1Views) Describe() vlm.Description {
+	return vlm.Description{Family: "v1views", Tasks: []string{vlm.TaskVisionLanguage}}
+}
+
+// TestViewsNeedABI2: the SDK refuses to send views from a plugin that speaks ABI 1, with a
+// message that says how to fix it.
+func TestViewsNeedABI2(t *testing.T) {
+	s := vlm.NewServer(v1Views{tiled{cols: 2, rows: 1}})
+	_, err := plan(t, s, nil)
+	var e *abi.Error
+	if !errors.As(err, &e) || e.Code != abi.CodePluginError || !strings.Contains(e.Message, "set Description.ABI to 2") {
+		t.Fatalf("views from an ABI-1 plugin: %v", err)
+	}
+	d, _ := abi.DecodeResponse[abi.Description](vlm.NewServer(tiled{1, 1}).Handle(abi.ExportDescribe, nil))
+	if d.ABI != 2 {
+		t.Errorf("a plugin that says ABI 2 describes ABI %d", d.ABI)
+	}
+}

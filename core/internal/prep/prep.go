@@ -131,8 +131,8 @@ type Result struct {
 	MMTokenTypeIDs []int32
 	// ImageSpans locate the placeholders, one per image span of the frame, in prompt order.
 	ImageSpans []Span
-	StopIDs        []int32
-	Hints          abi.DecodeHints
+	StopIDs    []int32
+	Hints      abi.DecodeHints
 	// Plan is what the plugin decided, kept for logs and cache keys.
 	Plan    abi.Plan
 	Timings Timings

@@ -41,8 +41,8 @@ func viewsPlanner() *fakePlanner {
 // order, each row channel-major then the patch's pixels in raster order.
 func rasterPatches(img *pixels.RGB, t *pixels.Table, size int) []float32 {
 	var out []float32
-	for py := 0; py < img.H/size; py++ {
-		for px := 0; px < img.W/size; px++ {
+	for py := range img.H / size {
+		for px := range img.W / size {
 			for c := range 3 {
 				for y := range size {
 					for x := range size {
