@@ -15,8 +15,9 @@ Writes two files:
   the Qwen goldens (core/internal/prep/testdata/golden/images, committed) and for synthetic images
   whose pixels are an integer formula (synth(); the Go test computes the same pixels, so no blob
   is committed for them), at the default tiling, max_patches 1 and a few other params: the number
-  of tiles, per tile the sha256 of pixel_values[i] (float32 little-endian, [3, 448, 448]) and 8
-  sampled values, and the chat-framed input_ids (run-length encoded: [id, count] pairs) with the
+  of tiles, per tile the sha256 of pixel_values[i] (float32 little-endian) in the plan's tiles
+  layout (its [3, 448, 448] cut into 32x32 patches of 14 in raster order, each 3 x 14 x 14: the
+  rows the engine receives) and 8 sampled values, and the chat-framed input_ids (run-length encoded: [id, count] pairs) with the
   image before the question, after it, and after a client system message.
 
 The processor is built from a directory holding the -hf preprocessor_config.json, the
@@ -213,7 +214,7 @@ def plugin_cases(proc):
         case = {"name": name, "image": {"width": w, "height": h, "format": "png"}}
         if params:
             case["params"] = params
-        case["want"] = {"image_tokens": tokens, "views": vs}
+        case["want"] = {"grid": {"t": len(vs), "h": TILE // 14, "w": TILE // 14}, "image_tokens": tokens, "views": vs}
         if (w, h) in [(320, 240), (1, 1), (896, 448)] and pi == 0 or (pi and pi not in framed):
             framed.add(pi)
             case["frames"] = frames(proc, tokens, params)
@@ -284,7 +285,9 @@ def pixel_case(proc, name, img, params, k):
     rng = np.random.default_rng(5000 + k)
     tiles = []
     for t in range(n):
-        flat = pv[t].numpy().reshape(-1)
+        # The tile in the plan's tiles layout: 32x32 patches of 14 in raster order, each C x 14 x 14.
+        p = TILE // 14
+        flat = pv[t].reshape(3, p, 14, p, 14).permute(1, 3, 0, 2, 4).contiguous().numpy().reshape(-1)
         idx = sorted(set([0, flat.size - 1] + rng.choice(flat.size, SAMPLES - 2, replace=False).tolist()))
         tiles.append({"sha256": sha(flat.astype("<f4").tobytes()),
                       "samples": [[int(i), float(flat[i])] for i in idx]})
