@@ -3,7 +3,8 @@
 shapes, whose weights come from a seeded generator instead of a committed file.
 
 One golden a family (--family): qwen2_5_vl (the default) writes
-core/internal/engine/testdata/sweep/golden.json, qwen3_vl writes .../sweep/qwen3_vl.json.
+core/internal/engine/testdata/sweep/golden.json, qwen3_vl writes .../sweep/qwen3_vl.json, internvl
+.../sweep/internvl.json.
 
 Run with the reference stack (`just sweep-golden`, i.e. .build/refenv/bin/python). CI never runs
 this: it reads the goldens, regenerates each checkpoint with the same generator in Go
@@ -22,6 +23,9 @@ dozen of them; the generator below is a few lines in both languages and bit-iden
                1 + 0.1u                    the other 1-D weights (RMSNorm and LayerNorm gains,
                                            Qwen3-VL's q_norm and k_norm)
                u * sqrt(3)                 embed_tokens (unit-variance rows)
+               0.5u                        InternViT's cls_token and position_embeddings (the
+                                           fan-in rule would make a position table of 1025 rows
+                                           vanish next to the patches)
                u * 4 * sqrt(3 / hidden)    lm_head: logits of std ~4, as tied ones have, so greedy
                                            margins stay far above float32 rounding
                u * sqrt(3 / fan_in)        other matrices, fan_in = product of the dims after the
@@ -29,7 +33,15 @@ dozen of them; the generator below is a few lines in both languages and bit-iden
                                            Qwen3-VL's pos_embed.weight, 2-D, takes this rule too)
 
 all in float32 with one rounding per operation. Pixel values use the same generator under the
-name "pixels/<image>" with value 0.15 + 1.95u (the range of normalised CLIP pixels).
+name "pixels/<image>" with value 0.15 + 1.95u (the range of normalised CLIP pixels): rows of
+channels x frames x patch x patch values, for InternVL the rows of its 448-pixel tiles (Grid.T
+tiles of 32x32 patches in raster order, 3 x 14 x 14 values a row), which the script reassembles
+into the tiles' pixel_values for the reference.
+
+InternVL's prompts are the -hf chat template's rendering (no system turn, `<IMG_CONTEXT>\n` for
+the image) with the processor's expansion `<img>` + `<IMG_CONTEXT>` x 256 a tile + `</img>`; the
+text between the spans is tokenized with the Qwen vocabulary (the InternVL3 -hf tokenizer's, whose
+added tokens `<img>` 151665, `</img>` 151666 and `<IMG_CONTEXT>` 151667 split it the same way).
 
 The golden holds, per model: the config.json transformers writes, the tensor manifest (name,
 shape, float64 sum and sha256 of the little-endian float32 bytes), and per case the greedy tokens
@@ -59,6 +71,8 @@ import torch
 from safetensors.numpy import save_file
 from transformers import (
     AutoTokenizer,
+    InternVLConfig,
+    InternVLForConditionalGeneration,
     Qwen2_5_VLConfig,
     Qwen2_5_VLForConditionalGeneration,
     Qwen3VLConfig,
@@ -160,10 +174,56 @@ QWEN3_MODELS = [
     ("g6-h66-d20", (2, 6, 1, 20, 66, 125, [4, 3, 3], 5e6, False), (3, 5, 8, 46, [0, 2], 2304)),
 ]
 
+# InternVL3 -hf (families.md §3): its own seed; images are tiles of 448 pixels (32x32 patches of
+# 14), Grid.T of them: one tile (max_patches = 1), a few (a small max_patches) and the 13 of a 4:3
+# photo with the default tiling.
+INTERNVL_SEED = 20261301
+INTERNVL_TILE = 32  # patches a side
+INTERNVL_IMAGES = [
+    ("one_tile", 1, INTERNVL_TILE, INTERNVL_TILE),
+    ("three_tiles", 3, INTERNVL_TILE, INTERNVL_TILE),
+    ("six_tiles", 6, INTERNVL_TILE, INTERNVL_TILE),
+    ("thirteen_tiles", 13, INTERNVL_TILE, INTERNVL_TILE),
+]
+INTERNVL_QUESTIONS = {
+    "one_tile": "What is it?",
+    "three_tiles": "Read the text in the banner.",
+    "six_tiles": "Describe the picture in one sentence.",
+    "thirteen_tiles": "List every object you can find, from left to right, with its colour. 这是什么？",
+}
+# The -hf chat template (tokenizer_config.json's chat_template of OpenGVLab/InternVL3-*-hf).
+INTERNVL_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n'}}{% if message['content'] is string %}"
+    "{{ message['content'] }}{% else %}{% for content in message['content'] %}{% if content['type'] == 'image' %}"
+    "{{ '<IMG_CONTEXT>\\n' }}{% elif content['type'] == 'video' %}{{ '<video>\\n' }}{% elif content['type'] == 'text' %}"
+    "{{ content['text'] }}{% endif %}{% endfor %}{% endif %}{{'<|im_end|>\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{'<|im_start|>assistant\\n' }}{% endif %}"
+)
+INTERNVL_IMG, INTERNVL_IMG_END, INTERNVL_CONTEXT = 151665, 151666, 151667
+
+# name: text (layers, heads, kv_heads, head_dim (None: hidden / heads), hidden, intermediate,
+#             rope_theta, tied),
+#       vision (depth, heads, head_dim, intermediate, layer_norm_eps).
+# The decoder is a Qwen2 (q/k/v biases, plain 1-D RoPE; head_dim even); the tower's width is
+# heads * head_dim, any whole number (no rotary in InternViT), its out width the text hidden.
+INTERNVL_MODELS = [
+    ("g1-h30", (2, 3, 3, None, 30, 45, 1e6, False), (2, 3, 10, 50, 1e-6)),
+    ("g2-h28", (2, 2, 1, None, 28, 75, 1e4, True), (1, 5, 6, 37, 1e-6)),
+    ("g3-h54", (1, 3, 1, None, 54, 99, 1e6, False), (3, 3, 14, 90, 1e-5)),
+    ("g4-h44-d8", (2, 4, 1, 8, 44, 57, 1e6, True), (2, 7, 4, 43, 1e-6)),
+    ("g5-h70", (2, 5, 1, None, 70, 101, 1e4, False), (2, 1, 36, 66, 1e-6)),
+    ("g7-h42", (1, 7, 1, None, 42, 85, 1e6, True), (3, 2, 9, 53, 1e-6)),
+    ("g8-h48", (2, 8, 1, None, 48, 93, 1e6, False), (2, 5, 6, 77, 1e-6)),
+    ("g1-h22", (2, 1, 1, None, 22, 61, 1e6, True), (1, 1, 12, 30, 1e-6)),
+    ("g2-h60-d12", (3, 6, 3, 12, 60, 109, 1e6, False), (2, 3, 8, 70, 1e-6)),
+    ("g3-h54b", (2, 9, 3, None, 54, 83, 1e6, True), (2, 7, 4, 59, 1e-6)),
+]
+
 M64 = (1 << 64) - 1
 
 # The final RMSNorm gain, zero-mean (see the module doc), by checkpoint layout.
-FINAL_NORMS = ("model.norm.weight", "model.language_model.norm.weight")
+FINAL_NORMS = ("model.norm.weight", "model.language_model.norm.weight", "language_model.model.norm.weight")
+LM_HEADS = ("lm_head.weight", "language_model.lm_head.weight")
 
 
 def fnv1a64(s):
@@ -195,11 +255,13 @@ def seeded_tensor(seed, name, shape):
         v = np.float32(0.05) * u
     elif name in FINAL_NORMS:
         v = np.float32(math.sqrt(3.0)) * u
+    elif name.endswith("embeddings.cls_token") or name.endswith("embeddings.position_embeddings"):
+        v = np.float32(0.5) * u
     elif len(shape) == 1:
         v = np.float32(1) + np.float32(0.1) * u
     elif name.endswith("embed_tokens.weight"):
         v = np.float32(math.sqrt(3.0)) * u
-    elif name == "lm_head.weight":
+    elif name in LM_HEADS:
         v = np.float32(4 * math.sqrt(3.0 / shape[1])) * u
     else:
         fan_in = int(np.prod(shape[1:]))
@@ -292,6 +354,43 @@ def qwen3_config(text, vision):
     )
 
 
+def internvl_config(text, vision):
+    layers, heads, kv, hd, hidden, inter, theta, tie = text
+    depth, vheads, vhd, vinter, eps = vision
+    if (hd or hidden // heads) % 2 or (hd is None and hidden % heads):
+        raise SystemExit(f"text head_dim {hd} of hidden {hidden} over {heads} heads: a whole, even number")
+    text_config = dict(
+        model_type="qwen2",
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=151674,
+        rms_norm_eps=1e-6,
+        max_position_embeddings=8192,
+        rope_parameters={"rope_type": "default", "rope_theta": theta},
+        tie_word_embeddings=tie,
+    )
+    if hd is not None:
+        text_config["head_dim"] = hd
+    return InternVLConfig(
+        text_config=text_config,
+        vision_config=dict(
+            hidden_size=vheads * vhd,
+            num_hidden_layers=depth,
+            num_attention_heads=vheads,
+            intermediate_size=vinter,
+            layer_norm_eps=eps,
+            attention_bias=True,
+            image_size=[14 * INTERNVL_TILE] * 2,
+            patch_size=[14, 14],
+        ),
+        # InternVLConfig ties by its top level alone (default true).
+        tie_word_embeddings=tie,
+    )
+
+
 def qwen25_vision(model, pixels, grid):
     v = model.model.get_image_features(torch.from_numpy(pixels), torch.tensor([grid])).pooler_output
     return torch.cat(v, dim=0)
@@ -302,6 +401,33 @@ def qwen3_vision(model, pixels, grid):
     feature in order."""
     out = model.model.get_image_features(torch.from_numpy(pixels), torch.tensor([grid]))
     return torch.cat([torch.cat(out.pooler_output, dim=0)] + list(out.deepstack_features), dim=1)
+
+
+def internvl_tiles(pixels, grid):
+    """The pixel rows (tile-major, patches in raster order, C x 14 x 14 values a row) as the
+    tiles' pixel_values [tiles, 3, 448, 448]."""
+    t, h, w = grid
+    p = int(math.isqrt(pixels.shape[1] // 3))
+    x = pixels.reshape(t, h, w, 3, p, p).transpose(0, 3, 1, 4, 2, 5)
+    return torch.from_numpy(np.ascontiguousarray(x.reshape(t, 3, h * p, w * p)))
+
+
+def internvl_vision(model, pixels, grid):
+    """The engine's EncodeVision rows: the projector's output, tile after tile, 256 tokens each."""
+    out = model.model.get_image_features(internvl_tiles(pixels, grid)).pooler_output
+    return out.reshape(-1, out.shape[-1])
+
+
+def qwen_inputs(ids, pixels, grid):
+    return {
+        "mm_token_type_ids": (ids == IMAGE_TOKEN_ID).to(torch.int32),
+        "pixel_values": torch.from_numpy(pixels),
+        "image_grid_thw": torch.tensor([grid]),
+    }
+
+
+def internvl_inputs(ids, pixels, grid):
+    return {"pixel_values": internvl_tiles(pixels, grid)}
 
 
 def qwen25_summary(text, vision):
@@ -326,6 +452,17 @@ def qwen3_summary(text, vision):
     }
 
 
+def internvl_summary(text, vision):
+    layers, heads, kv, hd, hidden, inter, theta, tie = text
+    depth, vheads, vhd, vinter, eps = vision
+    return {
+        "layers": layers, "heads": heads, "kv_heads": kv, "head_dim": hd or hidden // heads, "hidden": hidden,
+        "intermediate": inter, "rope_theta": theta, "tied": tie,
+        "vision_depth": depth, "vision_heads": vheads, "vision_hidden": vheads * vhd,
+        "vision_intermediate": vinter, "vision_layer_norm_eps": eps,
+    }
+
+
 @dataclass
 class Family:
     """What differs between the families' sweeps."""
@@ -333,10 +470,10 @@ class Family:
     out: str
     generator: str
     seed: int
-    patch_size: int
     # The turns before the user's (a default system turn), and the chat template that renders it.
     system: str
     template: str
+    # (name, grid h, grid w) with t = 1, or (name, t, h, w)
     images: list
     questions: dict
     models: list
@@ -344,21 +481,39 @@ class Family:
     model_class: type
     vision: callable
     summary: callable
+    # the width of a pixel row (channels x frames x patch x patch)
+    patch_dim: int = 0
+    # the prompt cases (build_cases) and the model's inputs beside input_ids (qwen_inputs)
+    cases: callable = None
+    inputs: callable = None
+
+    def grids(self):
+        """(name, [t, h, w]) of every image."""
+        return [(im[0], list(im[1:]) if len(im) == 4 else [1, im[1], im[2]]) for im in self.images]
 
 
 FAMILIES = {
     "qwen2_5_vl": Family(
-        out=OUT, generator="scripts/reference/make_sweep.py", seed=SEED, patch_size=14,
+        out=OUT, generator="scripts/reference/make_sweep.py", seed=SEED,
         system=SYSTEM, template=QWEN2_VL_TEMPLATE, images=IMAGES, questions=QUESTIONS, models=MODELS,
         config=make_config, model_class=Qwen2_5_VLForConditionalGeneration, vision=qwen25_vision,
-        summary=qwen25_summary,
+        summary=qwen25_summary, patch_dim=3 * 2 * 14 * 14,
     ),
     # No default system turn (families.md §2.4).
     "qwen3_vl": Family(
         out=os.path.join(SWEEP_DIR, "qwen3_vl.json"), generator="scripts/reference/make_sweep.py --family qwen3_vl",
-        seed=QWEN3_SEED, patch_size=16, system="", template=QWEN3_VL_TEMPLATE, images=QWEN3_IMAGES,
+        seed=QWEN3_SEED, system="", template=QWEN3_VL_TEMPLATE, images=QWEN3_IMAGES,
         questions=QWEN3_QUESTIONS, models=QWEN3_MODELS, config=qwen3_config,
         model_class=Qwen3VLForConditionalGeneration, vision=qwen3_vision, summary=qwen3_summary,
+        patch_dim=3 * 2 * 16 * 16,
+    ),
+    # No system turn; tiles of 448 pixels, Conv2d patches of 14 (families.md §3).
+    "internvl": Family(
+        out=os.path.join(SWEEP_DIR, "internvl.json"), generator="scripts/reference/make_sweep.py --family internvl",
+        seed=INTERNVL_SEED, system="", template=INTERNVL_TEMPLATE, images=INTERNVL_IMAGES,
+        questions=INTERNVL_QUESTIONS, models=INTERNVL_MODELS, config=internvl_config,
+        model_class=InternVLForConditionalGeneration, vision=internvl_vision, summary=internvl_summary,
+        patch_dim=3 * 14 * 14, cases=lambda fam, tok: internvl_cases(fam, tok), inputs=internvl_inputs,
     ),
 }
 
@@ -372,8 +527,10 @@ def read_header(path):
 
 
 def build_cases(fam, tok):
+    if fam.cases is not None:
+        return fam.cases(fam, tok)
     cases = []
-    for image, h, w in fam.images:
+    for image, (_, h, w) in fam.grids():
         n = (h // 2) * (w // 2)
         for order in ORDERS:
             q = fam.questions[image]
@@ -395,15 +552,36 @@ def build_cases(fam, tok):
     return cases
 
 
-def run_case(model, case, pixels, grid):
+def internvl_cases(fam, tok):
+    """The -hf template's rendering of each turn, the image span expanded as InternVLProcessor
+    does; the text between spans tokenized with the Qwen vocabulary."""
+    cases = []
+    for image, (t, h, w) in fam.grids():
+        n = t * (h // 2) * (w // 2)
+        for order in ORDERS:
+            q = fam.questions[image]
+            parts = [{"type": "image"}, {"type": "text", "text": q}]
+            if order != "image_first":
+                parts.reverse()
+            rendered = tok.apply_chat_template([{"role": "user", "content": parts}], chat_template=fam.template,
+                                               tokenize=False, add_generation_prompt=True)
+            body = "<IMG_CONTEXT>\n" + q if order == "image_first" else q + "<IMG_CONTEXT>\n"
+            prompt = "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant\n"
+            if rendered != prompt:
+                raise SystemExit(f"{image}/{order}: the chat template renders {rendered!r}, not {prompt!r}")
+            before, after = prompt.split("<IMG_CONTEXT>")
+            ids = (tok(before)["input_ids"] + [INTERNVL_IMG] + [INTERNVL_CONTEXT] * n + [INTERNVL_IMG_END]
+                   + tok(after)["input_ids"])
+            if any(i >= INTERNVL_IMG for i in tok(before)["input_ids"] + tok(after)["input_ids"]):
+                raise SystemExit(f"{image}/{order}: the text tokenized to an id of the image span's")
+            cases.append({"name": f"{image}/{order}", "image": image, "order": order, "prompt": prompt, "input_ids": ids})
+    return cases
+
+
+def run_case(fam, model, case, pixels, grid):
     ids = torch.tensor([case["input_ids"]])
-    inputs = {
-        "input_ids": ids,
-        "attention_mask": torch.ones_like(ids),
-        "mm_token_type_ids": (ids == IMAGE_TOKEN_ID).to(torch.int32),
-        "pixel_values": torch.from_numpy(pixels),
-        "image_grid_thw": torch.tensor([grid]),
-    }
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    inputs.update((fam.inputs or qwen_inputs)(ids, pixels, grid))
     # Ignore-EOS semantics, as make_fixtures.py: EOS is cleared from the generation config.
     saved = model.generation_config.eos_token_id
     model.generation_config.eos_token_id = None
@@ -469,13 +647,13 @@ def make_model(fam, index, name, text, vision, cases, pixels, work):
 
     vision_out = []
     with torch.no_grad():
-        for image, h, w in fam.images:
-            v = fam.vision(model, pixels[image], [1, h, w]).double().numpy()
+        for image, grid in fam.grids():
+            v = fam.vision(model, pixels[image], grid).double().numpy()
             vision_out.append({"image": image, "rows": v.shape[0], "dim": v.shape[1], "sum": float(v.sum()), "sumabs": float(np.abs(v).sum())})
     results = []
-    grids = {image: [1, h, w] for image, h, w in fam.images}
+    grids = dict(fam.grids())
     for case in cases:
-        r = run_case(model, case, pixels[case["image"]], grids[case["image"]])
+        r = run_case(fam, model, case, pixels[case["image"]], grids[case["image"]])
         if r["min_margin"] < MIN_MARGIN:
             raise SystemExit(f"{name} {case['name']}: greedy margin {r['min_margin']:.3g} below {MIN_MARGIN}")
         if len(set(r["tokens"])) == 1:
@@ -511,10 +689,10 @@ def main():
     tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
     cases = build_cases(fam, tok)
     pixels, images = {}, []
-    for image, h, w in fam.images:
-        px = seeded_pixels(fam.seed, image, h * w, 3 * 2 * fam.patch_size * fam.patch_size)
+    for image, grid in fam.grids():
+        px = seeded_pixels(fam.seed, image, grid[0] * grid[1] * grid[2], fam.patch_dim)
         pixels[image] = px
-        images.append({"name": image, "grid": [1, h, w], "sha256": sha256_f32(px)})
+        images.append({"name": image, "grid": grid, "sha256": sha256_f32(px)})
     only = set(args.only.split(",")) if args.only else None
     if only is not None and only - {m[0] for m in fam.models}:
         raise SystemExit(f"--only: no model {sorted(only - {m[0] for m in fam.models})} in the {args.family} sweep")

@@ -101,6 +101,9 @@ func Check(cfg *Config, lim Limits, req *Request) error {
 		if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%v.MergeSize != 0 || g.W%v.MergeSize != 0 {
 			return fmt.Errorf("image %d: grid %v is not a positive multiple of the merge size %d: %w", i, g, v.MergeSize, ErrInvalidInput)
 		}
+		if f := v.FixedGrid; f > 0 && (g.H != f || g.W != f) {
+			return fmt.Errorf("image %d: grid %v: the vision tower takes frames of %dx%d patches: %w", i, g, f, f, ErrInvalidInput)
+		}
 		if g.H > lim.MaxGridSide || g.W > lim.MaxGridSide {
 			return &BoundsError{Err: ErrImageTooLarge, What: fmt.Sprintf("image %d grid side", i), Got: max(g.H, g.W), Limit: lim.MaxGridSide}
 		}

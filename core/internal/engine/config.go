@@ -85,6 +85,9 @@ type VisionConfig struct {
 	// (Qwen3-VL's num_position_embeddings), or one row a patch of the one grid the tower takes
 	// (InternViT: (image_size/patch_size)^2, its CLS row apart); 0: none.
 	PosEmbeddings int
+	// FixedGrid is the grid side, in patches, of every frame the tower takes (InternViT: one
+	// 448-pixel tile of 32x32 patches a frame, Grid.T tiles an image); 0: any grid.
+	FixedGrid int
 	// Deepstack are the blocks whose output feeds a merger of its own, added to the decoder's
 	// hidden states at the image tokens after decoder layer i (deepstack_visual_indexes).
 	Deepstack       []int
@@ -286,10 +289,13 @@ func ParseConfig(data []byte) (*Config, error) {
 				errs = append(errs, fmt.Errorf("%s: mrope_section on a decoder with 1-D rotary positions: %w", key, ErrUnsupported))
 			}
 		}
-		if t.Rope1D { // plain RoPE: only the default frequencies are implemented
+		if t.Rope1D { // plain RoPE: the default frequencies
 			for _, k := range []string{"rope_type", "type"} {
+				// dynamic NTK (InternVL3's Qwen2 configs) keeps the default frequencies up to
+				// max_position_embeddings (dynamic_rope_update rescales only past it), which
+				// bounds every context (DefaultLimits, the bundles)
 				var kind string
-				if opt(rope, k, &kind); kind != "" && kind != "default" {
+				if opt(rope, k, &kind); kind != "" && kind != "default" && kind != "dynamic" {
 					errs = append(errs, fmt.Errorf("%s.%s %q: %w", key, k, kind, ErrUnsupported))
 				}
 			}
@@ -448,6 +454,9 @@ func (c *Config) Validate() error {
 	}
 	if side := int(math.Sqrt(float64(v.PosEmbeddings))); v.PosEmbeddings < 0 || side*side != v.PosEmbeddings {
 		bad("num_position_embeddings %d is not a square", v.PosEmbeddings)
+	}
+	if v.FixedGrid < 0 || (v.FixedGrid > 0 && v.FixedGrid%v.MergeSize != 0) {
+		bad("a fixed grid side of %d patches: not a multiple of the merge size %d", v.FixedGrid, v.MergeSize)
 	}
 	if len(v.Deepstack) > t.Layers {
 		bad("%d deepstack mergers for %d decoder layers", len(v.Deepstack), t.Layers)

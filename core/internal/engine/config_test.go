@@ -10,7 +10,8 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	_ "github.com/iris-vlm/iris/core/internal/models/qwen25vl" // registers its config defaults
+	_ "github.com/iris-vlm/iris/core/internal/models/internvl" // registers its config defaults
+	_ "github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
 
@@ -79,6 +80,28 @@ func TestParseConfig(t *testing.T) {
 				},
 				TieEmbeddings: true,
 				ImageTokenID:  151655, VideoTokenID: 151656, VisionStartTokenID: 151652, VisionEndTokenID: 151653,
+				EOSTokenIDs: []int32{151645},
+			},
+		},
+		{
+			// InternVL3 2B -hf (scripts/reference/gpu_internvl3_2b.config.json): InternViT's own
+			// keys (num_hidden_layers, image_size and patch_size as lists, layer_norm_eps), a
+			// Qwen2 decoder with 1-D RoPE (dynamic NTK: the default frequencies up to 32768),
+			// the top-level tie and the <img>/<IMG_CONTEXT> ids
+			name: "hub InternVL3 2B",
+			path: filepath.Join("testdata", "configs", "internvl3_2b_hf.json"),
+			want: engine.Config{
+				ModelType: "internvl",
+				Text: engine.TextConfig{
+					Hidden: 1536, Layers: 28, Heads: 12, KVHeads: 2, HeadDim: 128, Intermediate: 8960, Vocab: 151674,
+					MaxPositions: 32768, RMSNormEps: 1e-6, RopeTheta: 1e6, MRopeSection: [3]int{64, 0, 0}, Rope1D: true,
+					Act: "silu", QKVBias: true,
+				},
+				Vision: engine.VisionConfig{
+					Depth: 24, Hidden: 1024, Heads: 16, Intermediate: 4096, InChannels: 3, PatchSize: 14, TemporalPatchSize: 1,
+					MergeSize: 2, OutHidden: 1536, NormEps: 1e-6, PosEmbeddings: 1024, FixedGrid: 32, Act: "gelu",
+				},
+				ImageTokenID: 151667, VideoTokenID: 151656, VisionStartTokenID: 151665, VisionEndTokenID: 151666,
 				EOSTokenIDs: []int32{151645},
 			},
 		},

@@ -4,18 +4,33 @@ import "fmt"
 
 // PromptPositions are the rotary positions of a prompt for cfg's decoder: multimodal
 // (Positions3D) or, for a decoder with plain 1-D RoPE (TextConfig.Rope1D), the token index on
-// all three rows with Delta 0 (image tokens are ordinary positions). Either way each run of
-// placeholders must match its image's grid. Every caller (Generate, the fixtures, the GPU
-// checks) computes positions through it.
+// all three rows with Delta 0 (image tokens are ordinary positions; the placeholders must number
+// the images' tokens, in as many runs as the frame makes). Every caller (Generate, the fixtures,
+// the GPU checks) computes positions through it.
 func PromptPositions(cfg *Config, ids []int32, grids []Grid) (Positions, error) {
-	p, err := Positions3D(ids, cfg.ImageTokenID, grids, cfg.Vision.MergeSize)
-	if err != nil || !cfg.Text.Rope1D {
-		return p, err
+	merge := cfg.Vision.MergeSize
+	if !cfg.Text.Rope1D {
+		return Positions3D(ids, cfg.ImageTokenID, grids, merge)
 	}
-	for i := range ids {
+	need := 0
+	for i, g := range grids {
+		if merge <= 0 || g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%merge != 0 || g.W%merge != 0 {
+			return Positions{}, fmt.Errorf("image %d: grid %v not a positive multiple of merge %d: %w", i, g, merge, ErrInvalidInput)
+		}
+		need += g.Tokens(merge)
+	}
+	n := len(ids)
+	p := Positions{T: make([]int32, n), H: make([]int32, n), W: make([]int32, n)}
+	got := 0
+	for i, id := range ids {
+		if id == cfg.ImageTokenID {
+			got++
+		}
 		p.T[i], p.H[i], p.W[i] = int32(i), int32(i), int32(i)
 	}
-	p.Delta = 0
+	if got != need {
+		return Positions{}, fmt.Errorf("%d image placeholder tokens, the %d images' grids need %d: %w", got, len(grids), need, ErrInvalidInput)
+	}
 	return p, nil
 }
 

@@ -109,3 +109,57 @@ func TestPositions3DErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptPositions: a 1-D decoder gets the token index on every row and Delta 0, its
+// placeholders counted over the images (in one run or several, a frame of several spans);
+// a multimodal one gets Positions3D.
+func TestPromptPositions(t *testing.T) {
+	oneD := &engine.Config{ImageTokenID: img, Text: engine.TextConfig{Rope1D: true}, Vision: engine.VisionConfig{MergeSize: 2}}
+	mrope := &engine.Config{ImageTokenID: img, Vision: engine.VisionConfig{MergeSize: 2}}
+	index := func(n int) []int32 {
+		out := make([]int32, n)
+		for i := range out {
+			out[i] = int32(i)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		cfg   *engine.Config
+		ids   []int32
+		grids []engine.Grid
+		err   bool
+	}{
+		{"1-D text only", oneD, []int32{1, 2, 3}, nil, false},
+		{"1-D two tiles", oneD, []int32{7, img, img, img, img, img, img, img, img, 9}, []engine.Grid{{T: 2, H: 4, W: 4}}, false},
+		{"1-D one image in two runs", oneD, []int32{img, img, 5, img, img}, []engine.Grid{{T: 1, H: 4, W: 4}}, false},
+		{"1-D two images", oneD, []int32{img, 5, img, img, img, img}, []engine.Grid{{T: 1, H: 2, W: 2}, {T: 1, H: 4, W: 4}}, false},
+		{"1-D too few placeholders", oneD, []int32{1, img, img, img}, []engine.Grid{{T: 1, H: 4, W: 4}}, true},
+		{"1-D placeholders without image", oneD, []int32{1, img}, nil, true},
+		{"1-D odd grid", oneD, []int32{img}, []engine.Grid{{T: 1, H: 3, W: 2}}, true},
+		{"multimodal", mrope, []int32{7, 8, img, img, img, img, img, img, 9}, []engine.Grid{{T: 1, H: 4, W: 6}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := engine.PromptPositions(tt.cfg, tt.ids, tt.grids)
+			if tt.err {
+				if !errors.Is(err, engine.ErrInvalidInput) {
+					t.Errorf("err = %v, want ErrInvalidInput", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := engine.Positions{T: index(len(tt.ids)), H: index(len(tt.ids)), W: index(len(tt.ids))}
+			if !tt.cfg.Text.Rope1D {
+				if want, err = engine.Positions3D(tt.ids, img, tt.grids, 2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}

@@ -56,6 +56,9 @@ func CheckImage(cfg *Config, lim Limits, img Image) error {
 	if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%v.MergeSize != 0 || g.W%v.MergeSize != 0 {
 		return fmt.Errorf("grid %v: %w", g, ErrInvalidInput)
 	}
+	if f := v.FixedGrid; f > 0 && (g.H != f || g.W != f) {
+		return fmt.Errorf("grid %v: the vision tower takes frames of %dx%d patches: %w", g, f, f, ErrInvalidInput)
+	}
 	if g.Patches() > lim.MaxImagePatches || g.H > lim.MaxGridSide || g.W > lim.MaxGridSide {
 		return &BoundsError{Err: ErrImageTooLarge, What: "image patches", Got: g.Patches(), Limit: lim.MaxImagePatches}
 	}

@@ -127,8 +127,13 @@ func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(st
 		return Tensor{}
 	}
 	var shapeOK bool
-	if matrix { // trailing dimensions flatten into cols (a Conv3d kernel)
-		shapeOK = len(t.Shape) >= 2 && t.Shape[0] == int64(rows) && t.Numel() == int64(rows)*int64(cols)
+	if matrix { // trailing dimensions flatten into cols (a Conv3d kernel); leading ones of size 1
+		// may go (a [1, 1025, hidden] position table, a [1, 1, hidden] CLS token)
+		shape := t.Shape
+		for len(shape) > 2 && shape[0] == 1 && shape[0] != int64(rows) {
+			shape = shape[1:]
+		}
+		shapeOK = len(shape) >= 2 && shape[0] == int64(rows) && t.Numel() == int64(rows)*int64(cols)
 	} else {
 		shapeOK = len(t.Shape) == 1 && t.Shape[0] == int64(cols)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/models/internvl"
 	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	"github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
@@ -28,6 +29,12 @@ type Family struct {
 }
 
 var families = map[string]Family{
+	internvl.ModelType: {
+		ModelType: internvl.ModelType,
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
+			return internvl.New(b, ck, cfg, lim, internvl.Options{KVTokens: opts.KVTokens})
+		},
+	},
 	qwen25vl.ModelType: {
 		ModelType: qwen25vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
