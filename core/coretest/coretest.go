@@ -26,8 +26,9 @@ const InternVL = "internvl-seeded"
 // served maps the seeded models to their family.
 var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl"}
 
-// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, and Qwen3-VL.
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3}
+// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL and
+// InternVL3.
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {

@@ -48,7 +48,7 @@ CASES = os.path.join(TESTDATA, "qwen2_5_vl", "cases")
 SERVED = {
     "qwen3_vl": {"model": "g2-h60-d12", "cls": Qwen3VLForConditionalGeneration, "label": "Qwen3-VL",
                  "tokenizer": os.path.join(ROOT, ".build", "tokenizer", "qwen3")},
-    "internvl": {"model": "g2-h64-t1", "cls": InternVLForConditionalGeneration, "label": "InternVL3 (-hf)",
+    "internvl": {"model": "g2-h60-d12", "cls": InternVLForConditionalGeneration, "label": "InternVL3 (-hf)",
                  "tokenizer": os.path.join(ROOT, ".build", "tokenizer", "internvl3")},
 }
 # up to 2 grid tiles (+ the thumbnail): 768 image tokens at most (see the docstring)
