@@ -268,3 +268,31 @@ func TestBF16Qwen3GraphMatchesPlain(t *testing.T) {
 	}
 	t.Logf("bf16 vs fp32 golden: %d/%d tokens agree", agree, total)
 }
+
+// TestSweepInternVLFP32 runs the InternVL shape sweep on the GPU in fp32: 10 seeded checkpoints
+// (odd tower widths and head counts, GQA 1-8, tied and untied), images of 1, 3, 6 and 13 tiles in
+// both part orders; greedy tokens identical to transformers, first-step logits within tolerance.
+func TestSweepInternVLFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("internvl"), sweepLoader(Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSingleInternVLFP32: InternVL's sweep cases batched (chunks splitting the tiles'
+// rows) give what each gives alone, fp32.
+func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("internvl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, len(sw.Models) - 1} {
+		dir := t.TempDir()
+		if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := loadDir(t, dir, Options{Precision: "fp32"})
+		reqs, err := fixture.SweepRequests(sw, m.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(sw.Models[i].Name, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, reqs) })
+	}
+}

@@ -81,13 +81,14 @@ func TestSweep(t *testing.T) {
 
 // TestBatchEqualsSingle: the sweep's cases batched (joining while others decode, prompts
 // prefilled in chunks that split the tiles' rows, leaving at different steps) give exactly the
-// greedy tokens each gives alone.
+// greedy tokens each gives alone. One model (GQA 3): its 13-tile prompts are the cost, and the
+// batch layout is kit's, shared with the other families.
 func TestBatchEqualsSingle(t *testing.T) {
 	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{sw.Models[0].Name, sw.Models[len(sw.Models)-1].Name} {
+	for _, name := range []string{sw.Models[len(sw.Models)-1].Name} {
 		t.Run(name, func(t *testing.T) {
 			dir, _ := sweepModel(t, name)
 			m, err := load(dir, native.Options{})
