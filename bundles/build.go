@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -38,6 +39,14 @@ type Family struct {
 	// LowPixels is the largest area of image_url.detail "low" (256 image tokens), when the
 	// family's plugin takes per-request budgets through min_pixels and max_pixels.
 	LowPixels int64
+	// ConfigFixed are config.json values (dotted keys) the family's plugin and graph assume; a
+	// checkpoint that says otherwise is refused. A key the checkpoint leaves out passes (the
+	// transformers default applies).
+	ConfigFixed map[string]any
+	// SpecialTokens are tokens the plugin's framing spells out, each mapped to the config.json key
+	// that holds its id ("" when the id is free): tokenizer.json must hold each as an added token,
+	// with that id, or the prompt would not be what the engine expects.
+	SpecialTokens map[string]string
 }
 
 // Families lists the families this build can bundle.
@@ -71,6 +80,27 @@ var Families = map[string]Family{
 		},
 		LowPixels: 256 * 32 * 32,
 	},
+	// InternVL3 (-hf checkpoints): several 448x448 views a request (plugin ABI 2), 256 tokens each.
+	"internvl": {
+		Name: "internvl", ModelTypes: []string{"internvl"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{151645},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		Params: map[string][]string{
+			"max_patches": {"max_patches"},
+			"min_patches": {"min_patches"},
+		},
+		Fixed: map[string]any{
+			"size.height": 448.0, "size.width": 448.0, "resample": 3.0,
+			"image_mean": []any{0.485, 0.456, 0.406},
+			"image_std":  []any{0.229, 0.224, 0.225},
+		},
+		ConfigFixed: map[string]any{
+			"downsample_ratio": 0.5, "image_seq_length": 256.0,
+			"vision_config.image_size": []any{448.0, 448.0}, "vision_config.patch_size": []any{14.0, 14.0},
+			"vision_feature_layer": -1.0, "vision_feature_select_strategy": "default",
+		},
+		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_id", "<img>": "", "</img>": ""},
+	},
 }
 
 // BuildOptions configure Build. Zero values take the defaults noted.
@@ -96,6 +126,10 @@ type BuildOptions struct {
 	Tasks []Task
 	// Image overrides the default image limits where non-zero.
 	Image Image
+	// Params override (or add) plugin parameters after those lifted from
+	// preprocessor_config.json: internvl's max_patches = 1 is upstream's single-tile geometry.
+	// The plugin checks them when the bundle loads.
+	Params map[string]any
 	// Progress receives human-readable progress lines; nil is quiet.
 	Progress io.Writer
 }
@@ -124,6 +158,17 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	mt, _ := cfg["model_type"].(string)
 	if !slices.Contains(fam.ModelTypes, mt) {
 		return nil, fmt.Errorf("build bundle: family %s expects model_type %s, config.json says %q", fam.Name, strings.Join(fam.ModelTypes, " or "), mt)
+	}
+	if len(fam.ConfigFixed) > 0 || len(fam.SpecialTokens) > 0 {
+		var tok map[string]any
+		if len(fam.SpecialTokens) > 0 {
+			if tok, err = readJSON(filepath.Join(o.From, "tokenizer.json")); err != nil {
+				return nil, fmt.Errorf("build bundle: %w", err)
+			}
+		}
+		if err := fam.CheckConfig(cfg, tok); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
 	}
 	weights, err := weightFiles(o.From)
 	if err != nil {
@@ -221,6 +266,7 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	if m.Plugin.Params, err = fam.PluginParams(pre); err != nil {
 		return nil, fmt.Errorf("build bundle: preprocessor_config.json: %w", err)
 	}
+	maps.Copy(m.Plugin.Params, o.Params)
 	m.Image.Budgets = fam.Budgets(m.Plugin.Params)
 	var buf bytes.Buffer
 	if err := m.Encode(&buf); err != nil {
@@ -244,28 +290,9 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 // PluginParams picks the family plugin's parameters out of a checkpoint's preprocessor config
 // and checks the values the plugin implements as constants.
 func (f Family) PluginParams(pre map[string]any) (map[string]any, error) {
-	lookup := func(key string) (any, bool) {
-		var cur any = pre
-		for _, part := range strings.Split(key, ".") {
-			m, ok := cur.(map[string]any)
-			if !ok {
-				return nil, false
-			}
-			if cur, ok = m[part]; !ok || cur == nil {
-				return nil, false
-			}
-		}
-		return cur, true
-	}
-	keys := make([]string, 0, len(f.Fixed))
-	for k := range f.Fixed {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if got, ok := lookup(k); ok && !sameJSON(got, f.Fixed[k]) {
-			return nil, fmt.Errorf("%s is %v, but the %s plugin implements %v", k, got, f.Name, f.Fixed[k])
-		}
+	lookup := func(key string) (any, bool) { return lookupKey(pre, key) }
+	if err := checkFixed(pre, f.Fixed, "the "+f.Name+" plugin implements"); err != nil {
+		return nil, err
 	}
 	out := map[string]any{}
 	for param, sources := range f.Params {
@@ -290,6 +317,80 @@ func (f Family) PluginParams(pre map[string]any) (map[string]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// CheckConfig refuses a config.json whose values differ from what the family assumes
+// (ConfigFixed), or a tokenizer.json that lacks a special token the plugin frames with or gives
+// it another id than config.json (SpecialTokens). tok is tokenizer.json, parsed.
+func (f Family) CheckConfig(cfg, tok map[string]any) error {
+	if err := checkFixed(cfg, f.ConfigFixed, "the "+f.Name+" family implements"); err != nil {
+		return fmt.Errorf("config.json: %w", err)
+	}
+	if len(f.SpecialTokens) == 0 {
+		return nil
+	}
+	added := map[string]float64{}
+	list, _ := tok["added_tokens"].([]any)
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		content, _ := m["content"].(string)
+		if id, ok := m["id"].(float64); ok && content != "" {
+			added[content] = id
+		}
+	}
+	names := make([]string, 0, len(f.SpecialTokens))
+	for n := range f.SpecialTokens {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		id, ok := added[name]
+		if !ok {
+			return fmt.Errorf("tokenizer.json: no added token %q, which the %s plugin frames images with", name, f.Name)
+		}
+		key := f.SpecialTokens[name]
+		if key == "" {
+			continue
+		}
+		want, ok := lookupKey(cfg, key)
+		if !ok {
+			return fmt.Errorf("config.json: no %s (the id of %q)", key, name)
+		}
+		if w, _ := want.(float64); w != id {
+			return fmt.Errorf("tokenizer.json gives %q the id %v, config.json's %s is %v", name, id, key, want)
+		}
+	}
+	return nil
+}
+
+// lookupKey finds a dotted key ("size.height") in parsed JSON; a null counts as absent.
+func lookupKey(doc map[string]any, key string) (any, bool) {
+	var cur any = doc
+	for _, part := range strings.Split(key, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok || cur == nil {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// checkFixed compares the keys of fixed present in doc with their wanted values.
+func checkFixed(doc map[string]any, fixed map[string]any, who string) error {
+	keys := make([]string, 0, len(fixed))
+	for k := range fixed {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got, ok := lookupKey(doc, k); ok && !sameJSON(got, fixed[k]) {
+			return fmt.Errorf("%s is %v, but %s %v", k, got, who, fixed[k])
+		}
+	}
+	return nil
 }
 
 // Budgets are the per-request image resolutions of a bundle with these plugin params: the

@@ -1,6 +1,6 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and a seeded Qwen3-VL one, with the family plugin compiled from source,
-// and the transformers reference outputs for each case. Test code only.
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL and InternVL3 ones, with the family plugin compiled
+// from source, and the transformers reference outputs for each case. Test code only.
 package coretest
 
 import (
@@ -18,15 +18,24 @@ import (
 // (fixture.WriteServedModel), answered by transformers through its own processor.
 const Qwen3 = "qwen3-seeded"
 
-// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, and Qwen3-VL.
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3}
+// InternVL is the InternVL3 model: a checkpoint of its shape sweep regenerated from its seed,
+// served with up to two tiles and the thumbnail (several views a request, plugin ABI 2),
+// answered by transformers through InternVLProcessor.
+const InternVL = "internvl-seeded"
+
+// served maps the seeded models to their family.
+var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl"}
+
+// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL and
+// InternVL3.
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
 	tb.Helper()
 	family, from := "qwen2_5_vl", fixture.ModelDir(model)
-	if model == Qwen3 {
-		family, from = "qwen3_vl", tb.TempDir()
+	if f, ok := served[model]; ok {
+		family, from = f, tb.TempDir()
 		if _, err := fixture.WriteServedModel(from, family); err != nil {
 			tb.Fatal(err)
 		}
@@ -58,8 +67,8 @@ type Case struct {
 // Cases returns the reference cases of a fixture model.
 func Cases(tb testing.TB, model string) []Case {
 	tb.Helper()
-	if model == Qwen3 {
-		return servedCases(tb)
+	if family, ok := served[model]; ok {
+		return servedCases(tb, family)
 	}
 	golden, err := fixture.LoadGolden(model)
 	if err != nil {
@@ -85,12 +94,16 @@ func Cases(tb testing.TB, model string) []Case {
 	return out
 }
 
-func servedCases(tb testing.TB) []Case {
-	s, err := fixture.LoadServed("qwen3_vl")
+func servedCases(tb testing.TB, family string) []Case {
+	s, err := fixture.LoadServed(family)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tok, err := tokenize.Load(fixture.ModelDir("tiny-untied")) // the same Qwen tokenizer
+	tokDir := fixture.ModelDir("tiny-untied") // the same Qwen tokenizer
+	if family == "internvl" {
+		tokDir = fixture.TokenizerDir("internvl3")
+	}
+	tok, err := tokenize.Load(tokDir)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -16,6 +16,7 @@ flags=(-tags cuda -trimpath -ldflags '-s -w')
 #   qwen3    iris, gpucheck, httpbench and the qwen3_vl plugin (run.sh qwen3 2b|8b|tiny, run.sh vl)
 #   throughput  iris, httpbench, cuda.test, the qwen2_5_vl plugin, and IRIS_BASE's build when set
 #            (run.sh throughput)
+#   internvl the same with the internvl plugin (run.sh internvl 2b|8b|tiny [parity|speed])
 #   all      (default) everything the other phases use
 phase=${IRIS_PHASE:-all}
 if [[ $phase == check || $phase == all ]]; then
@@ -28,11 +29,11 @@ if [[ $phase == throughput ]]; then
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
 fi
-if [[ $phase == compare || $phase == qwen3 || $phase == all ]]; then
+if [[ $phase == compare || $phase == qwen3 || $phase == internvl || $phase == all ]]; then
   go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
 fi
-if [[ $phase == qwen3 || $phase == all ]]; then
+if [[ $phase == qwen3 || $phase == internvl || $phase == all ]]; then
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench # the HTTP load of `run.sh speed`, `vl`
 fi
 if [[ $phase == all ]]; then
@@ -41,9 +42,10 @@ fi
 cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
 gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
 # the family plugins `iris bundle build` packs, built from this tree (just plugin <family>)
-plugins=(qwen2_5_vl qwen3_vl)
+plugins=(qwen2_5_vl qwen3_vl internvl)
 [[ $phase == compare || $phase == throughput ]] && plugins=(qwen2_5_vl)
 [[ $phase == qwen3 ]] && plugins=(qwen3_vl)
+[[ $phase == internvl ]] && plugins=(internvl)
 [[ $phase == check ]] && plugins=()
 for f in "${plugins[@]}"; do
   (dest=$PWD/$out/plugins && cd "plugins/$f" && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -o "$dest/$f.wasm" .)
@@ -76,4 +78,7 @@ Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says 
       IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs only the photo over HTTP)
   bash scripts/gpu/run.sh qwen3 2b    (IRIS_PHASE=qwen3; ~4 min: Qwen3-VL-2B parity, engine, HTTP, transformers)
   bash scripts/gpu/run.sh qwen3 8b    (IRIS_PHASE=qwen3; ~6 min: the same for the 8B; timeout_s 600)
+  bash scripts/gpu/run.sh internvl 2b parity; bash scripts/gpu/run.sh internvl 2b speed
+                                      (IRIS_PHASE=internvl; two calls a size, the machine kept warm between
+                                      them; the same for 8b; timeout_s 600 each)
 MSG

@@ -29,9 +29,21 @@
 #                                   continuous batching (issue 14): iris serve at its defaults,
 #                                   distinct JPEGs at c=1..128, the base build's c=1, transformers
 #                                   batch 16 (default the Qwen2.5-VL 3B; ~6 min)
-#   bash scripts/gpu/run.sh vl <family> <size>
+#   bash scripts/gpu/run.sh vl <family> <size> [parts]
 #                                   the same for any family with a gpu_<family>_<size>.config.json
 #                                   (vl qwen2_5_vl 3b: the 3B's whole story in one call)
+#   bash scripts/gpu/run.sh internvl 2b|8b|tiny [parts]
+#                                   InternVL3 (`vl internvl <size>`, gpu_internvl3_<size>.config.json):
+#                                   as qwen3, with both tilings of the photo: the default (12 tiles
+#                                   + thumbnail, 3,353 prompt tokens) and max_patches = 1 (one tile;
+#                                   case photo_426x320_t1, the bundle served again with
+#                                   [plugin.params] max_patches = 1); parity on 10 cases (9 tiled +
+#                                   the single tile). parts: parity,speed (default both); a warm
+#                                   machine reuses the checkpoint and the cases, so `internvl 8b
+#                                   parity` then `internvl 8b speed` split a size over two calls.
+#                                   Raw results stay in $IRIS_WORK/out-internvl-<size>; $OUT gets
+#                                   summary-internvl-<size>.json and raw-internvl-<size>.tgz
+#                                   (IRIS_PHASE=internvl `just gpu-bench` carries it)
 #
 # vl phases: IRIS_BUDGET_S (default 560) is the time the phase may take; each step's timeout is cut
 # to what is left and a step that no longer fits says SKIP, so the summary is always written
@@ -96,8 +108,19 @@ template=$tiny/tiny-untied
 ref=$root/scripts/reference
 photo_q="What is the main object in this image? Answer in one word."
 
-# make_checkpoint <config> <dir> <timeout>: the random bf16 checkpoint of a config (reused when the
-# machine is still warm); its JSON line (parameters, sizes, times) in <dir>.json.
+# tokenizer_dir <family>: the tokenizer directory of a family's checkpoints: the fetched Qwen files,
+# or for internvl the InternVL3-hf directory internvl_tokenizer.py derives from them (written once).
+tokenizer_dir() {
+  if [[ $1 != internvl ]]; then echo "$root/.build/tokenizer/qwen3"; return; fi
+  local d=$root/.build/tokenizer/internvl3
+  if [[ ! -f $d/tokenizer.json ]]; then
+    "$py" "$ref/internvl_tokenizer.py" --out "$d" >&2 || echo "FAIL internvl tokenizer" >&2
+  fi
+  echo "$d"
+}
+
+# make_checkpoint <config> <dir> <timeout> [tokenizer dir]: the random bf16 checkpoint of a config
+# (reused when the machine is still warm); its JSON line (parameters, sizes, times) in <dir>.json.
 make_checkpoint() {
   if [[ -f $2/config.json && -f $2/tokenizer.json && -f $2.json ]]; then
     echo "reusing the checkpoint in $2"
@@ -107,7 +130,7 @@ make_checkpoint() {
   if (($3 < 10)); then echo "SKIP checkpoint (the phase's time budget is spent)"; return; fi
   local dev=cuda
   [[ -n $cpu ]] && dev=cpu
-  timeout "$3" "$py" "$ref/gpu_checkpoint.py" --config "$1" --out "$2" --tokenizer "$root/.build/tokenizer/qwen3" \
+  timeout "$3" "$py" "$ref/gpu_checkpoint.py" --config "$1" --out "$2" --tokenizer "${4:-$root/.build/tokenizer/qwen3}" \
     --template "$template" --device "$dev" | tee "$2.json.tmp"
   local rc=${PIPESTATUS[0]}
   verdict checkpoint "$rc"
@@ -162,18 +185,22 @@ budgeted() {
 # Results go to $OUT (7 files with the log), a tiny model's to $work (the log has its summary
 # table), so `qwen3 tiny; qwen3 2b` in one call stays within $OUT's 8 files.
 vl_phase() {
-  local family=$1 size=$2
-  local config=$ref/gpu_${family}_${size}.config.json
+  local family=$1 size=$2 parts=${3:-parity,speed}
+  local stem=$family
+  [[ $family == internvl ]] && stem=internvl3 # the InternVL3 generation's configs
+  local config=$ref/gpu_${stem}_${size}.config.json
   if [[ ! -f $config ]]; then echo "FAIL vl: no $config"; return; fi
   local model=$work/$family-$size cases=$work/cases-$family-$size bundle=$work/bundle-vl-$family-$size
   local name=${family//_/-}-$size res=$OUT
   [[ $family == qwen2_5_vl ]] && name=qwen25vl-$size
-  [[ $size == tiny ]] && res=$work/out-$family-$size
+  # internvl: two tilings make twice the speed files; they stay in $work (a tarball and the
+  # summary go to $OUT)
+  [[ $size == tiny || $family == internvl ]] && res=$work/out-$family-$size
   mkdir -p "$res"
   # disk: a warm machine may still hold other sizes' checkpoints and bundles (the 8B is 17.5 GB, and
   # its bundle a copy)
   local d
-  for d in "$work"/bundle "$work"/bundle-* "$work"/qwen3_vl-*; do
+  for d in "$work"/bundle "$work"/bundle-* "$work"/qwen3_vl-* "$work"/internvl-*; do
     [[ -e $d && $d != "$model" && $d != "$model.json" ]] && rm -rf "$d"
   done
   local backend=cuda dev=cuda bprec=bf16 precs=fp32 new=${IRIS_NEW:-32} runs=30 secs=3 hruns=30 hsecs=4 bruns=8
@@ -182,64 +209,96 @@ vl_phase() {
   if [[ -n $cpu ]]; then
     backend=cpu dev=cpu bprec=fp32 precs=fp32 new=${IRIS_NEW:-8} runs=5 secs=1 hruns=5 hsecs=1 bruns=2
   fi
-  echo "vl $family $size: $model, results in $res, budget $((t_end - SECONDS)) s"
+  # the photo's tilings: <case>:<suffix of the result files>:<bundle params for HTTP>
+  local tilings=("photo_426x320::")
+  [[ $family == internvl ]] && tilings+=("photo_426x320_t1:-t1:max_patches = 1")
+  echo "vl $family $size ($parts): $model, results in $res, budget $((t_end - SECONDS)) s"
 
-  make_checkpoint "$config" "$model" "$(fit 300)"
+  make_checkpoint "$config" "$model" "$(fit 300)" "$(tokenizer_dir "$family")"
   if [[ ! -f $model.json ]]; then echo "FAIL vl: no checkpoint"; return; fi
 
-  step "bundle build (in the background, while the reference runs)"
-  rm -rf "$bundle"
-  local plugin=()
-  [[ -f $bin/$family.wasm ]] && plugin=(--plugin "$bin/$family.wasm")
-  (timeout "$(fit 400)" "$bin/iris" bundle build --from "$model" --family "$family" --out "$bundle" --backend "$backend" \
-    --name "$name" --context 4096 "${plugin[@]}" >"$work/bundle.log" 2>&1; echo $? >"$work/bundle.rc") &
-  local bpid=$!
+  local bpid=
+  if [[ $parts == *speed* ]]; then
+    step "bundle build (in the background, while the reference runs)"
+    rm -rf "$bundle"
+    local plugin=()
+    [[ -f $bin/$family.wasm ]] && plugin=(--plugin "$bin/$family.wasm")
+    (timeout "$(fit 400)" "$bin/iris" bundle build --from "$model" --family "$family" --out "$bundle" --backend "$backend" \
+      --name "$name" --context 4096 "${plugin[@]}" >"$work/bundle.log" 2>&1; echo $? >"$work/bundle.rc") &
+    bpid=$!
+  fi
 
-  step "processor outputs and transformers' greedy reference ($precs, $new tokens)"
-  rm -f "$res/ref.json" "$res/parity.json"
-  budgeted reference 300 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$res/ref.json" --new "$new" \
-    --precisions "$precs" --device "$dev"
+  if [[ $parts == *parity* ]]; then
+    step "processor outputs and transformers' greedy reference ($precs, $new tokens)"
+    rm -f "$res/ref.json" "$res/parity.json"
+    budgeted reference 300 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out "$res/ref.json" --new "$new" \
+      --precisions "$precs" --device "$dev"
+  fi
   if [[ ! -f $cases/index.json ]]; then
     budgeted cases 90 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only --device "$dev"
   fi
 
-  step "engine parity against transformers (fp32 tokens identical)"
-  if [[ -f $res/ref.json ]]; then
-    budgeted parity 240 "$bin/gpucheck" parity -backend "$backend" -model "$model" -cases "$cases" -ref "$res/ref.json" -new "$new" \
-      -precision "$precs" -out "$res/parity.json"
-  else
-    echo "SKIP parity: no reference"
-  fi
-
-  step "engine timing ($bprec): the 426x320 photo"
-  budgeted bench 150 "$bin/gpucheck" bench -backend "$backend" -precision "$bprec" -model "$model" -cases "$cases" -case photo_426x320 \
-    -runs "$runs" -seconds "$secs" -out "$res/bench.json"
-
-  step "HTTP: the bundle, iris serve, loopback load (the photo's JPEG bytes)"
-  wait "$bpid"
-  local brc
-  brc=$(cat "$work/bundle.rc" 2>/dev/null || echo 1)
-  verdict bundle "$brc"
-  grep -vE '%\)$' "$work/bundle.log" | head -4 # not the progress lines
-  if [[ $brc == 0 ]]; then
-    if (($(fit 60) < 60)); then
-      echo "SKIP http (the phase's time budget is spent)"
-    elif serve_start "$bundle" "$(fit 150)"; then
-      budgeted http 120 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
-        -question "$photo_q" -runs "$hruns" -seconds "$hsecs" -out "$res/http.json"
-      serve_stop
+  if [[ $parts == *parity* ]]; then
+    step "engine parity against transformers (fp32 tokens identical)"
+    if [[ -f $res/ref.json ]]; then
+      budgeted parity 240 "$bin/gpucheck" parity -backend "$backend" -model "$model" -cases "$cases" -ref "$res/ref.json" -new "$new" \
+        -precision "$precs" -out "$res/parity.json"
     else
-      serve_stop
+      echo "SKIP parity: no reference"
     fi
   fi
-  rm -rf "$bundle"
 
-  step "transformers baseline (bf16; dynamic and static cache)"
-  budgeted baseline 300 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs "$bruns" \
-    --device "$dev" --out "$res/baseline.json"
+  if [[ $parts == *speed* ]]; then
+    local t c sfx params
+    for t in "${tilings[@]}"; do
+      IFS=: read -r c sfx params <<<"$t"
+      step "engine timing ($bprec): $c"
+      budgeted "bench$sfx" 150 "$bin/gpucheck" bench -backend "$backend" -precision "$bprec" -model "$model" -cases "$cases" -case "$c" \
+        -runs "$runs" -seconds "$secs" -out "$res/bench$sfx.json"
+    done
+
+    step "HTTP: the bundle, iris serve, loopback load (the photo's JPEG bytes)"
+    wait "$bpid"
+    local brc
+    brc=$(cat "$work/bundle.rc" 2>/dev/null || echo 1)
+    verdict bundle "$brc"
+    grep -vE '%\)$' "$work/bundle.log" | head -4 # not the progress lines
+    if [[ $brc == 0 ]]; then
+      for t in "${tilings[@]}"; do
+        IFS=: read -r c sfx params <<<"$t"
+        if [[ -n $params ]]; then # the same files with other plugin params: bundle.toml digests the others, not itself
+          sed -i "s/^\( *\)${params%% *} = .*/\1$params/" "$bundle/bundle.toml"
+          grep -q "^ *$params\$" "$bundle/bundle.toml" || { echo "FAIL http$sfx: bundle.toml has no ${params%% *}"; continue; }
+        fi
+        if (($(fit 60) < 60)); then
+          echo "SKIP http$sfx (the phase's time budget is spent)"
+        elif serve_start "$bundle" "$(fit 150)"; then
+          budgeted "http$sfx" 120 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
+            -question "$photo_q" -runs "$hruns" -seconds "$hsecs" -out "$res/http$sfx.json"
+          serve_stop
+        else
+          serve_stop
+        fi
+      done
+    fi
+    rm -rf "$bundle"
+
+    for t in "${tilings[@]}"; do
+      IFS=: read -r c sfx params <<<"$t"
+      step "transformers baseline (bf16; dynamic and static cache): $c"
+      budgeted "baseline$sfx" 300 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case "$c" --runs "$bruns" \
+        --device "$dev" --out "$res/baseline$sfx.json"
+    done
+  fi
 
   step "summary"
-  "$py" "$root/scripts/gpu/summary.py" --dir "$res" --out "$res/summary-$family-$size.json" --model "$name" --checkpoint "$model.json"
+  local also=()
+  [[ $family == internvl ]] && also=(--also=-t1)
+  "$py" "$root/scripts/gpu/summary.py" --dir "$res" --out "$res/summary-$family-$size.json" --model "$name" --checkpoint "$model.json" "${also[@]}"
+  if [[ $family == internvl && $size != tiny ]]; then
+    cp "$res/summary-$family-$size.json" "$OUT/"
+    tar -czf "$OUT/raw-$family-$size.tgz" -C "$res" .
+  fi
 }
 
 if [[ $phase == sweep ]]; then # the sweep alone (while it is being mended)
@@ -267,10 +326,14 @@ if [[ $phase == smoke ]]; then
   t_end=$((SECONDS + ${IRIS_BUDGET_S:-240}))
   vl_phase qwen3_vl tiny
 fi
-if [[ $phase == qwen3 || $phase == vl ]]; then
-  if [[ $phase == qwen3 ]]; then vl_phase qwen3_vl "${2:-2b}"; else vl_phase "${2:?family}" "${3:?size}"; fi
+if [[ $phase == qwen3 || $phase == vl || $phase == internvl ]]; then
+  case $phase in
+  qwen3) vl_phase qwen3_vl "${2:-2b}" ;;
+  internvl) vl_phase internvl "${2:-2b}" "${3:-}" ;;
+  *) vl_phase "${2:?family}" "${3:?size}" "${4:-}" ;;
+  esac
 fi
-if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl ]]; then
+if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl ]]; then
   step "done"
   grep -hE '^(PASS|FAIL|SKIP)' "$log" | grep -vE '^PASS parity \S+ +\S+ +[0-9]+x[0-9]+ ' # not each passing case
   exit 0

@@ -6,7 +6,9 @@ the same as a markdown table on stdout (the run's log keeps it).
 
 DIR holds what the phase wrote: parity.json (gpucheck parity), bench.json (gpucheck bench),
 http.json (httpbench), baseline.json (gpu_baseline.py), ref.json (gpu_parity.py); a missing file
-leaves its figures out. Only the standard library: it runs wherever run.sh does.
+leaves its figures out. --also SUFFIX adds a variant's speed figures from bench<SUFFIX>.json,
+http<SUFFIX>.json and baseline<SUFFIX>.json (InternVL's single tile: -t1) under "variants", with
+its own table. Only the standard library: it runs wherever run.sh does.
 """
 
 import argparse
@@ -108,6 +110,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default="")
     ap.add_argument("--checkpoint", default="", help="gpu_checkpoint.py's JSON line")
+    ap.add_argument("--also", action="append", default=[], help="suffix of a variant's speed files (repeatable)")
     args = ap.parse_args()
     d = args.dir
     ref = load(os.path.join(d, "ref.json")) or {}
@@ -118,6 +121,14 @@ def main():
          "engine": engine_summary(load(os.path.join(d, "bench.json"))),
          "http": http_summary(load(os.path.join(d, "http.json"))),
          "transformers": {k: v for k, v in (base or {}).items()} or None}
+    variants = {}
+    for sfx in args.also:
+        vb = load(os.path.join(d, f"baseline{sfx}.json"))
+        variants[sfx] = {"engine": engine_summary(load(os.path.join(d, f"bench{sfx}.json"))),
+                         "http": http_summary(load(os.path.join(d, f"http{sfx}.json"))),
+                         "transformers": dict(vb) if vb else None}
+    if variants:
+        s["variants"] = variants
     with open(args.out, "w") as f:
         json.dump(s, f, indent=1)
     print(f"## {args.model}")
@@ -132,6 +143,11 @@ def main():
         print(f'- transformers: processor {fmt(base.get("processor_ms"), " ms")} on the CPU (not in its times)')
     print()
     print(table(s))
+    for sfx, v in variants.items():
+        e, b = v["engine"] or {}, v["transformers"] or {}
+        print(f'\n### {args.model}{sfx}: prompt {e.get("prompt_tokens") or b.get("prompt_tokens")} tokens, '
+              f'{e.get("patches") or b.get("patches")} patches\n')
+        print(table(v))
 
 
 if __name__ == "__main__":

@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""Golden answers for serving a Qwen3-VL checkpoint end to end: transformers 5.17's own
-processor (Qwen3VLProcessor, the hub's preprocessor settings and chat template) and
-Qwen3VLForConditionalGeneration on a seeded checkpoint of the Qwen3-VL shape sweep, on the
-committed case images (PNG files of many sizes) with their questions.
+"""Golden answers for serving a checkpoint end to end: transformers 5.17's own processor (the
+hub's preprocessor settings and chat template) and model on a seeded checkpoint of the family's
+shape sweep, on the committed case images (PNG files of many sizes) with their questions.
+
+  python3 scripts/reference/golden_served.py [--family qwen3_vl|internvl]
+
+qwen3_vl: Qwen3VLProcessor and Qwen3VLForConditionalGeneration. internvl: InternVLProcessor
+(GotOcr2 tiles with max_patches 2, so that every prompt, up to three tiles of 256 tokens, fits
+the 1024-token context the tests serve with: one tile, two plus the thumbnail) and
+InternVLForConditionalGeneration, the tokenizer directory of internvl_tokenizer.py.
 
 Run with the reference stack (`just golden-served`). CI never runs this: core/coretest rebuilds the
 same checkpoint with the Go generator (fixture.WriteSeeded), builds an Iris bundle from it with
-the qwen3_vl plugin, and the gateway's end-to-end test asks every case over HTTP: the answer's
+the family plugin, and the gateway's end-to-end test asks every case over HTTP: the answer's
 tokens must be these. It proves the whole served path (image decoding, the plugin's resize and
 framing, the tokenizer, the engine) against transformers', not one piece at a time. Random
 weights: the words mean nothing.
 
-Output: core/internal/engine/testdata/qwen3_vl/served.json.
+Output: core/internal/engine/testdata/<family>/served.json.
 """
 
+import argparse
 import json
 import os
 import sys
@@ -23,32 +30,50 @@ import numpy as np
 import torch
 from PIL import Image
 from safetensors.numpy import save_file
-from transformers import AutoProcessor, Qwen3VLForConditionalGeneration
+from transformers import AutoProcessor, InternVLForConditionalGeneration, Qwen3VLForConditionalGeneration
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_preprocess import FAMILIES  # noqa: E402 (the hub's processor settings and template)
+from golden_internvl import PREPROCESSOR as INTERNVL_PREPROCESSOR  # noqa: E402
+from golden_internvl import PROCESSOR as INTERNVL_PROCESSOR  # noqa: E402
 from make_sweep import seeded_tensor  # noqa: E402 (the seeded weight rule, shared with Go)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTDATA = os.path.join(ROOT, "core", "internal", "engine", "testdata")
-SWEEP = os.path.join(TESTDATA, "sweep", "qwen3_vl.json")
 CASES = os.path.join(TESTDATA, "qwen2_5_vl", "cases")
-TOKENIZER = os.path.join(ROOT, ".build", "tokenizer", "qwen3")
-OUT = os.path.join(TESTDATA, "qwen3_vl", "served.json")
 
-# A sweep model with deepstack after three of its four blocks, grouped KV and untied embeddings.
-MODEL = "g2-h60-d12"
+# Per family: the sweep model served (qwen3_vl: deepstack after three of its four blocks, grouped
+# KV and untied embeddings), its transformers class, its tokenizer directory and the files of the
+# processor beside the weights.
+SERVED = {
+    "qwen3_vl": {"model": "g2-h60-d12", "cls": Qwen3VLForConditionalGeneration, "label": "Qwen3-VL",
+                 "tokenizer": os.path.join(ROOT, ".build", "tokenizer", "qwen3")},
+    "internvl": {"model": "g2-h60-d12", "cls": InternVLForConditionalGeneration, "label": "InternVL3 (-hf)",
+                 "tokenizer": os.path.join(ROOT, ".build", "tokenizer", "internvl3")},
+}
+# up to 2 grid tiles (+ the thumbnail): 768 image tokens at most (see the docstring)
+INTERNVL_SERVED_PREPROCESSOR = dict(INTERNVL_PREPROCESSOR, max_patches=2)
 # Committed PNGs of many sizes (tiny, odd widths, wide, tall, large); their questions.
 IMAGES = ["tiny_30x40", "square_56", "tall_120x300", "wide_500x90", "rect_320x240", "partial_406x238", "large_644x476"]
 MAX_NEW_TOKENS = 8
 PAD = 151643
 
 
-def write_checkpoint(model, d):
+def write_checkpoint(family, model, d):
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(model["config"], f)
     tensors = {t["name"]: seeded_tensor(model["seed"], t["name"], t["shape"]) for t in model["tensors"]}
     save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    tokenizer = SERVED[family]["tokenizer"]
+    if family == "internvl":
+        files = {"preprocessor_config.json": INTERNVL_SERVED_PREPROCESSOR, "processor_config.json": INTERNVL_PROCESSOR}
+        for name, doc in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                json.dump(doc, f)
+        for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+            with open(os.path.join(tokenizer, name), "rb") as src, open(os.path.join(d, name), "wb") as dst:
+                dst.write(src.read())
+        return INTERNVL_SERVED_PREPROCESSOR
     fam = FAMILIES["qwen3_vl"]
     cfg = dict(fam["config"], processor_class=fam["processor_class"])
     with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
@@ -58,21 +83,29 @@ def write_checkpoint(model, d):
     with open(os.path.join(d, "chat_template.json"), "w") as f:
         json.dump({"chat_template": fam["template"]}, f)
     for name in ("tokenizer.json", "tokenizer_config.json"):
-        with open(os.path.join(TOKENIZER, name), "rb") as src, open(os.path.join(d, name), "wb") as dst:
+        with open(os.path.join(tokenizer, name), "rb") as src, open(os.path.join(d, name), "wb") as dst:
             dst.write(src.read())
     return cfg
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--family", choices=sorted(SERVED), default="qwen3_vl")
+    ap.add_argument("--model", help="the sweep model served (default: the family's)")
+    args = ap.parse_args()
+    spec = SERVED[args.family]
+    name_ = args.model or spec["model"]
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    with open(SWEEP) as f:
+    with open(os.path.join(TESTDATA, "sweep", args.family + ".json")) as f:
         sweep = json.load(f)
-    model = next(m for m in sweep["models"] if m["name"] == MODEL)
+    model = next((m for m in sweep["models"] if m["name"] == name_), None)
+    if model is None:
+        raise SystemExit(f"no model {name_} in the {args.family} sweep: {[m['name'] for m in sweep['models']]}")
     cases = []
     with tempfile.TemporaryDirectory() as d:
-        cfg = write_checkpoint(model, d)
+        cfg = write_checkpoint(args.family, model, d)
         proc = AutoProcessor.from_pretrained(d)
-        net = Qwen3VLForConditionalGeneration.from_pretrained(d, dtype=torch.float32).eval()
+        net = spec["cls"].from_pretrained(d, dtype=torch.float32).eval()
         for name in IMAGES:
             with open(os.path.join(CASES, name + ".json")) as f:
                 case = json.load(f)
@@ -89,7 +122,11 @@ def main():
             margin = min(float(torch.topk(s[0], 2).values[0] - torch.topk(s[0], 2).values[1]) for s in gen.logits)
             if len(tokens) != MAX_NEW_TOKENS or margin < 1e-3:
                 raise SystemExit(f"{name}: {len(tokens)} tokens, greedy margin {margin:.3g}")
-            grid = inputs["image_grid_thw"][0].tolist()
+            if "image_grid_thw" in inputs:
+                grid = inputs["image_grid_thw"][0].tolist()
+            else:  # tiles: [tiles, 448 / 14, 448 / 14]
+                pv = inputs["pixel_values"]
+                grid = [pv.shape[0], pv.shape[2] // 14, pv.shape[3] // 14]
             print(f"{name}: grid {grid}, prompt {n} tokens, margin {margin:.3g}, tokens {tokens}", flush=True)
             cases.append({"name": name, "image": case["image"], "question": case["question"], "grid": grid,
                           "prompt_tokens": n, "tokens": tokens, "min_margin": float(np.float32(margin))})
@@ -98,18 +135,19 @@ def main():
             "generator": "scripts/reference/golden_served.py",
             "transformers": __import__("transformers").__version__,
             "torch": torch.__version__,
-            "semantics": "fp32, greedy, EOS never stops; the processor and chat template of the hub's Qwen3-VL",
+            "semantics": f"fp32, greedy, EOS never stops; the processor and chat template of the hub's {spec['label']}",
         },
-        "model": MODEL,
+        "model": name_,
         "preprocessor_config": cfg,
         "max_new_tokens": MAX_NEW_TOKENS,
         "cases": cases,
     }
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
+    out = os.path.join(TESTDATA, args.family, "served.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
         json.dump(golden, f, indent=1)
         f.write("\n")
-    print(f"wrote {OUT}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

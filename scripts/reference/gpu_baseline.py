@@ -28,6 +28,7 @@ from PIL import Image
 from transformers import AutoProcessor
 
 import gpu_family
+from gpu_parity import untile_rows
 
 
 def pct(v, p):
@@ -51,7 +52,12 @@ def main():
     pv = np.fromfile(os.path.join(args.cases, case["pixels"]), dtype="<f4").reshape(case["pixel_rows"], case["pixel_cols"])
     ids = torch.tensor([case["input_ids"]])
     grid = torch.tensor(case["image_grid_thw"])
+    mt = gpu_family.model_type(args.model)
+    tiles = mt == "internvl"  # pixel_values [tiles, 3, 448, 448], no grid, no mm_token_type_ids
+    if tiles:
+        pv = untile_rows(pv, int(grid[0][0]))
     mm = (ids == gpu_family.IMAGE_TOKEN_ID).long()  # mm_token_type_ids: 1 on <|image_pad|> (families.md §0.3-5)
+    kwargs = case.get("processor_kwargs", {})
     dev = args.device
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
@@ -62,9 +68,9 @@ def main():
     for _ in range(5):
         t = time.perf_counter()
         prompt = proc.apply_chat_template(messages, add_generation_prompt=True)
-        proc(text=[prompt], images=[img], return_tensors="pt")
+        proc(text=[prompt], images=[img], return_tensors="pt", **kwargs)
         times.append((time.perf_counter() - t) * 1e3)
-    out = {"model_type": gpu_family.model_type(args.model), "case": case["name"], "prompt_tokens": ids.shape[1], "patches": case["pixel_rows"],
+    out = {"model_type": mt, "case": case["name"], "prompt_tokens": ids.shape[1], "patches": case["pixel_rows"],
            "processor_ms": round(statistics.median(times), 2), "gpu": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"}
 
     t = time.perf_counter()
@@ -73,13 +79,17 @@ def main():
     model.generation_config.eos_token_id = None
 
     def inputs(batch):
-        return {
+        x = {
             "input_ids": ids.repeat(batch, 1).to(dev),
             "attention_mask": torch.ones(batch, ids.shape[1], dtype=torch.long, device=dev),
-            "mm_token_type_ids": mm.repeat(batch, 1).to(dev),
-            "pixel_values": torch.from_numpy(np.tile(pv, (batch, 1))).to(dev),
-            "image_grid_thw": grid.repeat(batch, 1).to(dev),
         }
+        if tiles:
+            x["pixel_values"] = torch.from_numpy(np.tile(pv, (batch, 1, 1, 1))).to(dev)
+            return x
+        x["mm_token_type_ids"] = mm.repeat(batch, 1).to(dev)
+        x["pixel_values"] = torch.from_numpy(np.tile(pv, (batch, 1))).to(dev)
+        x["image_grid_thw"] = grid.repeat(batch, 1).to(dev)
+        return x
 
     def timed(batch, n, cache):
         x = inputs(batch)

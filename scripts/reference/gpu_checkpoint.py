@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build a full-size checkpoint with random bf16 weights (no download): Qwen2.5-VL-3B, Qwen3-VL-2B/8B.
+"""Build a full-size checkpoint with random bf16 weights (no download): Qwen2.5-VL-3B, Qwen3-VL-2B/8B, InternVL3-2B/8B.
 
 Run on the GPU machine (scripts/gpu/run.sh does): the architecture comes from a config.json beside
 this script (gpu_qwen2_5_vl_3b.config.json, a copy of the hub file, by default;
@@ -11,12 +11,17 @@ speed:
       --tokenizer .build/tokenizer/qwen3 --template core/internal/engine/testdata/qwen2_5_vl/tiny-untied
   python3 scripts/reference/gpu_checkpoint.py --config scripts/reference/gpu_qwen3_vl_8b.config.json \
       --out /tmp/iris-gpu/qwen3_vl-8b --tokenizer .build/tokenizer/qwen3
+  python3 scripts/reference/gpu_checkpoint.py --config scripts/reference/gpu_internvl3_2b.config.json \
+      --out /tmp/iris-gpu/internvl-2b --tokenizer DIR   # DIR: scripts/reference/internvl_tokenizer.py's
 
 It writes the HF layout (config.json, model*.safetensors, generation_config.json with greedy
 defaults) plus the real tokenizer files, the family's chat template and preprocessor_config.json
 (the hub's processor settings: copied from --template for qwen2_5_vl, written by gpu_family.py for
-qwen3_vl), i.e. everything `iris bundle build` and transformers' AutoProcessor read. --device cpu
-builds the tiny config here (the CPU dry run of run.sh).
+qwen3_vl and internvl), i.e. everything `iris bundle build` and transformers' AutoProcessor read.
+--device cpu builds the tiny config here (the CPU dry run of run.sh).
+
+InternVL: transformers initialises the ViT's CLS token and position embeddings to zeros and every
+LayerScale to 0.1; random values replace them (gpu_family.randomize) so that parity exercises them.
 """
 
 import argparse
@@ -57,6 +62,7 @@ def main():
     with torch.device(args.device):
         model = model_cls._from_config(config, dtype=torch.bfloat16)
     model.eval()
+    gpu_family.randomize(mt, model, args.seed)
     n = sum(p.numel() for p in model.parameters())
     if args.device == "cuda":
         torch.cuda.synchronize()
@@ -65,11 +71,13 @@ def main():
     model.save_pretrained(args.out)
     t2 = time.perf_counter()
     with open(os.path.join(args.out, "generation_config.json"), "w") as f:
-        json.dump(gpu_family.GENERATION_CONFIG, f, indent=2)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
+        json.dump(gpu_family.generation_config(mt), f, indent=2)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"):
         src = os.path.join(args.tokenizer, name)
         if not os.path.exists(src) and args.template:
             src = os.path.join(args.template, name)
+        if not os.path.exists(src) and name in ("chat_template.jinja", "special_tokens_map.json"):
+            continue  # optional: a tokenizer directory that has them (internvl_tokenizer.py's) passes them on
         shutil.copyfile(os.path.realpath(src), os.path.join(args.out, name))
     gpu_family.write_processor_files(mt, args.out, args.template)
     size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))

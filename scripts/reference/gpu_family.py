@@ -10,6 +10,7 @@ import os
 
 import transformers
 
+import golden_internvl
 from plugin_cases import QWEN3_VL_TEMPLATE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -18,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSES = {
     "qwen2_5_vl": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration"),
     "qwen3_vl": ("Qwen3VLConfig", "Qwen3VLForConditionalGeneration"),
+    "internvl": ("InternVLConfig", "InternVLForConditionalGeneration"),
 }
 
 # Qwen/Qwen3-VL-*-Instruct's preprocessor_config.json (families.md §2.3): Qwen2VLImageProcessor
@@ -39,10 +41,43 @@ QWEN3_VL_PREPROCESSOR = {
     "processor_class": "Qwen3VLProcessor",
 }
 
-# greedy, no penalty, both stop ids (families.md §0.3-6, §2.4); the same for both families
+# OpenGVLab/InternVL3-*-hf's preprocessor_config.json (golden_internvl.py has it, from
+# convert_internvl_weights_to_hf.py; families.md §3.3): GotOcr2 tiles of 448x448, ImageNet
+# statistics, bicubic, 1 to 12 tiles (InternVLProcessor forces crop_to_patches on).
+INTERNVL_PREPROCESSOR = golden_internvl.PREPROCESSOR
+
+# greedy, no penalty, both stop ids (families.md §0.3-6, §2.4); the same for both Qwen families
 GENERATION_CONFIG = {"bos_token_id": 151643, "pad_token_id": 151643, "eos_token_id": [151645, 151643], "do_sample": False}
+# InternVL3: the conversion forces eos 151645 (<|im_end|>) alone (families.md §3.4)
+GENERATION_CONFIGS = {"internvl": {"bos_token_id": 151643, "pad_token_id": 151643, "eos_token_id": 151645, "do_sample": False}}
 
 IMAGE_TOKEN_ID = 151655
+# the image placeholder token of each family (<|image_pad|> for both Qwen families)
+IMAGE_TOKEN_IDS = {"internvl": 151667}
+
+
+def generation_config(mt):
+    return GENERATION_CONFIGS.get(mt, GENERATION_CONFIG)
+
+
+def image_token_id(mt):
+    return IMAGE_TOKEN_IDS.get(mt, IMAGE_TOKEN_ID)
+
+
+def randomize(mt, model, seed):
+    """Random values for the parameters transformers initialises to constants, where parity should
+    see them: InternVL's CLS token and position embeddings (zeros) and LayerScale (0.1)."""
+    if mt != "internvl":
+        return
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("embeddings.cls_token", "embeddings.position_embeddings")):
+                p.copy_(torch.randn(p.shape, generator=g).mul_(0.02).to(p.dtype))
+            elif name.endswith(("lambda_1", "lambda_2")):
+                p.copy_(torch.rand(p.shape, generator=g).mul_(0.1).add_(0.05).to(p.dtype))
 
 
 def model_type(path):
@@ -70,8 +105,13 @@ def write_processor_files(mt, out, template_dir=None):
     qwen2_5_vl copies them from template_dir (the committed tiny fixture holds the hub's);
     qwen3_vl writes the hub's preprocessor settings and its chat template, which has no default
     system turn (only the system/user part of the hub template: a one-turn image request renders
-    the same; plugin_cases.py checks the plugin against it).
+    the same; plugin_cases.py checks the plugin against it); internvl writes the preprocessor
+    settings (its chat template is in the tokenizer directory, scripts/reference/internvl_tokenizer.py).
     """
+    if mt == "internvl":  # the chat template came with the tokenizer directory
+        with open(os.path.join(out, "preprocessor_config.json"), "w") as f:
+            json.dump(INTERNVL_PREPROCESSOR, f, indent=2)
+        return
     if mt == "qwen3_vl":
         with open(os.path.join(out, "preprocessor_config.json"), "w") as f:
             json.dump(QWEN3_VL_PREPROCESSOR, f, indent=2)

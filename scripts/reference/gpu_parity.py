@@ -3,7 +3,7 @@
 
   python3 scripts/reference/gpu_parity.py --model DIR --cases DIR --out ref.json [--new 32]
 
-The family comes from the checkpoint's config.json (qwen2_5_vl, qwen3_vl: gpu_family.py).
+The family comes from the checkpoint's config.json (qwen2_5_vl, qwen3_vl, internvl: gpu_family.py).
 
 1. Makes the image+question cases (deterministic synthetic images of several sizes, 1600x1200
    included, plus the issue's workload: a 426x320 photo JPEG, Imagenette-320 size, with the
@@ -12,7 +12,11 @@ The family comes from the checkpoint's config.json (qwen2_5_vl, qwen3_vl: gpu_fa
    torchvision resize, patchify) on each; writes DIR/<case>.json (input ids, grid, question),
    DIR/<case>.f32 (pixel_values, little-endian float32) and the image, DIR/<case>.png (or the
    photo's original bytes as DIR/<case>.jpg; meta "image" names it). A qwen3_vl checkpoint also
-   gets the text-first cases (the question before the image in the user turn, odd widths).
+   gets the text-first cases (the question before the image in the user turn, odd widths). An
+   internvl checkpoint's cases use the processor's default tiling (up to 12 tiles + thumbnail)
+   plus the photo with max_patches=1 (photo_426x320_t1: one 448x448 tile, upstream's geometry;
+   meta "processor_kwargs"); its pixel rows are the tiles' 14x14 patches in raster order, each
+   C x 14 x 14 (the engine's tile layout), and its grid is [tiles, 32, 32].
 2. Runs transformers generate greedily (do_sample=False, repetition_penalty=1.0, EOS ignored) in
    float32 (TF32 off for matmuls and cuDNN, so the conv patch embedding is exact F32 too) and in
    bfloat16, SDPA attention, and records per case and precision the tokens and, per step, the
@@ -50,6 +54,11 @@ CASES = [
 ]
 # name, width, height, question: the question comes first in the user turn (qwen3_vl's cases only,
 # so the qwen2_5_vl reference keeps its 9 cases)
+# name, width, height, question, image file, processor kwargs: internvl's extra cases
+INTERNVL_EXTRA = [
+    ("photo_426x320_t1", 426, 320, "What is the main object in this image? Answer in one word.", "photo_426x320.jpg",
+     {"max_patches": 1}),
+]
 TEXT_FIRST = [
     ("tf_333x517", 333, 517, "Which shapes are on the left?"),
     ("tf_1000x250", 1000, 250, "Read the text on the sign."),
@@ -71,17 +80,36 @@ def make_image(i, w, h):
 
 
 def case_list(model_dir):
-    cases = [(*c[:4], False, *c[4:]) for c in CASES]
-    if gpu_family.model_type(model_dir) == "qwen3_vl":
-        cases += [(*c, True) for c in TEXT_FIRST]
+    """(name, width, height, question, text_first, kwargs[, image file]) of the family's cases."""
+    cases = [(*c[:4], False, {}, *c[4:]) for c in CASES]
+    mt = gpu_family.model_type(model_dir)
+    if mt == "qwen3_vl":
+        cases += [(*c, True, {}) for c in TEXT_FIRST]
+    if mt == "internvl":
+        cases += [(*c[:4], False, c[5], c[4]) for c in INTERNVL_EXTRA]
     return cases
+
+
+def tile_rows(pv):
+    """[tiles, C, S, S] pixel_values as the engine's rows: each tile's 14x14 patches in raster
+    order, each patch C x 14 x 14 (channel, then row, then column)."""
+    t, c, s, _ = pv.shape
+    n = s // 14
+    return pv.reshape(t, c, n, 14, n, 14).transpose(0, 2, 4, 1, 3, 5).reshape(t * n * n, c * 14 * 14)
+
+
+def untile_rows(rows, tiles):
+    """tile_rows undone: [tiles*1024, 588] rows back to pixel_values [tiles, 3, 448, 448]."""
+    n = int(round((rows.shape[0] // tiles) ** 0.5))
+    c = rows.shape[1] // (14 * 14)
+    return rows.reshape(tiles, n, n, c, 14, 14).transpose(0, 3, 1, 4, 2, 5).reshape(tiles, c, n * 14, n * 14)
 
 
 def prepare(proc, cases_dir, cases, only=None):
     """Writes the cases (those named in only, when given) and returns their processor outputs."""
     os.makedirs(cases_dir, exist_ok=True)
     out = []
-    for i, (name, w, h, q, text_first, *src) in enumerate(cases):  # i seeds the image: the full list's index
+    for i, (name, w, h, q, text_first, kwargs, *src) in enumerate(cases):  # i seeds the image: the full list's index
         if only and name not in only:
             continue
         if src:
@@ -98,13 +126,18 @@ def prepare(proc, cases_dir, cases, only=None):
             image_file = name + ".png"
             img.save(os.path.join(cases_dir, image_file))
         prompt = proc.apply_chat_template(gpu_family.messages(q, text_first), add_generation_prompt=True)
-        inputs = proc(text=[prompt], images=[img], return_tensors="pt")
+        inputs = proc(text=[prompt], images=[img], return_tensors="pt", **kwargs)
         pv = inputs["pixel_values"].to(torch.float32).contiguous().numpy()
+        if pv.ndim == 4:  # tiles (internvl): [tiles, 3, 448, 448]
+            grid = [[pv.shape[0], pv.shape[2] // 14, pv.shape[3] // 14]]
+            pv = tile_rows(pv)
+        else:
+            grid = inputs["image_grid_thw"].tolist()
         pv.astype("<f4").tofile(os.path.join(cases_dir, name + ".f32"))
         meta = {
             "name": name, "width": w, "height": h, "question": q, "text_first": text_first, "prompt": prompt,
             "input_ids": inputs["input_ids"][0].tolist(),
-            "image_grid_thw": inputs["image_grid_thw"].tolist(),
+            "image_grid_thw": grid, "processor_kwargs": kwargs,
             "pixels": name + ".f32", "pixel_rows": pv.shape[0], "pixel_cols": pv.shape[1], "image": image_file,
         }
         with open(os.path.join(cases_dir, name + ".json"), "w") as f:

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/iris-vlm/iris/bundles"
@@ -18,7 +19,7 @@ import (
 const usage = `usage: iris bundle <command> [flags]
 
 commands:
-  build    --from <hf-checkpoint-dir> --family <family> --out <dir> [--plugin <file.wasm>]
+  build    --from <hf-checkpoint-dir> --family <family> --out <dir> [--plugin <file.wasm>] [--param k=v ...]
   verify   <dir>     check the digest of every file
   inspect  <dir>     print the manifest and digest as JSON
 `
@@ -49,6 +50,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var o bundles.BuildOptions
 	var tasks string
+	var params paramFlag
 	fs.StringVar(&o.From, "from", "", "Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json, preprocessor_config.json)")
 	fs.StringVar(&o.Family, "family", "", "model family: "+strings.Join(familyNames(), ", "))
 	fs.StringVar(&o.Out, "out", "", "bundle directory to create (must not exist or be empty)")
@@ -59,6 +61,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.ContextLength, "context", 0, "context length in tokens (default 4096, capped by the model)")
 	fs.IntVar(&o.MaxNewTokens, "max-new-tokens", 0, "default generation limit (default: the checkpoint's generation_config, else 256)")
 	fs.StringVar(&tasks, "tasks", "", "comma-separated declared tasks, primary first (default: the family's)")
+	fs.Var(&params, "param", "plugin parameter key=value over preprocessor_config.json's (repeatable; e.g. max_patches=1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +69,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("bundle build: --from, --family and --out are required")
 	}
+	o.Params = params.m
 	for _, t := range strings.Split(tasks, ",") {
 		if t = strings.TrimSpace(t); t != "" {
 			o.Tasks = append(o.Tasks, bundles.Task(t))
@@ -85,6 +89,32 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "bundle %s built in %s (digest %s)\n", b.Manifest.Name, b.Dir, b.Digest)
+	return nil
+}
+
+// paramFlag collects --param key=value; a value that parses as an integer, a float or a bool is
+// one, else a string.
+type paramFlag struct{ m map[string]any }
+
+func (p *paramFlag) String() string { return fmt.Sprint(p.m) }
+
+func (p *paramFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want key=value, got %q", s)
+	}
+	if p.m == nil {
+		p.m = map[string]any{}
+	}
+	if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+		p.m[k] = i
+	} else if f, err := strconv.ParseFloat(v, 64); err == nil {
+		p.m[k] = f
+	} else if b, err := strconv.ParseBool(v); err == nil {
+		p.m[k] = b
+	} else {
+		p.m[k] = v
+	}
 	return nil
 }
 
