@@ -145,7 +145,7 @@ make_checkpoint() {
 # (nocache_config) so that every request runs the vision tower, as distinct images would.
 nocache_config() { printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/nocache.toml"; echo "$work/nocache.toml"; }
 serve_start() {
-  "$bin/iris" serve -config "$(nocache_config)" --bundle "$1" --addr 127.0.0.1:18080 --workers 8 --queue-depth 64 >"$work/serve.log" 2>&1 &
+  "$bin/iris" serve -config "$(nocache_config)" --bundle "$1" --addr 127.0.0.1:18080 >"$work/serve.log" 2>&1 & # its defaults: 64 running, 256 queued
   srv=$!
   local t0=$SECONDS until=$((SECONDS + $2))
   while ((SECONDS < until)); do
@@ -274,7 +274,7 @@ vl_phase() {
           echo "SKIP http$sfx (the phase's time budget is spent)"
         elif serve_start "$bundle" "$(fit 150)"; then
           budgeted "http$sfx" 120 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
-            -question "$photo_q" -runs "$hruns" -seconds "$hsecs" -out "$res/http$sfx.json"
+            -question "$photo_q" -runs "$hruns" -seconds "$hsecs" -concurrency 1,8,32 -out "$res/http$sfx.json"
           serve_stop
         else
           serve_stop
@@ -524,10 +524,10 @@ if [[ $phase == speed ]]; then
     timeout 120 "$bin/iris" bundle build --from "$model" --family qwen2_5_vl --out "$bundle" --backend cuda --name qwen25vl-3b --context 4096 "${plugin[@]}"; verdict bundle $?
     if serve_start "$bundle" 90; then
       timeout 150 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/photo_426x320.jpg" \
-        -question "$photo_q" -runs 30 -seconds 4 -out "$OUT/http.json"; verdict http $?
+        -question "$photo_q" -runs 30 -seconds 4 -concurrency 1,8,32 -out "$OUT/http.json"; verdict http $?
       if [[ -z ${IRIS_HTTP_ONLY:-} ]]; then
         timeout 60 "$bin/httpbench" -url http://127.0.0.1:18080 -model qwen25vl-3b -image "$cases/vga_640x480.png" \
-          -question "Is there any text in the image?" -runs 20 -seconds 2 -out "$OUT/http-vga.json"; verdict http-vga $?
+          -question "Is there any text in the image?" -runs 20 -seconds 2 -concurrency 1,8,32 -out "$OUT/http-vga.json"; verdict http-vga $?
       fi
     fi
     serve_stop

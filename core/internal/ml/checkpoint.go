@@ -159,6 +159,12 @@ func (l *Loader) Matrix(prefixes []string, name string, rows, cols int) Tensor {
 	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true)
 }
 
+// Rows binds a rows x cols weight that ops copy rows of (Gather: a token to place) rather than
+// multiply by, in the backend's activation type (a backend may keep matrices in another).
+func (l *Loader) Rows(prefixes []string, name string, rows, cols int) Tensor {
+	return l.load(prefixes, name, rows, cols, func(DType) DType { return l.b.DType() }, true)
+}
+
 // Vector binds an n-value weight (a norm's scale, a bias) as a 1 x n tensor of the backend's
 // activation type.
 func (l *Loader) Vector(prefixes []string, name string, n int) Tensor {

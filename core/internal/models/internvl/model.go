@@ -122,7 +122,7 @@ func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
 	VH, VI := v.Hidden, v.Intermediate
 	w.patch = ld.Matrix(visionPrefixes, "embeddings.patch_embeddings.projection.weight", VH, v.PatchDim())
 	w.patchB = ld.Vector(visionPrefixes, "embeddings.patch_embeddings.projection.bias", VH)
-	w.cls = ld.Matrix(visionPrefixes, "embeddings.cls_token", 1, VH)
+	w.cls = ld.Rows(visionPrefixes, "embeddings.cls_token", 1, VH) // gathered: the activation type
 	w.pos = ld.Matrix(visionPrefixes, "embeddings.position_embeddings", 1+v.PosEmbeddings, VH)
 	w.blocks = make([]visionBlock, v.Depth)
 	for l := range w.blocks {
