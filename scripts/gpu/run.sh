@@ -286,7 +286,7 @@ vl_phase() {
     for t in "${tilings[@]}"; do
       IFS=: read -r c sfx params <<<"$t"
       step "transformers baseline (bf16; dynamic and static cache): $c"
-      budgeted "baseline$sfx" 300 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case "$c" --runs "$bruns" \
+      budgeted "baseline$sfx" 300 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case "$c" --runs "$bruns" --caches "${IRIS_CACHES:-dynamic,static}" \
         --device "$dev" --out "$res/baseline$sfx.json"
     done
   fi

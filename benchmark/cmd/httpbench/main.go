@@ -233,7 +233,7 @@ func httpBench(args []string) error {
 		}
 		res["c"+f+"_images_per_s"] = float64(done) / el
 		l := map[string]float64{"p50_ms": speed.Percentile(tot, 50), "p95_ms": speed.Percentile(tot, 95), "ttft_p50_ms": speed.Percentile(first, 50), "ttft_p95_ms": speed.Percentile(first, 95)}
-		res["c"+f+"_10tok"] = l
+		res["load_c"+f+"_10tok"] = l // not c1_10tok: that is the latency run's
 		fmt.Printf("bench http c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s; latency p50 %.1f ms p95 %.1f ms; TTFT p50 %.1f ms p95 %.1f ms\n",
 			c, done, el, float64(done)/el, speed.Percentile(tot, 50), speed.Percentile(tot, 95), speed.Percentile(first, 50), speed.Percentile(first, 95))
 		names := make([]string, 0, len(stages))

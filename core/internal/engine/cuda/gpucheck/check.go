@@ -426,10 +426,17 @@ type benchOut struct {
 	LoadS      float64           `json:"load_s"`
 }
 
-func request(ctx context.Context, m engine.Model, c *caseFile, n int) (total, ttft time.Duration, err error) {
+// generator runs one request: engine.Generate on the model alone, or a Scheduler's Generate.
+type generator func(ctx context.Context, req engine.Request) (*engine.Result, error)
+
+func alone(m engine.Model) generator {
+	return func(ctx context.Context, req engine.Request) (*engine.Result, error) { return engine.Generate(ctx, m, req) }
+}
+
+func request(ctx context.Context, gen generator, c *caseFile, n int) (total, ttft time.Duration, err error) {
 	start := time.Now()
 	first := time.Duration(0)
-	_, err = engine.Generate(ctx, m, engine.Request{IDs: c.InputIDs, Images: []engine.Image{c.image()}, MaxNewTokens: n, IgnoreEOS: true,
+	_, err = gen(ctx, engine.Request{IDs: c.InputIDs, Images: []engine.Image{c.image()}, MaxNewTokens: n, IgnoreEOS: true,
 		OnToken: func(int32) error {
 			if first == 0 {
 				first = time.Since(start)
@@ -470,7 +477,7 @@ func bench(args []string) error {
 	res := benchOut{Device: dev.name, ModelType: m.Config().ModelType, Precision: *prec, Case: c.Name, Prompt: len(c.InputIDs), Patches: c.PixelRows,
 		LoadS: time.Since(t).Seconds(), Stages: map[string]string{}}
 	for range 3 { // warm-up: graph capture, cuBLAS heuristics, scratch growth
-		if _, _, err := request(ctx, m, c, 10); err != nil {
+		if _, _, err := request(ctx, alone(m), c, 10); err != nil {
 			return err
 		}
 	}
@@ -481,7 +488,7 @@ func bench(args []string) error {
 		var totals, ttfts []float64
 		var tpot float64
 		for range *runs {
-			tot, first, err := request(ctx, m, c, n)
+			tot, first, err := request(ctx, alone(m), c, n)
 			if err != nil {
 				return err
 			}
@@ -523,13 +530,19 @@ func bench(args []string) error {
 	seq.Close()
 	fmt.Printf("bench engine decode step (graph, %d-token context): %.3f ms\n", len(c.InputIDs)+100, res.DecodeMS)
 
+	sched, err := engine.NewScheduler(m, engine.SchedulerOptions{})
+	if err != nil {
+		return err
+	}
+	defer sched.Close()
 	for _, f := range strings.Split(*conc, ",") {
 		cc, err := strconv.Atoi(f)
 		if err != nil {
 			return err
 		}
+		// concurrent requests share passes through the scheduler, as iris serve runs them
 		done, el, err := speed.ClosedLoop(cc, time.Duration(*secs*float64(time.Second)), func() error {
-			_, _, err := request(ctx, m, c, 10)
+			_, _, err := request(ctx, sched.Generate, c, 10)
 			return err
 		})
 		if err != nil {
@@ -544,7 +557,7 @@ func bench(args []string) error {
 	if dev.setProfile != nil {
 		dev.setProfile(true)
 		for range 10 {
-			if _, _, err := request(ctx, m, c, 10); err != nil {
+			if _, _, err := request(ctx, alone(m), c, 10); err != nil {
 				return err
 			}
 		}
