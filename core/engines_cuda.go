@@ -19,7 +19,7 @@ func loadCUDA(_ context.Context, b *bundles.Bundle, _ *engine.Config, lim engine
 		return nil, fmt.Errorf("load engine: %w", err)
 	}
 	name := be.Name()
-	model, err := models.Load(b.Dir, be, models.Options{Limits: &lim})
+	model, err := models.Load(b.Dir, be, models.Options{Limits: &lim, KVTokens: env.KVCacheTokens})
 	if err != nil {
 		return nil, fmt.Errorf("load engine: %w", err)
 	}

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +158,23 @@ func TestStatsKVRealModel(t *testing.T) {
 				t.Fatalf("after: %+v, want the pool empty and nothing running", after)
 			}
 		})
+	}
+}
+
+// TestKVCacheTokens: runtime.kv_cache_tokens sizes the pool (in blocks of 16 tokens); less than
+// one context is refused at load.
+func TestKVCacheTokens(t *testing.T) {
+	dir := coretest.Bundle(t, "tiny-untied", 1024)
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{dir}, KVCacheTokens: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := statsOf(t, rt, "tiny-untied")
+	_ = rt.Close()
+	if s.KVTotal != (5000+15)/16 {
+		t.Fatalf("a pool of 5000 tokens has %d blocks, want %d", s.KVTotal, (5000+15)/16)
+	}
+	if _, err := core.Open(t.Context(), core.Config{Bundles: []string{dir}, KVCacheTokens: 1000}); err == nil || !strings.Contains(err.Error(), "less than one context") {
+		t.Fatalf("a pool smaller than the 1024-token context: %v", err)
 	}
 }

@@ -34,9 +34,13 @@ type Config struct {
 	// Workers is how many requests of one model run at once (default DefaultWorkers): the
 	// engine's scheduler batches their passes, up to this many inputs in one.
 	Workers int
-	// BatchTokens caps the tokens of one engine pass (default DefaultBatchTokens): decodes
-	// first, then prefill chunks of at most this many tokens.
+	// BatchTokens caps the tokens of one engine pass (default DefaultBatchTokens): prefill
+	// chunks of at most this many tokens.
 	BatchTokens int
+	// KVCacheTokens sizes each model's KV-cache pool in tokens (0: the engine's default, the
+	// larger of one context and the smaller of 16 contexts and 1 GiB of cache). Requests whose
+	// sequences do not fit wait for blocks.
+	KVCacheTokens int
 	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default
 	// DefaultQueueDepth).
 	QueueDepth int
@@ -142,6 +146,9 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 	if cfg.QueueDepth < 0 {
 		return nil, errors.New("open runtime: negative queue depth")
 	}
+	if cfg.KVCacheTokens < 0 {
+		return nil, errors.New("open runtime: negative KV cache size")
+	}
 	if cfg.QueueDepth == 0 {
 		cfg.QueueDepth = DefaultQueueDepth
 	}
@@ -184,7 +191,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 			host:           host,
 		}
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
-		env.MaxBatch, env.BatchTokens = cfg.Workers, cfg.BatchTokens
+		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)
 		if m.HasTask(bundles.TaskVisionLanguage) {

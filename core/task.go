@@ -94,6 +94,8 @@ type TaskEnv struct {
 	EmbeddingCacheBytes int64
 	// MaxBatch and BatchTokens bound one engine pass of the task's scheduler (inputs, tokens).
 	MaxBatch, BatchTokens int
+	// KVCacheTokens sizes the engine's KV-cache pool in tokens (0: the engine's default).
+	KVCacheTokens int
 	// Registerer takes the task's Prometheus collectors (never nil).
 	Registerer prometheus.Registerer
 	// Tracer starts the task's spans (never nil).

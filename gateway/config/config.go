@@ -80,6 +80,9 @@ type Runtime struct {
 	Workers int `toml:"workers"`
 	// BatchTokens caps the tokens of one engine pass: decodes first, then prefill chunks.
 	BatchTokens int `toml:"batch_tokens"`
+	// KVCacheTokens sizes each model's KV-cache pool in tokens; 0 takes the engine's default
+	// (the larger of one context and the smaller of 16 contexts and 1 GiB of cache).
+	KVCacheTokens int `toml:"kv_cache_tokens"`
 	// QueueDepth is how many more may wait; beyond it requests get 429 (0 takes the runtime's
 	// default, core.DefaultQueueDepth). A waiting request holds its image file's bytes.
 	QueueDepth int `toml:"queue_depth"`
@@ -92,7 +95,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }
@@ -234,6 +237,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("runtime.queue_depth: must be >= 0, got %d", r.QueueDepth)
 	case r.BatchTokens < 0:
 		return fmt.Errorf("runtime.batch_tokens: must be >= 0 (0 takes the default), got %d", r.BatchTokens)
+	case r.KVCacheTokens < 0:
+		return fmt.Errorf("runtime.kv_cache_tokens: must be >= 0 (0 takes the engine's default), got %d", r.KVCacheTokens)
 	}
 	if r.EmbeddingCacheBytes < 0 {
 		return fmt.Errorf("runtime.embedding_cache_bytes: must be >= 0 (0 disables the cache), got %d", r.EmbeddingCacheBytes)

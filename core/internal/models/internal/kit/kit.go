@@ -136,6 +136,9 @@ func (m *Base) init(opts Options) error {
 		block = 16
 	}
 	tokens := opts.KVTokens
+	if tokens > 0 && tokens < m.lim.ContextLength {
+		return fmt.Errorf("KV cache of %d tokens: less than one context of %d (a request of the whole context could never run)", tokens, m.lim.ContextLength)
+	}
 	if tokens <= 0 {
 		perToken := int64(2*t.Layers*kvd) * m.b.DType().Size()
 		tokens = int(min(16*int64(m.lim.ContextLength), (1<<30)/perToken))
