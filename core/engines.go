@@ -40,3 +40,8 @@ func loadEngine(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (engine.Mo
 	}
 	return nil, fmt.Errorf("load engine: unknown backend %q", m.Engine.Backend)
 }
+
+// TrimNativeHeap hands the free pages of the C heap (the engine's and the pixel primitives'
+// freed buffers, kept in glibc's per-thread malloc arenas) back to the OS; an idle server calls
+// it beside the Go heap's release. It reports whether any memory was released.
+func TrimNativeHeap() bool { return native.TrimHeap() }

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/iris-vlm/iris/core"
 )
 
 // idleReclaim hands the heap the requests left behind back to the OS once the server has been
@@ -70,8 +72,10 @@ func (r *idleReclaim) fire(gen int) {
 }
 
 // reclaimHeap empties the sync.Pools (two GCs: the first moves their contents to the victim
-// caches, the second frees them) and hands the free heap back to the OS.
+// caches, the second frees them) and hands the free heap back to the OS, the C heap's free pages
+// too (glibc keeps them in per-thread malloc arenas).
 func reclaimHeap() {
 	runtime.GC()
 	debug.FreeOSMemory()
+	core.TrimNativeHeap()
 }

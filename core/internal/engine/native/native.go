@@ -25,6 +25,14 @@ static inline float *F(uintptr_t p) { return (float *)p; }
 static inline const void *V(uintptr_t p) { return (const void *)p; }
 static inline const int32_t *I(uintptr_t p) { return (const int32_t *)p; }
 static inline iris_out out_at(uintptr_t base, int i) { return ((iris_out *)base)[i]; }
+
+// glibc keeps freed memory in each thread's malloc arena; malloc_trim hands the free pages back.
+#ifdef __GLIBC__
+#include <malloc.h>
+static int trim_heap(void) { return malloc_trim(0); }
+#else
+static int trim_heap(void) { return 0; }
+#endif
 */
 import "C"
 
@@ -38,6 +46,12 @@ import (
 
 // Interface guard.
 var _ ml.Backend = (*Backend)(nil)
+
+// TrimHeap hands the C heap's free pages back to the OS (glibc's malloc_trim; nothing elsewhere).
+// The engine's scratch and the pixel primitives free their buffers into per-thread malloc arenas
+// that glibc keeps mapped; an idle server calls it to return them. It reports whether any memory
+// was released. Safe at any time, from any goroutine.
+func TrimHeap() bool { return C.trim_heap() != 0 }
 
 // StatusError is a failure status from the C backend.
 type StatusError struct {

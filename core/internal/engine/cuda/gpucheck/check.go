@@ -430,7 +430,9 @@ type benchOut struct {
 type generator func(ctx context.Context, req engine.Request) (*engine.Result, error)
 
 func alone(m engine.Model) generator {
-	return func(ctx context.Context, req engine.Request) (*engine.Result, error) { return engine.Generate(ctx, m, req) }
+	return func(ctx context.Context, req engine.Request) (*engine.Result, error) {
+		return engine.Generate(ctx, m, req)
+	}
 }
 
 func request(ctx context.Context, gen generator, c *caseFile, n int) (total, ttft time.Duration, err error) {
