@@ -80,38 +80,42 @@ type cachedVision struct {
 // encodeFunc runs a model's vision tower on one image (the scheduler's, or the model's own).
 type encodeFunc func(ctx context.Context, img engine.Image) (*engine.Embeddings, error)
 
-// embed sets img.Embeddings from the cache, or encodes img and caches the result. Without a cache
-// (or an image digest) it does nothing and engine.Generate encodes as it always did. The caller
-// calls done once the engine is finished with the rows.
+// embed sets img.Embeddings from the cache, or encodes img (and caches the result when there
+// is a cache and an image digest). The caller calls done once the engine is finished with the
+// rows; img's pixels are not needed after embed.
 func (ec *embedCache) embed(ctx context.Context, encode encodeFunc, sha string, pr *prep.Result, img *engine.Image) (cachedVision, error) {
 	cv := cachedVision{done: func() {}}
-	if ec == nil || sha == "" {
-		return cv, nil
-	}
 	start := time.Now()
-	key, ok := ec.key(sha, pr)
-	if !ok {
-		return cv, nil
+	var key embcache.Key
+	cacheable := ec != nil && sha != ""
+	if cacheable {
+		key, cacheable = ec.key(sha, pr)
 	}
-	if l := ec.c.Get(key); l != nil {
-		ec.lookups.WithLabelValues("hit").Inc()
-		img.Embeddings = l.Embeddings()
-		cv.hit, cv.done, cv.took = true, l.Release, time.Since(start)
-		return cv, nil
+	if cacheable {
+		if l := ec.c.Get(key); l != nil {
+			ec.lookups.WithLabelValues("hit").Inc()
+			img.Embeddings = l.Embeddings()
+			cv.hit, cv.done, cv.took = true, l.Release, time.Since(start)
+			return cv, nil
+		}
+		ec.lookups.WithLabelValues("miss").Inc()
 	}
-	ec.lookups.WithLabelValues("miss").Inc()
 	e, err := encode(ctx, *img)
 	if err != nil {
 		return cv, fmt.Errorf("encoding image 0: %w", err)
 	}
-	elem := 4 // host rows are float32
-	if e.Device != nil {
-		elem = ec.devElem
+	var l *embcache.Lease
+	if cacheable {
+		elem := 4 // host rows are float32
+		if e.Device != nil {
+			elem = ec.devElem
+		}
+		l = ec.c.Put(key, e, embcache.Size(e, elem))
 	}
-	if l := ec.c.Put(key, e, embcache.Size(e, elem)); l != nil {
+	if l != nil {
 		cv.done = l.Release
 	} else if e.Device != nil {
-		cv.done = e.Device.Release // not kept (over the cap, or cached meanwhile): ours to free
+		cv.done = e.Device.Release // not kept (no cache, over the cap, or cached meanwhile): ours to free
 	}
 	img.Embeddings = e
 	cv.took = time.Since(start)

@@ -117,7 +117,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	if err != nil {
 		return nil, prepError(err)
 	}
-	defer pr.Release() // the engine is done with pixel_values when Answer returns
+	defer pr.Release() // also on the paths that return before the image is encoded
 	timings := prepTimings(t0, pr.Timings)
 
 	stop := t.stop
@@ -202,6 +202,10 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		return nil, engineError(err)
 	}
 	defer cv.done() // the cache's rows are borrowed until the engine is done
+	// the image is encoded: its pixel_values (the request's largest buffer, up to tens of MB) go
+	// back now rather than after the answer's decode steps
+	req.Images[0].Pixels = nil
+	pr.Release()
 	var gen *engine.Result
 	if t.sched != nil {
 		gen, err = t.sched.Generate(ctx, req)

@@ -357,7 +357,12 @@ func (s *Scheduler) takeImages() []*imageJob {
 		out = append(out, j)
 		patches += n
 	}
-	s.images = s.images[len(out):]
+	// move the rest to the front: a resliced queue would keep the taken images' pixels reachable
+	// from its backing array until an append reallocated it (1.3 GB of live heap on the CPU demo
+	// server after 300 requests at c=24)
+	n := copy(s.images, s.images[len(out):])
+	clear(s.images[n:])
+	s.images = s.images[:n]
 	return out
 }
 
