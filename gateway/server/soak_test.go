@@ -425,8 +425,10 @@ func waitIdle(t *testing.T, rt *core.Runtime) {
 // OS (so the figure is what is live plus what the runtime keeps, not garbage awaiting the
 // next cycle); false where /proc/self/status is not there (not Linux).
 func settledRSS() (int64, bool) {
+	// what an idle server does (reclaimHeap): the Go heap and the C heap's free pages back to the OS
 	runtime.GC()
 	debug.FreeOSMemory()
+	core.TrimNativeHeap()
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, false

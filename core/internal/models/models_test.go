@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/iris-vlm/iris/bundles"
@@ -89,7 +90,15 @@ func TestLoadRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Load(fixture.ModelDir("tiny-tied"), b2, Options{KVTokens: 64})
+	lim := engine.DefaultLimits(&engine.Config{Text: engine.TextConfig{MaxPositions: 64}, Vision: engine.VisionConfig{PatchSize: 14}})
+	if _, err := Load(fixture.ModelDir("tiny-tied"), b2, Options{KVTokens: 63, Limits: &lim}); err == nil || !strings.Contains(err.Error(), "less than one context") {
+		t.Errorf("a KV pool of 63 tokens for a 64-token context: %v", err)
+	}
+	b2, err = native.New(native.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(fixture.ModelDir("tiny-tied"), b2, Options{KVTokens: 64, Limits: &lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +106,12 @@ func TestLoadRefuses(t *testing.T) {
 	if used, total := m.(engine.Pooled).KVUse(); used != 0 || total != 4 {
 		t.Errorf("KV pool %d/%d blocks, want 0/4 (64 tokens of 16)", used, total)
 	}
-	if _, err := m.NewSequence(65); !errors.Is(err, ml.ErrKVFull) {
+	s, err := m.NewSequence(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := m.NewSequence(16); !errors.Is(err, ml.ErrKVFull) {
 		t.Errorf("a sequence over the pool: %v", err)
 	}
 }
