@@ -370,5 +370,5 @@ func TestVisionBatch(t *testing.T) {
 	for i, g := range []engine.Grid{{T: 1, H: f, W: f}, {T: 3, H: f, W: f}, {T: 1, H: f, W: f}, {T: 2, H: f, W: f}} {
 		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
 	}
-	fixture.CheckVisionBatch(t, m, imgs)
+	fixture.CheckVisionBatch(t, m, imgs, 0)
 }

@@ -26,5 +26,5 @@ func TestVisionBatch(t *testing.T) {
 	for i, g := range []engine.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 16, W: 16}, {T: 1, H: 6, W: 8}, {T: 1, H: 6, W: 30}, {T: 1, H: 22, W: 10}} {
 		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
 	}
-	fixture.CheckVisionBatch(t, m, imgs)
+	fixture.CheckVisionBatch(t, m, imgs, 0)
 }

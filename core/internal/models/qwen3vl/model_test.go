@@ -212,5 +212,5 @@ func TestVisionBatch(t *testing.T) {
 	for i, g := range []engine.Grid{{T: 1, H: 12, W: 16}, {T: 1, H: 6, W: 6}, {T: 1, H: 4, W: 8}, {T: 1, H: 20, W: 8}} {
 		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
 	}
-	fixture.CheckVisionBatch(t, m, imgs)
+	fixture.CheckVisionBatch(t, m, imgs, 0)
 }
