@@ -77,7 +77,8 @@ type Scheduler struct {
 	quit   chan struct{}
 	done   chan struct{}
 
-	passes, inputs, encoded atomic.Int64
+	passes, inputs, encoded     atomic.Int64
+	visionPasses, visionRetries atomic.Int64
 }
 
 // job is one input waiting for, or in, a pass.
@@ -151,11 +152,16 @@ func (s *Scheduler) Encode(ctx context.Context, img Image) (*Embeddings, error) 
 type SchedulerStats struct {
 	// Passes run, and the inputs they held (their ratio is the mean batch); Images encoded.
 	Passes, Inputs, Images int64
+	// VisionPasses are the vision-tower passes that encoded them (Images over VisionPasses is
+	// the mean vision batch), VisionRetries the batches that failed and went again image by
+	// image.
+	VisionPasses, VisionRetries int64
 }
 
 // Stats reports the scheduler's counters.
 func (s *Scheduler) Stats() SchedulerStats {
-	return SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load(), Images: s.encoded.Load()}
+	return SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load(), Images: s.encoded.Load(),
+		VisionPasses: s.visionPasses.Load(), VisionRetries: s.visionRetries.Load()}
 }
 
 // Close stops the loop after the pass in progress; requests still waiting fail with ErrClosed.
@@ -378,6 +384,7 @@ func (s *Scheduler) encode(imgs []*imageJob) {
 		for i, j := range imgs {
 			in[i] = j.img
 		}
+		s.visionPasses.Add(1)
 		if out, err := be.EncodeVisionBatch(context.Background(), in); err == nil {
 			for i, j := range imgs {
 				j.out = out[i]
@@ -385,8 +392,10 @@ func (s *Scheduler) encode(imgs []*imageJob) {
 			}
 			return
 		}
+		s.visionRetries.Add(1)
 	}
 	for _, j := range imgs {
+		s.visionPasses.Add(1)
 		j.out, j.err = Encode(context.Background(), s.m, j.img)
 		close(j.finish)
 	}
