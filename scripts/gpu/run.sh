@@ -312,7 +312,7 @@ if [[ $phase == smoke || $phase == check ]]; then
   step "kernels against CPU references"
   (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
-  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
+  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
   step "shape sweeps: 14 Qwen2.5-VL and 11 Qwen3-VL seeded checkpoints x 6 cases against transformers (fp32)"
   (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
 fi
@@ -476,8 +476,8 @@ if [[ $phase == throughput ]]; then
     budgeted cases 90 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only
   fi
   if [[ -x $bin/cuda.test ]]; then
-    step "fp32: scheduled = alone and batch = single on the GPU (tiny fixtures)"
-    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 120 "$bin/cuda.test" -test.run 'TestBatchEqualsSingle' -test.count 1 | tail -3)
+    step "fp32: scheduled = alone, batch = single and batched vision = alone on the GPU (tiny fixtures)"
+    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 120 "$bin/cuda.test" -test.run 'TestBatchEqualsSingle|TestVisionBatch' -test.count 1 | tail -3)
   fi
   base=/tmp/iris-base
   mkdir -p "$base"
