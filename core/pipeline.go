@@ -388,7 +388,19 @@ func registerScheduler(reg prometheus.Registerer, s *engine.Scheduler) error {
 		Name: "iris_engine_pass_inputs_total",
 		Help: "Sequences in those passes, summed: over iris_engine_passes_total, the mean batch.",
 	}, func() float64 { return float64(s.Stats().Inputs) })
-	for _, c := range []prometheus.Collector{passes, inputs} {
+	images := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "iris_engine_vision_images_total",
+		Help: "Images the vision tower encoded in the scheduler's rounds (embedding-cache hits are not).",
+	}, func() float64 { return float64(s.Stats().Images) })
+	visionPasses := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "iris_engine_vision_passes_total",
+		Help: "Vision-tower passes that encoded them: a round's images go in one pass when the model takes batches (over it, iris_engine_vision_images_total is the mean vision batch).",
+	}, func() float64 { return float64(s.Stats().VisionPasses) })
+	retries := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "iris_engine_vision_batch_retries_total",
+		Help: "Vision batches that failed and were encoded again image by image (so that a bad image fails only its request).",
+	}, func() float64 { return float64(s.Stats().VisionRetries) })
+	for _, c := range []prometheus.Collector{passes, inputs, images, visionPasses, retries} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register scheduler metrics: %w", err)
 		}

@@ -312,7 +312,7 @@ if [[ $phase == smoke || $phase == check ]]; then
   step "kernels against CPU references"
   (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
-  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
+  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
   step "shape sweeps: 14 Qwen2.5-VL and 11 Qwen3-VL seeded checkpoints x 6 cases against transformers (fp32)"
   (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
 fi
@@ -476,8 +476,8 @@ if [[ $phase == throughput ]]; then
     budgeted cases 90 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only
   fi
   if [[ -x $bin/cuda.test ]]; then
-    step "fp32: scheduled = alone and batch = single on the GPU (tiny fixtures)"
-    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 120 "$bin/cuda.test" -test.run 'TestBatchEqualsSingle' -test.count 1 | tail -3)
+    step "fp32: scheduled = alone, batch = single and batched vision = alone on the GPU (tiny fixtures)"
+    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 120 "$bin/cuda.test" -test.run 'TestBatchEqualsSingle|TestVisionBatch' -test.count 1 | tail -3)
   fi
   base=/tmp/iris-base
   mkdir -p "$base"
@@ -504,7 +504,7 @@ if [[ $phase == throughput ]]; then
     for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
     budgeted "http-$who" 200 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
       -question "$photo_q" -runs "${IRIS_RUNS:-30}" -seconds "${IRIS_SECS:-6}" -concurrency "$conc" -out "$OUT/throughput-$who.json"
-    curl -fs 127.0.0.1:18080/metrics 2>/dev/null | grep -E '^iris_engine_pass|^iris_kv_cache' | head -4
+    curl -fs 127.0.0.1:18080/metrics 2>/dev/null | grep -E '^iris_engine_pass|^iris_engine_vision|^iris_kv_cache' | head -8
     kill "$srv"; wait "$srv" 2>/dev/null
     grep -iE 'error|panic' "$work/serve-$who.log" | head -5
   done

@@ -6,7 +6,7 @@
 // A model family (core/internal/models/<family>, written over the op set of core/internal/ml and
 // run by a backend: engine/native on the CPU, engine/cuda on the GPU) implements [Model],
 // [Sequence] and the batch-first [Batcher], and may implement [DeviceEncoder] (image rows kept in
-// backend memory), [GreedyModel] (the greedy choice taken in place) and [Pooled] (KV blocks in
+// backend memory), [BatchEncoder] (several images in one tower pass), [GreedyModel] (the greedy choice taken in place) and [Pooled] (KV blocks in
 // use), which [Generate] and the runtime use when present; this package is Go without cgo.
 //
 // # Notes
@@ -96,6 +96,16 @@ type GreedyModel interface {
 type DeviceEncoder interface {
 	// EncodeVisionDevice is EncodeVision with the result's rows in Embeddings.Device.
 	EncodeVisionDevice(ctx context.Context, img Image) (*Embeddings, error)
+}
+
+// BatchEncoder is a [Model] that runs the vision tower on several images in one pass, each
+// image getting the rows it gets alone (no attention crosses images), sparing the launches of a
+// pass per image. A [Scheduler] uses it for the images of a round when a model has it.
+type BatchEncoder interface {
+	// EncodeVisionBatch is [Encode] on each image: out[i] holds image i's rows, on the device
+	// when the model is a [DeviceEncoder] (each image's released on its own). An error fails
+	// the whole batch.
+	EncodeVisionBatch(ctx context.Context, imgs []Image) ([]*Embeddings, error)
 }
 
 // Positions are the rotary positions of a prompt: three rows (t, h, w) of one value per token,

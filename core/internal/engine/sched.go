@@ -27,8 +27,9 @@ type SchedulerOptions struct {
 	// input yet, e.g. while a slow client takes its last token (default 2ms). A pass starts as
 	// soon as every running sequence has one waiting.
 	Gather time.Duration
-	// VisionPatches caps the image patches the vision tower takes between two rounds of passes
-	// (default 8192: about twelve 426x320 photos of Qwen2.5-VL); a larger image goes alone.
+	// VisionPatches caps the image patches the vision tower takes between two rounds of passes,
+	// in one tower pass when the model is a [BatchEncoder] (default 8192: about twelve 426x320
+	// photos of Qwen2.5-VL); a larger image goes alone.
 	VisionPatches int
 }
 
@@ -76,7 +77,8 @@ type Scheduler struct {
 	quit   chan struct{}
 	done   chan struct{}
 
-	passes, inputs, encoded atomic.Int64
+	passes, inputs, encoded     atomic.Int64
+	visionPasses, visionRetries atomic.Int64
 }
 
 // job is one input waiting for, or in, a pass.
@@ -150,11 +152,16 @@ func (s *Scheduler) Encode(ctx context.Context, img Image) (*Embeddings, error) 
 type SchedulerStats struct {
 	// Passes run, and the inputs they held (their ratio is the mean batch); Images encoded.
 	Passes, Inputs, Images int64
+	// VisionPasses are the vision-tower passes that encoded them (Images over VisionPasses is
+	// the mean vision batch), VisionRetries the batches that failed and went again image by
+	// image.
+	VisionPasses, VisionRetries int64
 }
 
 // Stats reports the scheduler's counters.
 func (s *Scheduler) Stats() SchedulerStats {
-	return SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load(), Images: s.encoded.Load()}
+	return SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load(), Images: s.encoded.Load(),
+		VisionPasses: s.visionPasses.Load(), VisionRetries: s.visionRetries.Load()}
 }
 
 // Close stops the loop after the pass in progress; requests still waiting fail with ErrClosed.
@@ -366,14 +373,32 @@ func (s *Scheduler) takeImages() []*imageJob {
 	return out
 }
 
-// encode runs the tower on each image in turn. An image taken runs to its end (a few
-// milliseconds) even if its request is cancelled meanwhile: Encode releases the rows then.
+// encode runs the tower on the images: in one pass when the model is a BatchEncoder, else (or
+// when the batch fails, so that a bad image fails its own request only) one image at a time. An
+// image taken runs to its end (milliseconds) even if its request is cancelled meanwhile: Encode
+// releases the rows then.
 func (s *Scheduler) encode(imgs []*imageJob) {
+	defer s.encoded.Add(int64(len(imgs)))
+	if be, ok := s.m.(BatchEncoder); ok && len(imgs) > 1 {
+		in := make([]Image, len(imgs))
+		for i, j := range imgs {
+			in[i] = j.img
+		}
+		s.visionPasses.Add(1)
+		if out, err := be.EncodeVisionBatch(context.Background(), in); err == nil {
+			for i, j := range imgs {
+				j.out = out[i]
+				close(j.finish)
+			}
+			return
+		}
+		s.visionRetries.Add(1)
+	}
 	for _, j := range imgs {
+		s.visionPasses.Add(1)
 		j.out, j.err = Encode(context.Background(), s.m, j.img)
 		close(j.finish)
 	}
-	s.encoded.Add(int64(len(imgs)))
 }
 
 // run makes one pass over batch. A pass that fails is retried one input at a time, so that an

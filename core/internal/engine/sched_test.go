@@ -209,3 +209,67 @@ func (f *fakeOnly) Prefill(ctx context.Context, s Sequence, p Prompt) ([]float32
 func (f *fakeOnly) DecodeStep(ctx context.Context, s Sequence, tok, pos int32) ([]float32, error) {
 	return f.m.DecodeStep(ctx, s, tok, pos)
 }
+
+// visionModel is a poolModel whose tower takes batches: an image's single row is its first
+// pixel, and an image whose first pixel is negative fails (alone, or the batch it is in).
+type visionModel struct {
+	*poolModel
+	batches []int // images per EncodeVisionBatch call
+}
+
+func (m *visionModel) EncodeVision(_ context.Context, img Image) (*Embeddings, error) {
+	if img.Pixels[0] < 0 {
+		return nil, fmt.Errorf("bad pixels: %w", ErrInvalidInput)
+	}
+	return &Embeddings{Tokens: 1, Dim: 1, Data: []float32{img.Pixels[0]}}, nil
+}
+
+func (m *visionModel) EncodeVisionBatch(ctx context.Context, imgs []Image) ([]*Embeddings, error) {
+	m.batches = append(m.batches, len(imgs))
+	out := make([]*Embeddings, len(imgs))
+	for i, img := range imgs {
+		e, err := m.EncodeVision(ctx, img)
+		if err != nil {
+			return nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// TestSchedulerEncodesImagesTogether: the images of a round go to the tower in one batch, and a
+// batch that fails is retried image by image, so that a bad image fails its own request only.
+func TestSchedulerEncodesImagesTogether(t *testing.T) {
+	m := &visionModel{poolModel: newPoolModel(64)}
+	s := &Scheduler{m: m, opts: SchedulerOptions{}.withDefaults()}
+	jobs := func(px ...float32) []*imageJob {
+		var js []*imageJob
+		for _, p := range px {
+			js = append(js, &imageJob{img: Image{Pixels: []float32{p}, Grid: Grid{T: 1, H: 1, W: 1}}, finish: make(chan struct{})})
+		}
+		return js
+	}
+	good := jobs(1, 2, 3)
+	s.encode(good)
+	for i, j := range good {
+		<-j.finish
+		if j.err != nil || j.out.Data[0] != float32(i+1) {
+			t.Errorf("image %d: %v, %v", i, j.out, j.err)
+		}
+	}
+	mixed := jobs(4, -1, 5)
+	s.encode(mixed)
+	for i, j := range mixed {
+		<-j.finish
+		if bad := i == 1; bad != (j.err != nil) || !bad && j.out.Data[0] != mixed[i].img.Pixels[0] {
+			t.Errorf("image %d (pixel %v): %v, %v", i, j.img.Pixels[0], j.out, j.err)
+		}
+	}
+	if want := []int{3, 3}; !slices.Equal(m.batches, want) {
+		t.Errorf("batches of %v images, want %v", m.batches, want)
+	}
+	// one pass for the good batch; the mixed one's, then one an image
+	if got, want := s.Stats(), (SchedulerStats{Images: 6, VisionPasses: 5, VisionRetries: 1}); got != want {
+		t.Errorf("stats %+v, want %+v", got, want)
+	}
+}

@@ -296,3 +296,23 @@ func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
 		t.Run(sw.Models[i].Name, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, reqs) })
 	}
 }
+
+// TestVisionBatchFP32: images of different grids in one tower pass (the scheduler's batched
+// vision) give the rows each gives alone, within visionTol: cuBLAS may pick another algorithm
+// for another row count, so the GPU is not held to the CPU's bit-for-bit (the token checks,
+// TestBatchEqualsSingle*, hold the tokens to exactly alone's).
+func TestVisionBatchFP32(t *testing.T) {
+	m, _ := loadFixture(t, "tiny-untied", Options{Precision: "fp32"})
+	var imgs []engine.Image
+	for i, g := range []engine.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 16, W: 16}, {T: 1, H: 6, W: 8}, {T: 1, H: 22, W: 10}} {
+		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
+	}
+	t.Run("qwen2_5_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, m, imgs, visionTol) })
+	_, dir := qwen3Sweep(t, 0)
+	q3, _ := loadDir(t, dir, Options{Precision: "fp32"})
+	imgs = imgs[:0]
+	for i, g := range []engine.Grid{{T: 1, H: 12, W: 16}, {T: 1, H: 6, W: 6}, {T: 1, H: 4, W: 8}, {T: 1, H: 20, W: 8}} {
+		imgs = append(imgs, fixture.SeededImage(q3.Config(), g, uint64(i+1)))
+	}
+	t.Run("qwen3_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, q3, imgs, visionTol) })
+}

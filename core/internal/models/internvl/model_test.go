@@ -351,3 +351,24 @@ func TestTilePlan(t *testing.T) {
 		t.Errorf("shuffle\n got %v\nwant %v", p.shuffle, want)
 	}
 }
+
+// TestVisionBatch: images of one and several tiles in one tower pass give exactly the rows each
+// gives alone.
+func TestVisionBatch(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := sweepModel(t, sw.Models[0].Name)
+	m, err := load(dir, native.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	f := m.Config().Vision.FixedGrid
+	var imgs []engine.Image
+	for i, g := range []engine.Grid{{T: 1, H: f, W: f}, {T: 3, H: f, W: f}, {T: 1, H: f, W: f}, {T: 2, H: f, W: f}} {
+		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
+	}
+	fixture.CheckVisionBatch(t, m, imgs, 0)
+}

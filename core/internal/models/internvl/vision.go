@@ -6,18 +6,24 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
-// VisionOps implements kit.Family: InternVLModel.get_image_features on one image's tiles as one
-// batch. Its pixel rows are Grid.T tiles of FixedGrid x FixedGrid patches in raster order (C x
-// 14 x 14 values a row); row u of res is the projector's output for token u: the tiles in order,
-// each tile's (grid/2)^2 tokens in raster order.
-func (m *Model) VisionOps(img engine.Image, res ml.Tensor) {
+// VisionOps implements kit.Family: InternVLModel.get_image_features on the tiles of images as one
+// batch (a tile attends within itself, so the images' tiles simply follow one another). An
+// image's pixel rows are Grid.T tiles of FixedGrid x FixedGrid patches in raster order (C x 14 x
+// 14 values a row); row u of res is the projector's output for token u: the tiles in order, each
+// tile's (grid/2)^2 tokens in raster order.
+func (m *Model) VisionOps(imgs []engine.Image, res ml.Tensor) {
 	b := m.Backend()
 	v := &m.Config().Vision
 	w := &m.w
-	p := m.plans.get(v, img.Grid.T)
-	tiles, patches, rows := p.tiles, p.tiles*p.side*p.side, p.rows
+	tiles := 0
+	for _, img := range imgs {
+		tiles += img.Grid.T
+	}
+	p := m.plans.get(v, tiles)
+	patches, rows := p.tiles*p.side*p.side, p.rows
 	VH, VI, OH, heads := v.Hidden, v.Intermediate, v.OutHidden, v.Heads
 	vhd, unit := VH/heads, v.MergeSize*v.MergeSize
 	tokens := patches / unit
@@ -42,7 +48,7 @@ func (m *Model) VisionOps(img engine.Image, res ml.Tensor) {
 	// InternVLVisionEmbeddings: the patches (Conv2d with kernel = stride, one product), the CLS
 	// token before each tile's, then + position_embeddings (the table's rows in tile order; the
 	// grid is the table's own, so no interpolation)
-	b.Write(pix, img.Pixels)
+	kit.WritePixels(b, pix, imgs)
 	b.Linears(pix, ml.Out{Y: pe, W: w.patch, B: w.patchB})
 	b.Scatter(x[0], pe, b.Ints(p.patchRows))
 	b.Gather(x[0].Reshape(tiles, p.tileRows*VH).ColsAt(0, VH), w.cls, b.Ints(p.zeros))
@@ -140,7 +146,8 @@ func newTilePlan(tiles, side, merge int) *tilePlan {
 	return p
 }
 
-// planCache keeps the plan of each tile count seen (at most the images' tile limit of them).
+// planCache keeps the plan of each tile count seen: at most the tiles of a tower pass (an
+// image's limit, or the scheduler's patch budget over several images) of them.
 type planCache struct {
 	mu    sync.Mutex
 	plans map[int]*tilePlan

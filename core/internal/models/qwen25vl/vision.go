@@ -8,13 +8,14 @@ import (
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
-// VisionOps implements kit.Family: Qwen2_5_VisionTransformerPretrainedModel.forward on one image, its output rows
-// (one per placeholder token, in prompt order) going to res.
-func (m *Model) VisionOps(img engine.Image, res ml.Tensor) {
+// VisionOps implements kit.Family: Qwen2_5_VisionTransformerPretrainedModel.forward on images
+// one after the other (as the reference's batch of several images: windows and cu_seqlens of
+// each image), their output rows (one per placeholder token, in prompt order) going to res.
+func (m *Model) VisionOps(imgs []engine.Image, res ml.Tensor) {
 	b := m.Backend()
 	v := &m.Config().Vision
 	w := &m.w
-	p := kit.PlanVision(v, img.Grid)
+	p := kit.PlanVision(v, kit.Grids(imgs))
 	N, units := p.Patches, p.Units
 	VH, VI, OH, heads := v.Hidden, v.Intermediate, v.OutHidden, v.Heads
 	vhd, unit := VH/heads, v.MergeSize*v.MergeSize
@@ -38,7 +39,7 @@ func (m *Model) VisionOps(img engine.Image, res ml.Tensor) {
 	}
 
 	// hidden_states = self.patch_embed(hidden_states): Conv3d with kernel = stride, one product
-	b.Write(pix, img.Pixels)
+	kit.WritePixels(b, pix, imgs)
 	b.Linears(pix, ml.Out{Y: xe, W: w.patch})
 	// permute_input_for_window_attn: merge units (adjacent rows) into window order
 	index := b.Ints(p.Index)
@@ -84,6 +85,7 @@ func (m *Model) VisionOps(img engine.Image, res ml.Tensor) {
 	b.GELU(h1, ml.GELUErf)
 	b.Linears(h1, ml.Out{Y: h2, W: w.fc2, B: w.fc2B})
 	// merged_hidden_states[reverse_indices, :]: unit u of the window order is token index[u]
+	// (each image's tokens after the images' before it)
 	b.Scatter(res, h2, index)
 	ml.Mark(b, "vision.merger")
 }

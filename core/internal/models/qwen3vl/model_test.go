@@ -192,3 +192,25 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 		})
 	}
 }
+
+// TestVisionBatch: images of different grids (so different position-table taps: each resampled
+// to its own grid) in one tower pass give exactly the rows each gives alone, deepstack rows
+// included.
+func TestVisionBatch(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := sweepModel(t, sw.Models[0].Name)
+	m, err := load(dir, native.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	var imgs []engine.Image
+	for i, g := range []engine.Grid{{T: 1, H: 12, W: 16}, {T: 1, H: 6, W: 6}, {T: 1, H: 4, W: 8}, {T: 1, H: 20, W: 8}} {
+		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
+	}
+	fixture.CheckVisionBatch(t, m, imgs, 0)
+}

@@ -9,15 +9,16 @@ import (
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
-// VisionOps implements kit.Family: Qwen3VLVisionModel.forward on one image. Row u of res is
-// merge unit u (prompt order): the merger's output, then each deepstack merger's.
-func (m *Model) VisionOps(img engine.Image, res ml.Tensor) {
+// VisionOps implements kit.Family: Qwen3VLVisionModel.forward on images one after the other
+// (attention within each image: cu_seqlens). Row u of res is merge unit u (the images' in turn,
+// each in prompt order): the merger's output, then each deepstack merger's.
+func (m *Model) VisionOps(imgs []engine.Image, res ml.Tensor) {
 	b := m.Backend()
 	cfg := m.Config()
 	v := &cfg.Vision
 	w := &m.w
-	p := kit.PlanVision(v, img.Grid) // no windows: merge units stay in prompt order
-	taps := m.pos.get(v, img.Grid)
+	p := kit.PlanVision(v, kit.Grids(imgs)) // no windows: merge units stay in prompt order
+	taps := m.pos.taps(v, imgs)
 	N, units := p.Patches, p.Units
 	VH, VI, OH, heads := v.Hidden, v.Intermediate, v.OutHidden, v.Heads
 	vhd, unit := VH/heads, v.MergeSize*v.MergeSize
@@ -41,7 +42,7 @@ func (m *Model) VisionOps(img engine.Image, res ml.Tensor) {
 
 	// hidden_states = self.patch_embed(hidden_states): Conv3d with kernel = stride, one product;
 	// then + the position table resampled to the grid (bilinear, align_corners)
-	b.Write(pix, img.Pixels)
+	kit.WritePixels(b, pix, imgs)
 	b.Linears(pix, ml.Out{Y: x[0], W: w.patch, B: w.patchB})
 	b.AddEmbedBag(x[0], w.posEmbed, b.Ints(taps.ids), tapW)
 	ml.Mark(b, "vision.embed")
@@ -110,6 +111,20 @@ type posCache struct {
 }
 
 const posCacheSize = 64
+
+// taps are the images' taps one after the other (each image's table resampled to its own grid).
+func (c *posCache) taps(v *engine.VisionConfig, imgs []engine.Image) *posTaps {
+	if len(imgs) == 1 {
+		return c.get(v, imgs[0].Grid)
+	}
+	all := &posTaps{}
+	for _, img := range imgs {
+		t := c.get(v, img.Grid)
+		all.ids = append(all.ids, t.ids...)
+		all.weights = append(all.weights, t.weights...)
+	}
+	return all
+}
 
 func (c *posCache) get(v *engine.VisionConfig, g engine.Grid) *posTaps {
 	c.mu.Lock()

@@ -20,9 +20,11 @@ type Family interface {
 	// Bind maps the family's weights (called once, on the backend's thread) and returns the
 	// ones the shared embedding and head read.
 	Bind(ld *ml.Loader, cfg *engine.Config) (Head, error)
-	// VisionOps issues the vision tower on one image: its rows, one per placeholder token in
-	// prompt order and cfg.EmbedDim() wide, go to res.
-	VisionOps(img engine.Image, res ml.Tensor)
+	// VisionOps issues the vision tower on images in one pass: their rows, one per placeholder
+	// token and cfg.EmbedDim() wide, go to res one image after the other (each image's in
+	// prompt order). No attention crosses from one image into another, so an image gets the
+	// rows it gets alone.
+	VisionOps(imgs []engine.Image, res ml.Tensor)
 	// LayerOps issues the decoder layers over p, whose X[0] holds the input embeddings; the
 	// final hidden states are X[r] + delta (delta may be none: the residual add the next norm
 	// fuses).
@@ -57,8 +59,8 @@ type Options struct {
 }
 
 // Base is a checkpoint of some family on a backend. It implements engine.Model,
-// engine.Batcher, engine.GreedyModel, engine.Pooled and engine.DeviceEncoder; its calls are
-// serialised (the backend runs one at a time).
+// engine.Batcher, engine.GreedyModel, engine.Pooled, engine.DeviceEncoder and
+// engine.BatchEncoder; its calls are serialised (the backend runs one at a time).
 type Base struct {
 	mu     sync.Mutex
 	b      ml.Backend
@@ -93,6 +95,7 @@ var (
 	_ engine.GreedyModel   = (*Base)(nil)
 	_ engine.Pooled        = (*Base)(nil)
 	_ engine.DeviceEncoder = (*Base)(nil)
+	_ engine.BatchEncoder  = (*Base)(nil)
 )
 
 // New binds fam's weights on b, for a checkpoint of modelType (any other config is
@@ -265,25 +268,77 @@ func (m *Base) takeLogits() []float32 {
 
 // EncodeVision implements engine.Model.
 func (m *Base) EncodeVision(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
-	return m.encode(ctx, img, false)
+	out, err := m.encode(ctx, []engine.Image{img}, false)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }
 
 // EncodeVisionDevice implements engine.DeviceEncoder: the rows stay in backend memory for this
 // model's prefill.
 func (m *Base) EncodeVisionDevice(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
-	return m.encode(ctx, img, true)
+	out, err := m.encode(ctx, []engine.Image{img}, true)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }
 
-func (m *Base) encode(ctx context.Context, img engine.Image, keep bool) (*engine.Embeddings, error) {
+// EncodeVisionBatch implements engine.BatchEncoder: one tower pass over every image, each
+// image's rows kept in backend memory of their own (released one by one).
+func (m *Base) EncodeVisionBatch(ctx context.Context, imgs []engine.Image) ([]*engine.Embeddings, error) {
+	return m.encode(ctx, imgs, true)
+}
+
+// ReadRows copies an image's rows to host memory, wherever they are (device rows must be this
+// model's): what EncodeVision would have returned.
+func (m *Base) ReadRows(e *engine.Embeddings) ([]float32, error) {
+	if e.Device == nil {
+		return e.Data, nil
+	}
+	r, ok := e.Device.(*imageRows)
+	if !ok || r.m != m {
+		return nil, fmt.Errorf("image rows of another model: %w", engine.ErrInvalidInput)
+	}
+	out := make([]float32, e.Tokens*e.Dim)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, engine.ErrClosed
+	}
+	err := ml.Do(m.b, func() error {
+		m.b.Read(out, r.t.RowsAt(0, e.Tokens))
+		return m.b.Sync()
+	})
+	return out, err
+}
+
+// encode runs the tower on imgs in one pass. Its output goes to host rows, or (keep) to one
+// buffer of device rows per image: a copy out of the pass's output, so that each image's rows
+// are freed on their own (an image kept by the embedding cache holds its rows, not the batch's).
+func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*engine.Embeddings, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := engine.CheckImage(m.cfg, m.lim, img); err != nil {
-		return nil, err
+	if len(imgs) == 0 {
+		return nil, nil
 	}
-	e := &engine.Embeddings{Tokens: img.Grid.Tokens(m.cfg.Vision.MergeSize), Dim: m.cfg.EmbedDim()}
-	if !keep {
-		e.Data = make([]float32, e.Tokens*e.Dim)
+	out := make([]*engine.Embeddings, len(imgs))
+	total := 0
+	for i, img := range imgs {
+		if err := engine.CheckImage(m.cfg, m.lim, img); err != nil {
+			if len(imgs) > 1 {
+				err = fmt.Errorf("image %d: %w", i, err)
+			}
+			return nil, err
+		}
+		e := &engine.Embeddings{Tokens: img.Grid.Tokens(m.cfg.Vision.MergeSize), Dim: m.cfg.EmbedDim()}
+		if !keep {
+			e.Data = make([]float32, e.Tokens*e.Dim)
+		}
+		out[i] = e
+		total += e.Tokens
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -292,28 +347,66 @@ func (m *Base) encode(ctx context.Context, img engine.Image, keep bool) (*engine
 	}
 	b := m.b
 	err := ml.Do(b, func() error {
-		if !keep {
-			res := b.Scratch("v.out", e.Tokens, e.Dim)
-			m.fam.VisionOps(img, res)
-			b.Read(e.Data, res)
-			return b.Sync()
+		if keep && len(imgs) == 1 { // the tower writes the image's own buffer
+			rows, err := m.takeRows(total)
+			if err != nil {
+				return err
+			}
+			m.fam.VisionOps(imgs, rows.t.RowsAt(0, total))
+			if err := b.Sync(); err != nil {
+				rows.Release()
+				return err
+			}
+			out[0].Device = rows
+			return nil
 		}
-		rows, err := m.takeRows(e.Tokens)
-		if err != nil {
-			return err
+		res := b.Scratch("v.out", total, m.cfg.EmbedDim())
+		m.fam.VisionOps(imgs, res)
+		var kept []*imageRows
+		row := 0
+		for _, e := range out {
+			src := res.RowsAt(row, e.Tokens)
+			row += e.Tokens
+			if !keep {
+				b.Read(e.Data, src)
+				continue
+			}
+			rows, err := m.takeRows(e.Tokens)
+			if err != nil {
+				releaseAll(kept)
+				return err
+			}
+			kept = append(kept, rows)
+			b.Gather(rows.t.RowsAt(0, e.Tokens), src, b.Ints(iota32(e.Tokens)))
 		}
-		m.fam.VisionOps(img, rows.t.RowsAt(0, e.Tokens))
 		if err := b.Sync(); err != nil {
-			rows.Release()
+			releaseAll(kept)
 			return err
 		}
-		e.Device = rows
+		for i, rows := range kept {
+			out[i].Device = rows
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vision: %w", err)
 	}
-	return e, nil
+	return out, nil
+}
+
+// iota32 is 0, 1, ..., n-1: the row index of a copy made with Gather.
+func iota32(n int) []int32 {
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	return idx
+}
+
+func releaseAll(rows []*imageRows) {
+	for _, r := range rows {
+		r.Release()
+	}
 }
 
 // imageRows are vision-tower outputs kept in backend memory (engine.DeviceRows). Buffers are

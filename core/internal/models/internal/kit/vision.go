@@ -4,13 +4,17 @@ import (
 	"math"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
-// VisionPlan is the host-side bookkeeping of one image through the vision tower: the window
-// order of its merge units, the attention segments, and the 2-D rotary tables in window order.
+// VisionPlan is the host-side bookkeeping of the images of one vision-tower pass: the window
+// order of their merge units, the attention segments, and the 2-D rotary tables in window order.
+// The images follow one another (patches, units and rows alike) and their segments never cross
+// from one image into the next (cu_seqlens), so each image's rows are the ones it gets alone.
 type VisionPlan struct {
 	Patches, Units int
-	// Index[u] is the original merge unit at window-order position u (get_vision_window_index).
+	// Index[u] is the original merge unit at window-order position u (get_vision_window_index);
+	// an image's units are offset by those of the images before it.
 	Index []int32
 	// Windows and Frames are attention segment boundaries in patches, starting with 0: windowed
 	// blocks attend within windows, full blocks within frames (cu_seqlens).
@@ -19,11 +23,58 @@ type VisionPlan struct {
 	Rope []float32
 }
 
-// PlanVision mirrors vision_utils.get_vision_window_index and get_vision_position_ids
+// PlanVision is the plan of images of these grids in one pass: each grid's (planGrid) one after
+// the other.
+func PlanVision(v *engine.VisionConfig, grids []engine.Grid) *VisionPlan {
+	if len(grids) == 1 {
+		return planGrid(v, grids[0])
+	}
+	all := &VisionPlan{Windows: []int32{0}, Frames: []int32{0}}
+	var cos, sin []float32
+	for _, g := range grids {
+		p := planGrid(v, g)
+		for _, u := range p.Index {
+			all.Index = append(all.Index, int32(all.Units)+u)
+		}
+		for _, b := range p.Windows[1:] {
+			all.Windows = append(all.Windows, int32(all.Patches)+b)
+		}
+		for _, b := range p.Frames[1:] {
+			all.Frames = append(all.Frames, int32(all.Patches)+b)
+		}
+		cos, sin = append(cos, p.Cos()...), append(sin, p.Sin()...)
+		all.Patches += p.Patches
+		all.Units += p.Units
+	}
+	all.Rope = append(cos, sin...)
+	return all
+}
+
+// Grids are the images' grids, in order.
+func Grids(imgs []engine.Image) []engine.Grid {
+	gs := make([]engine.Grid, len(imgs))
+	for i, img := range imgs {
+		gs[i] = img.Grid
+	}
+	return gs
+}
+
+// WritePixels copies the images' pixel rows into pix one after the other (rows of Patches()
+// each), the tower's input of a pass over them all.
+func WritePixels(b ml.Backend, pix ml.Tensor, imgs []engine.Image) {
+	row := 0
+	for _, img := range imgs {
+		n := img.Grid.Patches()
+		b.Write(pix.RowsAt(row, n), img.Pixels)
+		row += n
+	}
+}
+
+// planGrid mirrors vision_utils.get_vision_window_index and get_vision_position_ids
 // (transformers 5.17) for one (t, h, w) grid. Empty windows (the
 // reference pads a whole window when a side divides evenly) add no boundary, as
 // torch.unique_consecutive drops them.
-func PlanVision(v *engine.VisionConfig, g engine.Grid) *VisionPlan {
+func planGrid(v *engine.VisionConfig, g engine.Grid) *VisionPlan {
 	merge := v.MergeSize
 	unit := merge * merge
 	mh, mw := g.H/merge, g.W/merge

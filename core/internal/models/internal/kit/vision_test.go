@@ -19,7 +19,7 @@ func TestPlanVisionWindows(t *testing.T) {
 		// 8x8 units: exactly 2x2 windows (the padded empty windows add no boundary)
 		{engine.Grid{T: 1, H: 16, W: 16}, []int32{0, 64, 128, 192, 256}},
 	} {
-		p := PlanVision(&cfg.Vision, tc.grid)
+		p := PlanVision(&cfg.Vision, []engine.Grid{tc.grid})
 		if !slices.Equal(p.Windows, tc.windows) {
 			t.Errorf("grid %v: windows %v, want %v", tc.grid, p.Windows, tc.windows)
 		}
@@ -37,6 +37,43 @@ func TestPlanVisionWindows(t *testing.T) {
 		if len(p.Rope) != 2*p.Patches*half || p.Rope[0] != 1 || p.Rope[p.Patches*half] != 0 {
 			t.Errorf("grid %v: rotary table starts cos %v sin %v (len %d)", tc.grid, p.Rope[0], p.Rope[p.Patches*half], len(p.Rope))
 		}
+	}
+}
+
+// TestPlanVisionImages: the plan of several images is each image's plan, offset by the patches
+// and units before it, with no segment crossing from one image into the next.
+func TestPlanVisionImages(t *testing.T) {
+	v := &engine.VisionConfig{Hidden: 64, Heads: 4, PatchSize: 14, MergeSize: 2, WindowSize: 112, RopeTheta: 1e4}
+	grids := []engine.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 6, W: 10}, {T: 2, H: 16, W: 16}, {T: 1, H: 2, W: 2}}
+	all := PlanVision(v, grids)
+	half := v.Hidden / v.Heads / 2
+	patches, units := 0, 0
+	for _, g := range grids {
+		p := PlanVision(v, []engine.Grid{g})
+		for u, src := range p.Index {
+			if got := all.Index[units+u]; got != int32(units)+src {
+				t.Fatalf("grid %v: unit %d is %d, want %d", g, u, got, int32(units)+src)
+			}
+		}
+		for _, bounds := range [][2][]int32{{p.Windows, all.Windows}, {p.Frames, all.Frames}} {
+			for _, b := range bounds[0] {
+				if !slices.Contains(bounds[1], int32(patches)+b) {
+					t.Errorf("grid %v: boundary %d missing from %v", g, int32(patches)+b, bounds[1])
+				}
+			}
+		}
+		n := p.Patches * half
+		if !slices.Equal(all.Cos()[patches*half:patches*half+n], p.Cos()) || !slices.Equal(all.Sin()[patches*half:patches*half+n], p.Sin()) {
+			t.Errorf("grid %v: rotary rows differ from the image's alone", g)
+		}
+		patches += p.Patches
+		units += p.Units
+	}
+	if all.Patches != patches || all.Units != units || len(all.Index) != units || len(all.Rope) != 2*patches*half {
+		t.Errorf("%d patches, %d units (%d indexes, %d angles), want %d, %d", all.Patches, all.Units, len(all.Index), len(all.Rope), patches, units)
+	}
+	if want := []int32{0, 396, 396 + 60, 396 + 60 + 256, 396 + 60 + 512, 396 + 60 + 512 + 4}; !slices.Equal(all.Frames, want) {
+		t.Errorf("frames %v, want %v", all.Frames, want)
 	}
 }
 
