@@ -88,7 +88,7 @@ func soakCount(t *testing.T) int {
 // fixture families loaded: streamed and plain, ~10% bad inputs, ~10% client cancellations. No
 // 5xx anywhere, every good answer equals the same request's answer alone, bad inputs get their
 // 4xx, the KV pools are back to zero blocks in use, and RSS after the run is within 10% (plus
-// soakRSSSlack) of RSS after the warm-up part.
+// soakRSSSlack) of RSS after the warm-up part (under -race: of RSS halfway through).
 func TestSoak(t *testing.T) {
 	n := soakCount(t)
 	reg := prometheus.NewRegistry()
@@ -198,7 +198,11 @@ func TestSoak(t *testing.T) {
 	run(0, warm)
 	waitIdle(t, rt)
 	rssWarm, haveRSS := settledRSS()
-	run(warm, n)
+	mid := warm + (n-warm)/2
+	run(warm, mid)
+	waitIdle(t, rt)
+	rssMid, _ := settledRSS()
+	run(mid, n)
 	took := time.Since(start)
 	waitIdle(t, rt)
 	rssEnd, _ := settledRSS()
@@ -230,10 +234,19 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	if haveRSS {
-		limit := rssWarm + rssWarm/10 + soakRSSSlack + soakRaceRSSSlack
-		t.Logf("RSS after warm-up %d MiB, after the run %d MiB (limit %d MiB)", rssWarm>>20, rssEnd>>20, limit>>20)
+		// Without -race RSS after the run is within 10% (+ slack) of RSS after the warm-up. Under
+		// -race the detector's shadow memory follows the highest heap the run reaches, which 64
+		// requests batched at once push past the warm-up's (+209 MiB over 400 requests, with a
+		// flat Go heap), so there the second half of the run is held to the first's end: a leak
+		// keeps growing, a high-water mark does not.
+		base, what := rssWarm, "after warm-up"
+		if raceEnabled {
+			base, what = rssMid, "halfway through the run"
+		}
+		limit := base + base/10 + soakRSSSlack + soakRaceRSSSlack
+		t.Logf("RSS after warm-up %d MiB, halfway %d MiB, after the run %d MiB (limit %d MiB: %s +10%%)", rssWarm>>20, rssMid>>20, rssEnd>>20, limit>>20, what)
 		if rssEnd > limit {
-			t.Errorf("RSS grew from %d MiB after warm-up to %d MiB after the run; want at most %d MiB (+10%% +%d MiB)", rssWarm>>20, rssEnd>>20, limit>>20, (soakRSSSlack+soakRaceRSSSlack)>>20)
+			t.Errorf("RSS grew from %d MiB %s to %d MiB after the run; want at most %d MiB (+10%% +%d MiB)", base>>20, what, rssEnd>>20, limit>>20, (soakRSSSlack+soakRaceRSSSlack)>>20)
 		}
 	}
 }
