@@ -41,6 +41,9 @@ type Config struct {
 	// larger of one context and the smaller of 16 contexts and 1 GiB of cache). Requests whose
 	// sequences do not fit wait for blocks.
 	KVCacheTokens int
+	// VisionAlone runs the vision tower on one image at a time instead of the images of a
+	// scheduler round in one pass (batched vision, the default).
+	VisionAlone bool
 	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default
 	// DefaultQueueDepth).
 	QueueDepth int
@@ -192,6 +195,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		}
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
+		env.VisionAlone = cfg.VisionAlone
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)
 		if m.HasTask(bundles.TaskVisionLanguage) {

@@ -96,6 +96,8 @@ type TaskEnv struct {
 	MaxBatch, BatchTokens int
 	// KVCacheTokens sizes the engine's KV-cache pool in tokens (0: the engine's default).
 	KVCacheTokens int
+	// VisionAlone turns batched vision off: the tower takes one image at a time.
+	VisionAlone bool
 	// Registerer takes the task's Prometheus collectors (never nil).
 	Registerer prometheus.Registerer
 	// Tracer starts the task's spans (never nil).

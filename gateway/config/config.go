@@ -83,6 +83,9 @@ type Runtime struct {
 	// KVCacheTokens sizes each model's KV-cache pool in tokens; 0 takes the engine's default
 	// (the larger of one context and the smaller of 16 contexts and 1 GiB of cache).
 	KVCacheTokens int `toml:"kv_cache_tokens"`
+	// VisionAlone runs the vision tower on one image at a time instead of a scheduler round's
+	// images in one pass (batched vision: measured on the CPU, not yet on the GPU).
+	VisionAlone bool `toml:"vision_alone"`
 	// QueueDepth is how many more may wait; beyond it requests get 429 (0 takes the runtime's
 	// default, core.DefaultQueueDepth). A waiting request holds its image file's bytes.
 	QueueDepth int `toml:"queue_depth"`
@@ -95,7 +98,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }

@@ -31,6 +31,9 @@ type SchedulerOptions struct {
 	// in one tower pass when the model is a [BatchEncoder] (default 8192: about twelve 426x320
 	// photos of Qwen2.5-VL); a larger image goes alone.
 	VisionPatches int
+	// VisionAlone runs the tower on one image at a time even when the model can take several
+	// in one pass (the switch for a backend where batched vision is not yet validated).
+	VisionAlone bool
 }
 
 func (o SchedulerOptions) withDefaults() SchedulerOptions {
@@ -379,7 +382,7 @@ func (s *Scheduler) takeImages() []*imageJob {
 // releases the rows then.
 func (s *Scheduler) encode(imgs []*imageJob) {
 	defer s.encoded.Add(int64(len(imgs)))
-	if be, ok := s.m.(BatchEncoder); ok && len(imgs) > 1 {
+	if be, ok := s.m.(BatchEncoder); ok && len(imgs) > 1 && !s.opts.VisionAlone {
 		in := make([]Image, len(imgs))
 		for i, j := range imgs {
 			in[i] = j.img

@@ -272,4 +272,18 @@ func TestSchedulerEncodesImagesTogether(t *testing.T) {
 	if got, want := s.Stats(), (SchedulerStats{Images: 6, VisionPasses: 5, VisionRetries: 1}); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}
+
+	// VisionAlone: one image a pass, the batch path never taken
+	alone := &Scheduler{m: m, opts: SchedulerOptions{VisionAlone: true}.withDefaults()}
+	imgs := jobs(6, 7)
+	alone.encode(imgs)
+	for i, j := range imgs {
+		<-j.finish
+		if j.err != nil || j.out.Data[0] != float32(6+i) {
+			t.Errorf("alone, image %d: %v, %v", i, j.out, j.err)
+		}
+	}
+	if !slices.Equal(m.batches, []int{3, 3}) {
+		t.Errorf("VisionAlone took the batch path: batches %v", m.batches)
+	}
 }
