@@ -142,16 +142,20 @@ class Framer:
 class Examples(torch.utils.data.Dataset):
     """Example i: scene (seed, i) and one of its questions, the type drawn uniformly."""
 
-    def __init__(self, seed, n):
-        self.seed, self.n = seed, n
+    def __init__(self, seed, n, only=None):
+        self.seed, self.n, self.only = seed, n, set(only or scenes.TYPES)
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
         sc = scenes.scene(self.seed, i)
+        k = 0
+        while not self.only & {t for t, _, _ in sc["qa"]}:  # --types: another scene of the same stream
+            k += 1
+            sc = scenes.scene(self.seed, f"{i}.{k}")
         rng = random.Random(f"pick:{self.seed}:{i}")
-        types = sorted({t for t, _, _ in sc["qa"]})
+        types = sorted({t for t, _, _ in sc["qa"]} & self.only)
         typ = types[rng.randrange(len(types))]
         qa = [x for x in sc["qa"] if x[0] == typ]
         _, q, a = qa[rng.randrange(len(qa))]
@@ -353,6 +357,7 @@ def main():
     ap.add_argument("--out", required=True, help="checkpoint directory to write")
     ap.add_argument("--report", help="report directory (default: OUT-report)")
     ap.add_argument("--pack", help="also write the checkpoint as demo-model.tgz.NN parts here")
+    ap.add_argument("--types", help="train on these question types only (comma-separated; default all)")
     ap.add_argument("--log-every", type=int, default=10)
     args = ap.parse_args()
     report = args.report or args.out.rstrip("/") + "-report"
@@ -379,9 +384,10 @@ def main():
 
     check_framing(args.tokenizer, args.template, logf)
 
-    ds = Examples(args.train_seed, args.steps * args.batch)
+    ds = Examples(args.train_seed, args.steps * args.batch, args.types.split(",") if args.types else None)
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=False, num_workers=args.workers,
-                                     collate_fn=Collate(args.tokenizer, args.template), prefetch_factor=4,
+                                     collate_fn=Collate(args.tokenizer, args.template),
+                                     prefetch_factor=4 if args.workers > 0 else None,
                                      persistent_workers=False, pin_memory=args.device == "cuda")
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
     other = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
