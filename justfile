@@ -85,3 +85,9 @@ test: setup tools plugins
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.
 refenv:
     test -x .build/refenv/bin/python || (python3 -m venv .build/refenv && .build/refenv/bin/pip install -q -r scripts/reference/requirements.txt)
+
+# The demo model's synthetic scenes (scripts/demo/scenes.py, docs/demo-model.md): determinism and
+# answers consistent with each scene. Pillow only, with the reference stack's python (CI has no
+# Pillow, so `just test` leaves it out).
+demo-scenes-test: refenv
+    .build/refenv/bin/python -W error::ResourceWarning scripts/demo/test_scenes.py

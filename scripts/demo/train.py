@@ -1,0 +1,487 @@
+#!/usr/bin/env python3
+"""Train the demo model (issue 15): a tiny Qwen2.5-VL that answers questions about synthetic scenes.
+
+transformers 5.17 + torch (the reference stack, `.build/refenv` here, the H200 machine's python3
+there). Seeded: the weights' initialisation (--seed), the training scenes (scenes.py, --train-seed)
+and the held-out scenes (--eval-seed) are all functions of their seeds; GPU kernels are not
+bit-reproducible, so two CUDA runs agree in accuracy, not in bytes.
+
+The model: `Qwen2_5_VLForConditionalGeneration` with the real Qwen vocabulary (151,936 rows, the
+tokenizer of .build/tokenizer/qwen3 and the hub's chat template, as the repo's fixtures), tied
+embeddings, text hidden 64 (4 layers, 4 heads, 2 KV heads, head_dim 16, M-RoPE [2,3,3], SwiGLU 256),
+vision hidden 160 (6 blocks, 4 heads, SwiGLU 320, 112-px windows, full attention in blocks 2 and 5).
+12,156,896 parameters, 24.3 MB in bf16, of which the embedding is 9,723,904 (80%): the script prints
+the count and refuses a config over 25 MB before it trains.
+
+Training: each example is one scene with one of its questions (the type drawn uniformly among the
+scene's types, so that rare types are not starved), framed as the qwen2_5_vl plugin frames it
+(system turn, image, question, assistant turn: scenes.prompt_text), and the answer followed by
+<|im_end|>; the loss is on the answer tokens and <|im_end|> only (the logits are computed at those
+positions alone: the whole [batch, length, 151936] would dominate a step). AdamW, linear warm-up then
+cosine decay over whichever ends first, --steps or --max-seconds; bf16 autocast on CUDA (fp32
+master weights), fp32 on the CPU. Scenes are drawn and preprocessed (the checkpoint's own
+Qwen2VLImageProcessor) in DataLoader workers.
+
+Then: the weights are saved in bf16 with everything `iris bundle build --family qwen2_5_vl` reads
+(config.json, model.safetensors, generation_config.json greedy, tokenizer.json,
+tokenizer_config.json, chat_template.{json,jinja}, preprocessor_config.json); the saved checkpoint is
+loaded back in fp32 (what the accuracy gate compares against) and every question of --eval-count
+held-out scenes is answered by greedy generate() through AutoProcessor and the chat template;
+exact match per question type and overall. The report: report.md, accuracy.json, loss.png (drawn
+with Pillow), answers.jsonl (every held-out item with transformers' fp32 answer), train.log.
+
+  # the H200 (the next session's one device call; docs/demo-model.md):
+  python3 scripts/demo/train.py --device cuda --out /tmp/demo-model --report $OUT --pack $OUT
+  # the CPU smoke test here (a few steps; accuracy is near zero):
+  .build/refenv/bin/python scripts/demo/train.py --device cpu --steps 20 --batch 8 --eval-count 12 \\
+      --workers 1 --out /tmp/demo-smoke --report /tmp/demo-smoke-report
+
+Expected on the H200 (not measured yet: the first run will say): the defaults train for at most
+--max-seconds 400 s (batch 64; a few thousand steps), the start (imports, workers) takes ~20 s,
+the held-out evaluation (300 scenes, ~1,200 questions, batches of 64, fp32) well under a minute,
+saving and packing seconds: about 7.5 minutes in all, inside the 10-minute device call.
+Measured on the CPU here (2 shared cores, the smoke command above): 20 steps of batch 8 in 12.8 s
+(0.64 s a step), the evaluation of 51 questions 2.6 s, 25.5 s in all; 392 steps of batch 16 in 480 s
+reach a loss of ~0.9 and 31% held-out accuracy (answer priors: counts, sides; no grounding yet).
+--pack DIR writes the checkpoint as demo-model.tgz.00, .01, ... (15 MiB parts: the device call
+brings back at most 8 files of 16 MiB); `cat demo-model.tgz.* | tar xz` restores demo-model/.
+"""
+
+import argparse
+import io
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import tarfile
+import time
+
+import PIL
+import torch
+from PIL import Image, ImageDraw
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import scenes  # noqa: E402
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from transformers import (  # noqa: E402
+    AutoImageProcessor,
+    AutoProcessor,
+    AutoTokenizer,
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLForConditionalGeneration,
+)
+
+IMAGE_PAD = 151655
+PAD = 151643  # <|endoftext|>, the pad id of the hub's generation_config
+MAX_BYTES = 25_000_000
+# greedy, no penalty, both stop ids (as scripts/reference/gpu_family.py writes for the Qwen families)
+GENERATION_CONFIG = {"bos_token_id": 151643, "pad_token_id": 151643, "eos_token_id": [151645, 151643], "do_sample": False}
+TEMPLATE_DIR = os.path.join(ROOT, "core", "internal", "engine", "testdata", "qwen2_5_vl", "tiny-untied")
+
+
+def model_config():
+    return Qwen2_5_VLConfig(
+        text_config=dict(
+            hidden_size=64,
+            intermediate_size=256,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=151936,
+            rope_theta=1e6,
+            rms_norm_eps=1e-6,
+            max_position_embeddings=4096,
+            rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},  # head_dim 16: 8 frequencies
+            tie_word_embeddings=True,
+        ),
+        vision_config=dict(
+            depth=6,
+            hidden_size=160,
+            intermediate_size=320,
+            num_heads=4,
+            out_hidden_size=64,
+            window_size=112,
+            fullatt_block_indexes=[2, 5],
+            tokens_per_second=2,
+        ),
+        tie_word_embeddings=True,
+    )
+
+
+def log(f, msg):
+    line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+    print(line, flush=True)
+    if f:
+        f.write(line + "\n")
+        f.flush()
+
+
+class Framer:
+    """Token ids of a training example, built from pieces that tokenise the same as the whole
+    (special tokens split the text; checked against the processor once at start)."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        head = scenes.prompt_text("\x00").split("<|image_pad|>")[0]  # ...<|vision_start|>
+        self.before = tok(head, add_special_tokens=False)["input_ids"]
+
+    def prompt_ids(self, question, n_image):
+        tail = scenes.prompt_text(question).split("<|image_pad|>")[1]  # <|vision_end|>question...assistant\n
+        return self.before + [IMAGE_PAD] * n_image + self.tok(tail, add_special_tokens=False)["input_ids"]
+
+    def answer_ids(self, answer):
+        return self.tok(answer + scenes.IM_END, add_special_tokens=False)["input_ids"]
+
+
+class Examples(torch.utils.data.Dataset):
+    """Example i: scene (seed, i) and one of its questions, the type drawn uniformly."""
+
+    def __init__(self, seed, n, only=None):
+        self.seed, self.n, self.only = seed, n, set(only or scenes.TYPES)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        sc = scenes.scene(self.seed, i)
+        k = 0
+        while not self.only & {t for t, _, _ in sc["qa"]}:  # --types: another scene of the same stream
+            k += 1
+            sc = scenes.scene(self.seed, f"{i}.{k}")
+        rng = random.Random(f"pick:{self.seed}:{i}")
+        types = sorted({t for t, _, _ in sc["qa"]} & self.only)
+        typ = types[rng.randrange(len(types))]
+        qa = [x for x in sc["qa"] if x[0] == typ]
+        _, q, a = qa[rng.randrange(len(qa))]
+        return sc["image"], q, a, typ
+
+
+class Collate:
+    def __init__(self, tokenizer_dir, template_dir):
+        self.tokenizer_dir, self.template_dir = tokenizer_dir, template_dir
+        self.ready = False
+
+    def _init(self):  # in the worker: each loads its own tokenizer and image processor
+        torch.set_num_threads(1)
+        self.tok = AutoTokenizer.from_pretrained(self.tokenizer_dir)
+        self.ip = AutoImageProcessor.from_pretrained(self.template_dir)
+        self.framer = Framer(self.tok)
+        self.ready = True
+
+    def __call__(self, batch):
+        if not self.ready:
+            self._init()
+        images = [b[0] for b in batch]
+        px = self.ip(images=images, return_tensors="pt")
+        grids = px["image_grid_thw"]
+        seqs, labels = [], []
+        for (_, q, a, _), g in zip(batch, grids):
+            n = int(g.prod()) // 4
+            p, ans = self.framer.prompt_ids(q, n), self.framer.answer_ids(a)
+            seqs.append(p + ans)
+            labels.append([-100] * len(p) + ans)
+        L = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), L), PAD, dtype=torch.long)
+        lab = torch.full((len(seqs), L), -100, dtype=torch.long)
+        mask = torch.zeros((len(seqs), L), dtype=torch.long)
+        for i, (s, l) in enumerate(zip(seqs, labels)):
+            ids[i, : len(s)] = torch.tensor(s)
+            lab[i, : len(l)] = torch.tensor(l)
+            mask[i, : len(s)] = 1
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "labels": lab,
+            "mm_token_type_ids": (ids == IMAGE_PAD).long(),
+            "pixel_values": px["pixel_values"],
+            "image_grid_thw": grids,
+            "types": [b[3] for b in batch],
+        }
+
+
+def check_framing(tokenizer_dir, template_dir, logf):
+    """The training ids equal the processor's for one scene (the real chat template, expanded)."""
+    proc = AutoProcessor.from_pretrained(template_dir, tokenizer=AutoTokenizer.from_pretrained(tokenizer_dir))
+    sc = scenes.scene(0, 0)
+    typ, q, a = sc["qa"][0]
+    text = proc.apply_chat_template([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]}],
+                                    add_generation_prompt=True, tokenize=False)
+    if text != scenes.prompt_text(q):
+        raise SystemExit(f"chat template differs from scenes.prompt_text:\n{text!r}\n{scenes.prompt_text(q)!r}")
+    got = proc(text=[text], images=[sc["image"]], return_tensors="pt")
+    batch = Collate(tokenizer_dir, template_dir)([(sc["image"], q, a, typ)])
+    n = got["input_ids"].shape[1]
+    if batch["input_ids"][0, :n].tolist() != got["input_ids"][0].tolist():
+        raise SystemExit("training ids differ from the processor's")
+    if not torch.equal(batch["pixel_values"], got["pixel_values"]):
+        raise SystemExit("training pixels differ from the processor's")
+    if batch["mm_token_type_ids"][0, :n].tolist() != got["mm_token_type_ids"][0].tolist():
+        raise SystemExit("mm_token_type_ids differ from the processor's")
+    log(logf, f"framing check: {n} prompt ids and {tuple(got['pixel_values'].shape)} pixels equal the processor's")
+
+
+def answer_loss(model, batch):
+    """Cross-entropy on the answer tokens alone. The logits are computed at those positions only:
+    the full [batch, length, 151936] logits would be most of a step's time and memory."""
+    labels = batch.pop("labels")
+    hidden = model.model(**batch).last_hidden_state
+    target = labels[:, 1:]
+    keep = target != -100
+    logits = model.lm_head(hidden[:, :-1][keep])
+    return torch.nn.functional.cross_entropy(logits.float(), target[keep])
+
+
+def lr_at(progress, base, warm):
+    if progress < warm:
+        return base * progress / warm
+    p = (progress - warm) / max(1e-9, 1 - warm)
+    return base * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+
+
+def loss_png(path, points, title):
+    """A loss curve (log scale) drawn with Pillow: points = [(step, loss)]."""
+    W, H, m = 900, 480, 60
+    img = Image.new("RGB", (W, H), "white")
+    d = ImageDraw.Draw(img)
+    d.rectangle([m, 20, W - 20, H - m], outline="black")
+    d.text((m, 4), title, fill="black")
+    if len(points) >= 2:
+        xs = [p[0] for p in points]
+        ys = [math.log10(max(p[1], 1e-4)) for p in points]
+        x0, x1 = min(xs), max(xs)
+        y0, y1 = min(ys), max(ys)
+        if y1 - y0 < 1e-6:
+            y1 = y0 + 1
+        def px(x, y):
+            return (m + (x - x0) / max(1, x1 - x0) * (W - 20 - m), H - m - (y - y0) / (y1 - y0) * (H - m - 20))
+        d.line([px(x, y) for x, y in zip(xs, ys)], fill=(30, 70, 220), width=2)
+        for k in range(5):
+            y = y0 + (y1 - y0) * k / 4
+            _, py = px(x0, y)
+            d.text((4, py - 6), f"{10 ** y:.3g}", fill="black")
+        for k in range(5):
+            x = x0 + (x1 - x0) * k / 4
+            qx, _ = px(x, y0)
+            d.text((qx - 10, H - m + 6), f"{int(x)}", fill="black")
+        d.text((W // 2 - 40, H - 24), "step (loss: log scale)", fill="black")
+    img.save(path)
+
+
+def save_checkpoint(model, out, tokenizer_dir, template_dir):
+    os.makedirs(out, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(out)
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
+        json.dump(GENERATION_CONFIG, f, indent=2)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(os.path.realpath(os.path.join(tokenizer_dir, name)), os.path.join(out, name))
+    for name in ("chat_template.json", "chat_template.jinja", "preprocessor_config.json"):
+        shutil.copyfile(os.path.join(template_dir, name), os.path.join(out, name))
+
+
+@torch.no_grad()
+def evaluate(ckpt, device, seed, count, batch, logf):
+    """Greedy answers of the fp32 checkpoint to every question of count scenes (seed), through
+    AutoProcessor and the chat template as any transformers user would run it."""
+    proc = AutoProcessor.from_pretrained(ckpt)
+    proc.tokenizer.padding_side = "left"
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="sdpa")
+    model = model.to(device).eval()
+    items = []
+    for i in range(count):
+        sc = scenes.scene(seed, i)
+        for typ, q, a in sc["qa"]:
+            items.append((i, sc["image"], q, a, typ))
+    rows = []
+    for k in range(0, len(items), batch):
+        chunk = items[k: k + batch]
+        texts = [scenes.prompt_text(q) for _, _, q, _, _ in chunk]
+        enc = proc(text=texts, images=[c[1] for c in chunk], return_tensors="pt", padding=True).to(device)
+        out = model.generate(**enc, max_new_tokens=8, do_sample=False, num_beams=1, repetition_penalty=1.0,
+                             pad_token_id=PAD)
+        new = out[:, enc["input_ids"].shape[1]:]
+        for (i, _, q, a, typ), ids in zip(chunk, new):
+            got = proc.tokenizer.decode(ids, skip_special_tokens=True)
+            rows.append({"seed": seed, "index": i, "type": typ, "question": q, "answer": a, "got": got,
+                         "tokens": [t for t in ids.tolist() if t != PAD], "ok": got == a})
+    by = {}
+    for r in rows:
+        t = by.setdefault(r["type"], [0, 0])
+        t[0] += r["ok"]
+        t[1] += 1
+    acc = {t: {"correct": c, "total": n, "accuracy": round(c / n, 4)} for t, (c, n) in sorted(by.items())}
+    ok = sum(r["ok"] for r in rows)
+    acc["overall"] = {"correct": ok, "total": len(rows), "accuracy": round(ok / max(1, len(rows)), 4)}
+    log(logf, "held-out accuracy: " + ", ".join(f"{t} {v['accuracy']:.3f} ({v['correct']}/{v['total']})"
+                                                 for t, v in acc.items()))
+    return acc, rows
+
+
+def pack(ckpt, dest, part=15 << 20):
+    """ckpt as demo-model.tgz split in parts of 15 MiB under dest."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tf:
+        for name in sorted(os.listdir(ckpt)):
+            tf.add(os.path.join(ckpt, name), arcname=f"demo-model/{name}")
+    data = buf.getvalue()
+    names = []
+    for k in range(0, len(data), part):
+        name = os.path.join(dest, f"demo-model.tgz.{k // part:02d}")
+        with open(name, "wb") as f:
+            f.write(data[k: k + part])
+        names.append(os.path.basename(name))
+    return names
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--steps", type=int, default=100000, help="most optimizer steps (--max-seconds usually ends first)")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--max-seconds", type=float, default=400, help="training-loop time budget")
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=float, default=0.05, help="fraction of the run spent warming up")
+    ap.add_argument("--seed", type=int, default=1234, help="weight initialisation")
+    ap.add_argument("--train-seed", type=int, default=1, help="scenes.py seed of the training scenes")
+    ap.add_argument("--eval-seed", type=int, default=2, help="scenes.py seed of the held-out scenes")
+    ap.add_argument("--eval-count", type=int, default=300, help="held-out scenes (every question of each)")
+    ap.add_argument("--eval-batch", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--tokenizer", default=os.path.join(ROOT, ".build", "tokenizer", "qwen3"))
+    ap.add_argument("--template", default=TEMPLATE_DIR, help="dir with chat_template.{json,jinja} and preprocessor_config.json")
+    ap.add_argument("--out", required=True, help="checkpoint directory to write")
+    ap.add_argument("--report", help="report directory (default: OUT-report)")
+    ap.add_argument("--pack", help="also write the checkpoint as demo-model.tgz.NN parts here")
+    ap.add_argument("--types", help="train on these question types only (comma-separated; default all)")
+    ap.add_argument("--log-every", type=int, default=10)
+    args = ap.parse_args()
+    report = args.report or args.out.rstrip("/") + "-report"
+    os.makedirs(report, exist_ok=True)
+    logf = open(os.path.join(report, "train.log"), "w")
+    t_start = time.perf_counter()
+    log(logf, f"args: {json.dumps(vars(args))}")
+    log(logf, f"torch {torch.__version__}, transformers {__import__('transformers').__version__}, "
+              f"Pillow {PIL.__version__}, "
+              f"device {torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}")
+
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    config = model_config()
+    with torch.device("meta"):
+        n_meta = sum(p.numel() for p in Qwen2_5_VLForConditionalGeneration._from_config(config).parameters())
+    size = 2 * n_meta
+    emb = config.text_config.vocab_size * config.text_config.hidden_size
+    log(logf, f"model: {n_meta:,} parameters (embedding {emb:,}, tied), bf16 {size / 1e6:.2f} MB")
+    if size > MAX_BYTES:
+        raise SystemExit(f"bf16 size {size} over {MAX_BYTES}")
+    model = Qwen2_5_VLForConditionalGeneration._from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    model.to(args.device).train()
+
+    check_framing(args.tokenizer, args.template, logf)
+
+    ds = Examples(args.train_seed, args.steps * args.batch, args.types.split(",") if args.types else None)
+    dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=False, num_workers=args.workers,
+                                     collate_fn=Collate(args.tokenizer, args.template),
+                                     prefetch_factor=4 if args.workers > 0 else None,
+                                     persistent_workers=False, pin_memory=args.device == "cuda")
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
+    other = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": other, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.98), eps=1e-8, fused=args.device == "cuda")
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if args.device == "cuda" else torch.autocast("cpu", enabled=False)
+
+    curve, window, step = [], [], 0
+    t_train = time.perf_counter()
+    t_first = None
+    for batch in dl:
+        elapsed = time.perf_counter() - t_train
+        if step >= args.steps or elapsed >= args.max_seconds:
+            break
+        progress = max(step / args.steps, elapsed / args.max_seconds)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(progress, args.lr, args.warmup)
+        batch.pop("types")
+        batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()}
+        with autocast:
+            loss = answer_loss(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        window.append(loss.detach())  # no sync per step: read at the log lines
+        if t_first is None:
+            t_first = time.perf_counter() - t_train
+        if step % args.log_every == 0 or step == 1:
+            avg = torch.stack(window).mean().item()
+            curve.append((step, avg))
+            window = []
+            log(logf, f"step {step} loss {avg:.4f} lr {opt.param_groups[0]['lr']:.2e} "
+                      f"elapsed {time.perf_counter() - t_train:.1f}s")
+    if window:
+        curve.append((step, torch.stack(window).mean().item()))
+    train_s = time.perf_counter() - t_train
+    log(logf, f"trained {step} steps ({step * args.batch:,} examples) in {train_s:.1f}s "
+              f"(first step {t_first or 0:.1f}s, {step / max(train_s, 1e-9):.2f} steps/s)")
+    del dl
+
+    t0 = time.perf_counter()
+    save_checkpoint(model, args.out, args.tokenizer, args.template)
+    ckpt_bytes = {f: os.path.getsize(os.path.join(args.out, f)) for f in sorted(os.listdir(args.out))}
+    log(logf, f"checkpoint {args.out}: {json.dumps(ckpt_bytes)} ({time.perf_counter() - t0:.1f}s)")
+    del model, opt
+    if args.device == "cuda":
+        torch.cuda.empty_cache()
+    # the checkpoint and the loss curve leave first: a device call cut short during the
+    # evaluation still brings them back
+    if args.pack:
+        os.makedirs(args.pack, exist_ok=True)
+        log(logf, f"packed: {pack(args.out, args.pack)}")
+    loss_png(os.path.join(report, "loss.png"), curve,
+             f"demo model: training loss ({step} steps, batch {args.batch}, {args.device})")
+
+    t0 = time.perf_counter()
+    acc, rows = evaluate(args.out, args.device, args.eval_seed, args.eval_count, args.eval_batch, logf)
+    eval_s = time.perf_counter() - t0
+    log(logf, f"evaluated {len(rows)} questions of {args.eval_count} scenes in {eval_s:.1f}s")
+
+    with open(os.path.join(report, "answers.jsonl"), "w") as f:
+        for r in rows:
+            f.write(json.dumps(r, sort_keys=True) + "\n")
+    summary = {"params": n_meta, "bf16_bytes": size, "safetensors_bytes": ckpt_bytes.get("model.safetensors"),
+               "steps": step, "batch": args.batch, "train_s": round(train_s, 1), "eval_s": round(eval_s, 1),
+               "device": args.device, "train_seed": args.train_seed, "eval_seed": args.eval_seed,
+               "eval_scenes": args.eval_count, "accuracy": acc, "final_loss": curve[-1][1] if curve else None,
+               "loss_curve": curve}
+    with open(os.path.join(report, "accuracy.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    with open(os.path.join(report, "report.md"), "w") as f:
+        f.write(f"# Demo model training report\n\n"
+                f"- model: tiny Qwen2.5-VL, {n_meta:,} parameters, bf16 safetensors "
+                f"{ckpt_bytes.get('model.safetensors', 0):,} bytes\n"
+                f"- training: {step} steps x batch {args.batch} on {args.device} in {train_s:.0f} s "
+                f"(train seed {args.train_seed}), final loss {summary['final_loss']}\n"
+                f"- held-out: {args.eval_count} scenes of seed {args.eval_seed}, every question, greedy, fp32 "
+                f"checkpoint through AutoProcessor ({eval_s:.0f} s)\n\n"
+                f"| type | correct | total | accuracy |\n| --- | --- | --- | --- |\n")
+        for t, v in acc.items():
+            f.write(f"| {t} | {v['correct']} | {v['total']} | {v['accuracy']:.3f} |\n")
+        wrong = [r for r in rows if not r["ok"]][:20]
+        if wrong:
+            f.write("\nFirst wrong answers:\n\n| index | question | answer | got |\n| --- | --- | --- | --- |\n")
+            for r in wrong:
+                f.write(f"| {r['index']} | {r['question']} | {r['answer']} | {json.dumps(r['got'])} |\n")
+        f.write("\n![loss](loss.png)\n")
+    log(logf, f"total {time.perf_counter() - t_start:.1f}s; overall accuracy {acc['overall']['accuracy']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
