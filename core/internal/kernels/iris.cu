@@ -401,7 +401,7 @@ template <typename T> __device__ void bias_rows(T *out, const T *b, int rows, in
 extern "C" __global__ void iris_bias_f32(float *out, const float *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
 extern "C" __global__ void iris_bias_bf16(bf16 *out, const bf16 *b, int rows, int n, int ldo) { bias_rows(out, b, rows, n, ldo); }
 
-// A LayerScale, InternVLVisionLayer's self.lambda_1 * attention_output: column j of each of the
+// A per-column scale (LayerScale: a learned vector times an op's output): column j of each of the
 // rows x n of x (row stride ldx) times w[j], the product in F32 rounded once to T (as torch's
 // elementwise mul of two T tensors).
 template <typename T> __device__ void scale_cols(T *x, const T *w, int rows, int n, int ldx) {

@@ -119,7 +119,7 @@ static void rows_task(void *arg, int task, int thread) {
             break;
         case OP_GELU: gelu_erf(y, c->n); break;
         case OP_GELU_TANH: gelu_tanh(y, c->n); break;
-        case OP_SCALE_COLS: // layer_output = self.lambda_2 * layer_output (InternVLVisionLayer)
+        case OP_SCALE_COLS: // x[r][c] *= w[c]: a per-column scale (LayerScale)
             for (int i = 0; i < c->n; i++) y[i] *= c->w[i];
             break;
         case OP_ROPE: {
