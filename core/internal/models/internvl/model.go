@@ -27,13 +27,6 @@ var (
 	projectorPrefixes = []string{"model.multi_modal_projector.", "multi_modal_projector."}
 )
 
-type textLayer struct {
-	attnNorm, mlpNorm   ml.Tensor
-	q, k, v, o          ml.Tensor
-	qBias, kBias, vBias ml.Tensor
-	gate, up, down      ml.Tensor
-}
-
 // visionBlock is InternVLVisionLayer: LayerNorms before attention and MLP, their outputs scaled
 // by lambda_1 and lambda_2 (LayerScale) before each residual add.
 type visionBlock struct {
@@ -45,7 +38,7 @@ type visionBlock struct {
 }
 
 type weights struct {
-	layers []textLayer
+	layers []kit.DecoderLayer
 
 	patch, patchB ml.Tensor // Conv2d(3, hidden, 14, stride 14) as a product on pixel rows
 	cls, pos      ml.Tensor // the CLS token (1 row), the position table (1 + grid rows)
@@ -91,33 +84,13 @@ func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits,
 // Bind implements kit.Family: every tensor the graph needs, by its checkpoint name.
 func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
 	t, v := &cfg.Text, &cfg.Vision
-	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
-	qd, kvd := t.Heads*hd, t.KVHeads*hd
 	if !t.QKVBias || !t.Rope1D || v.FixedGrid <= 0 || v.MergeSize != 2 || v.TemporalPatchSize != 1 {
 		return kit.Head{}, fmt.Errorf("a config the InternVL graph does not have (q/k/v bias %v, 1-D RoPE %v, grid %d, merge %d, temporal patch %d): %w",
 			t.QKVBias, t.Rope1D, v.FixedGrid, v.MergeSize, v.TemporalPatchSize, engine.ErrUnsupported)
 	}
 	w := &m.w
 	head := kit.BindHead(ld, cfg, textPrefixes, rootPrefixes)
-	w.layers = make([]textLayer, t.Layers)
-	for l := range w.layers {
-		L := &w.layers[l]
-		p := fmt.Sprintf("layers.%d.", l)
-		L.attnNorm = ld.Vector(textPrefixes, p+"input_layernorm.weight", H)
-		// q, k and v, then their biases: a backend placing tensors in load order can run each
-		// trio as one product
-		L.q = ld.Matrix(textPrefixes, p+"self_attn.q_proj.weight", qd, H)
-		L.k = ld.Matrix(textPrefixes, p+"self_attn.k_proj.weight", kvd, H)
-		L.v = ld.Matrix(textPrefixes, p+"self_attn.v_proj.weight", kvd, H)
-		L.qBias = ld.Vector(textPrefixes, p+"self_attn.q_proj.bias", qd)
-		L.kBias = ld.Vector(textPrefixes, p+"self_attn.k_proj.bias", kvd)
-		L.vBias = ld.Vector(textPrefixes, p+"self_attn.v_proj.bias", kvd)
-		L.o = ld.Matrix(textPrefixes, p+"self_attn.o_proj.weight", H, qd)
-		L.mlpNorm = ld.Vector(textPrefixes, p+"post_attention_layernorm.weight", H)
-		L.gate = ld.Matrix(textPrefixes, p+"mlp.gate_proj.weight", I, H)
-		L.up = ld.Matrix(textPrefixes, p+"mlp.up_proj.weight", I, H)
-		L.down = ld.Matrix(textPrefixes, p+"mlp.down_proj.weight", H, I)
-	}
+	w.layers = kit.BindDecoder(ld, cfg, textPrefixes)
 
 	VH, VI := v.Hidden, v.Intermediate
 	w.patch = ld.Matrix(visionPrefixes, "embeddings.patch_embeddings.projection.weight", VH, v.PatchDim())

@@ -22,13 +22,6 @@ var (
 	rootPrefixes   = []string{"", "model."}
 )
 
-type textLayer struct {
-	attnNorm, mlpNorm   ml.Tensor
-	q, k, v, o          ml.Tensor
-	qBias, kBias, vBias ml.Tensor
-	gate, up, down      ml.Tensor
-}
-
 type visionBlock struct {
 	norm1, norm2              ml.Tensor
 	qkv, qkvBias, proj, projB ml.Tensor
@@ -37,7 +30,7 @@ type visionBlock struct {
 }
 
 type weights struct {
-	layers []textLayer
+	layers []kit.DecoderLayer
 
 	patch      ml.Tensor
 	blocks     []visionBlock
@@ -70,30 +63,10 @@ func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits,
 
 // Bind implements kit.Family: every tensor the graph needs, by its checkpoint name.
 func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
-	t, v := &cfg.Text, &cfg.Vision
-	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
-	qd, kvd := t.Heads*hd, t.KVHeads*hd
+	v := &cfg.Vision
 	w := &m.w
 	head := kit.BindHead(ld, cfg, textPrefixes, rootPrefixes)
-	w.layers = make([]textLayer, t.Layers)
-	for l := range w.layers {
-		L := &w.layers[l]
-		p := fmt.Sprintf("layers.%d.", l)
-		L.attnNorm = ld.Vector(textPrefixes, p+"input_layernorm.weight", H)
-		L.q = ld.Matrix(textPrefixes, p+"self_attn.q_proj.weight", qd, H)
-		L.k = ld.Matrix(textPrefixes, p+"self_attn.k_proj.weight", kvd, H)
-		L.v = ld.Matrix(textPrefixes, p+"self_attn.v_proj.weight", kvd, H)
-		if t.QKVBias {
-			L.qBias = ld.Vector(textPrefixes, p+"self_attn.q_proj.bias", qd)
-			L.kBias = ld.Vector(textPrefixes, p+"self_attn.k_proj.bias", kvd)
-			L.vBias = ld.Vector(textPrefixes, p+"self_attn.v_proj.bias", kvd)
-		}
-		L.o = ld.Matrix(textPrefixes, p+"self_attn.o_proj.weight", H, qd)
-		L.mlpNorm = ld.Vector(textPrefixes, p+"post_attention_layernorm.weight", H)
-		L.gate = ld.Matrix(textPrefixes, p+"mlp.gate_proj.weight", I, H)
-		L.up = ld.Matrix(textPrefixes, p+"mlp.up_proj.weight", I, H)
-		L.down = ld.Matrix(textPrefixes, p+"mlp.down_proj.weight", H, I)
-	}
+	w.layers = kit.BindDecoder(ld, cfg, textPrefixes)
 
 	VH, VI, unit := v.Hidden, v.Intermediate, v.MergeSize*v.MergeSize
 	w.patch = ld.Matrix(visionPrefixes, "patch_embed.proj.weight", VH, v.PatchDim())
