@@ -359,6 +359,8 @@ def main():
     ap.add_argument("--pack", help="also write the checkpoint as demo-model.tgz.NN parts here")
     ap.add_argument("--types", help="train on these question types only (comma-separated; default all)")
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--init", help="start from this checkpoint's model.safetensors (a previous run's --out) "
+                                   "instead of the seeded initialisation")
     args = ap.parse_args()
     report = args.report or args.out.rstrip("/") + "-report"
     os.makedirs(report, exist_ok=True)
@@ -380,6 +382,10 @@ def main():
     if size > MAX_BYTES:
         raise SystemExit(f"bf16 size {size} over {MAX_BYTES}")
     model = Qwen2_5_VLForConditionalGeneration._from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    if args.init:  # the hub layout's names differ from the modules': transformers maps them
+        model = Qwen2_5_VLForConditionalGeneration.from_pretrained(args.init, dtype=torch.float32,
+                                                                   attn_implementation="sdpa")
+        log(logf, f"initialised from {args.init}")
     model.to(args.device).train()
 
     check_framing(args.tokenizer, args.template, logf)
