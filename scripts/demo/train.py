@@ -226,6 +226,58 @@ def check_framing(tokenizer_dir, template_dir, logf):
     log(logf, f"framing check: {n} prompt ids and {tuple(got['pixel_values'].shape)} pixels equal the processor's")
 
 
+def varlen_attention(q, k, v, cu_seqlens, scaling):
+    """Attention within each segment of cu_seqlens in one SDPA call: the segments (windows or
+    images) padded to the longest, a key mask for the padding. q, k, v: [tokens, heads, dim].
+    The model's own sdpa path runs one SDPA call per segment from Python (~600 windows per batch
+    of 64 scenes, forward and backward): most of a training step on the H200."""
+    lengths = cu_seqlens[1:] - cu_seqlens[:-1]
+    n, longest = lengths.numel(), int(lengths.max())
+    seg = torch.repeat_interleave(torch.arange(n, device=q.device), lengths)
+    pos = torch.arange(q.shape[0], device=q.device) - cu_seqlens[:-1].to(q.device)[seg]
+
+    def pad(x):
+        out = x.new_zeros(n, longest, *x.shape[1:])
+        out[seg, pos] = x
+        return out.transpose(1, 2)  # [n, heads, longest, dim]
+
+    mask = (torch.arange(longest, device=q.device)[None, :] < lengths[:, None])[:, None, None, :]
+    out = torch.nn.functional.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=mask, scale=scaling)
+    return out.transpose(1, 2)[seg, pos]  # [tokens, heads, dim]
+
+
+def fast_vision_attention(self, hidden_states, cu_seqlens, position_embeddings=None, max_seqlen=None, **kwargs):
+    """Qwen2_5_VLVisionAttention.forward with the segments in one padded SDPA call (training only:
+    the evaluation and every reference output use the stock module)."""
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import apply_rotary_pos_emb_vision
+    n = hidden_states.shape[0]
+    q, k, v = self.qkv(hidden_states).reshape(n, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
+    cos, sin = position_embeddings
+    q, k = apply_rotary_pos_emb_vision(q, k, cos, sin)
+    out = varlen_attention(q, k, v.to(q.dtype), cu_seqlens, self.scaling)
+    return self.proj(out.reshape(n, -1).contiguous())
+
+
+@torch.no_grad()
+def check_fast_attention(model, collate, device, logf):
+    """The padded attention equals the stock per-segment one on a few scenes (fp32)."""
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qm
+    threads = torch.get_num_threads()
+    batch = collate([Examples(99, 4, None)[i] for i in range(4)])
+    torch.set_num_threads(threads)  # the collate set one thread, as for its workers
+    pixels, grid = batch["pixel_values"].to(device), batch["image_grid_thw"].to(device)
+    was = model.training
+    model.eval()
+    stock = model.model.visual(pixels, grid_thw=grid).pooler_output
+    qm.Qwen2_5_VLVisionAttention.forward = fast_vision_attention
+    fast = model.model.visual(pixels, grid_thw=grid).pooler_output
+    model.train(was)
+    err = (stock - fast).abs().max().item()
+    log(logf, f"fast vision attention: {tuple(grid.tolist()[0])}.., max |stock - padded| {err:.2e}")
+    if err > 1e-4:
+        raise SystemExit(f"padded vision attention differs from the stock one: {err}")
+
+
 def answer_loss(model, batch):
     """Cross-entropy on the answer tokens alone. The logits are computed at those positions only:
     the full [batch, length, 151936] logits would be most of a step's time and memory."""
@@ -285,12 +337,12 @@ def save_checkpoint(model, out, tokenizer_dir, template_dir):
 
 
 @torch.no_grad()
-def evaluate(ckpt, device, seed, count, batch, logf):
-    """Greedy answers of the fp32 checkpoint to every question of count scenes (seed), through
+def evaluate(ckpt, device, seed, count, batch, logf, dtype=torch.float32):
+    """Greedy answers of the checkpoint in dtype (fp32: the gate's reference; bf16: the agreement's) to every question of count scenes (seed), through
     AutoProcessor and the chat template as any transformers user would run it."""
     proc = AutoProcessor.from_pretrained(ckpt)
     proc.tokenizer.padding_side = "left"
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="sdpa")
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(ckpt, dtype=dtype, attn_implementation="sdpa")
     model = model.to(device).eval()
     items = []
     for i in range(count):
@@ -317,7 +369,7 @@ def evaluate(ckpt, device, seed, count, batch, logf):
     acc = {t: {"correct": c, "total": n, "accuracy": round(c / n, 4)} for t, (c, n) in sorted(by.items())}
     ok = sum(r["ok"] for r in rows)
     acc["overall"] = {"correct": ok, "total": len(rows), "accuracy": round(ok / max(1, len(rows)), 4)}
-    log(logf, "held-out accuracy: " + ", ".join(f"{t} {v['accuracy']:.3f} ({v['correct']}/{v['total']})"
+    log(logf, f"held-out accuracy ({str(dtype).removeprefix('torch.')}): " + ", ".join(f"{t} {v['accuracy']:.3f} ({v['correct']}/{v['total']})"
                                                  for t, v in acc.items()))
     return acc, rows
 
@@ -359,6 +411,8 @@ def main():
     ap.add_argument("--pack", help="also write the checkpoint as demo-model.tgz.NN parts here")
     ap.add_argument("--types", help="train on these question types only (comma-separated; default all)")
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--stock-attention", action="store_true",
+                    help="train with the model's own per-segment vision attention (slow on the GPU)")
     ap.add_argument("--init", help="start from this checkpoint's model.safetensors (a previous run's --out) "
                                    "instead of the seeded initialisation")
     args = ap.parse_args()
@@ -390,6 +444,8 @@ def main():
 
     check_framing(args.tokenizer, args.template, logf)
 
+    if not args.stock_attention:
+        check_fast_attention(model, Collate(args.tokenizer, args.template), args.device, logf)
     ds = Examples(args.train_seed, args.steps * args.batch, args.types.split(",") if args.types else None)
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=False, num_workers=args.workers,
                                      collate_fn=Collate(args.tokenizer, args.template),
@@ -458,6 +514,14 @@ def main():
     acc, rows = evaluate(args.out, args.device, args.eval_seed, args.eval_count, args.eval_batch, logf)
     eval_s = time.perf_counter() - t0
     log(logf, f"evaluated {len(rows)} questions of {args.eval_count} scenes in {eval_s:.1f}s")
+    if args.device == "cuda":  # transformers bf16, the reference of the CUDA engine's bf16 agreement
+        acc16, rows16 = evaluate(args.out, args.device, args.eval_seed, args.eval_count, args.eval_batch, logf,
+                                 dtype=torch.bfloat16)
+        with open(os.path.join(report, "answers-bf16.jsonl"), "w") as f:
+            for r in rows16:
+                f.write(json.dumps(r, sort_keys=True) + "\n")
+        same = sum(a["got"] == b["got"] for a, b in zip(rows, rows16))
+        log(logf, f"transformers bf16 vs fp32: same answer on {same}/{len(rows)}")
 
     with open(os.path.join(report, "answers.jsonl"), "w") as f:
         for r in rows:
