@@ -463,7 +463,9 @@ def main():
     curve, window, step = [], [], 0
     t_train = time.perf_counter()
     t_first = None
+    wait, t_ready = 0.0, time.perf_counter()
     for batch in dl:
+        wait += time.perf_counter() - t_ready  # the loader behind the step: data-bound when large
         elapsed = time.perf_counter() - t_train
         if step >= args.steps or elapsed >= args.max_seconds:
             break
@@ -478,6 +480,7 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        t_ready = time.perf_counter()
         step += 1
         window.append(loss.detach())  # no sync per step: read at the log lines
         if t_first is None:
@@ -487,7 +490,7 @@ def main():
             curve.append((step, avg))
             window = []
             log(logf, f"step {step} loss {avg:.4f} lr {opt.param_groups[0]['lr']:.2e} "
-                      f"elapsed {time.perf_counter() - t_train:.1f}s")
+                      f"elapsed {time.perf_counter() - t_train:.1f}s data wait {wait:.1f}s")
     if window:
         curve.append((step, torch.stack(window).mean().item()))
     train_s = time.perf_counter() - t_train
