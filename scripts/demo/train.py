@@ -172,6 +172,7 @@ class Collate:
         self.tok = AutoTokenizer.from_pretrained(self.tokenizer_dir)
         self.ip = AutoImageProcessor.from_pretrained(self.template_dir)
         self.framer = Framer(self.tok)
+        self.config = model_config()
         self.ready = True
 
     def __call__(self, batch):
@@ -201,6 +202,7 @@ class Collate:
             "mm_token_type_ids": (ids == IMAGE_PAD).long(),
             "pixel_values": px["pixel_values"],
             "image_grid_thw": grids,
+            "position_ids": rope_index(ids, mask, grids, self.config),
             "types": [b[3] for b in batch],
         }
 
@@ -227,23 +229,27 @@ def check_framing(tokenizer_dir, template_dir, logf):
 
 
 def varlen_attention(q, k, v, cu_seqlens, scaling):
-    """Attention within each segment of cu_seqlens in one SDPA call: the segments (windows or
-    images) padded to the longest, a key mask for the padding. q, k, v: [tokens, heads, dim].
-    The model's own sdpa path runs one SDPA call per segment from Python (~600 windows per batch
-    of 64 scenes, forward and backward): most of a training step on the H200."""
+    """Attention within each segment of cu_seqlens (windows or images) as batched products: the
+    segments padded to the longest, the padding keys masked, scores and softmax in fp32. q, k, v:
+    [tokens, heads, dim]. The model's own sdpa path runs one SDPA call per segment from Python
+    (~600 windows per batch of 64 scenes, forward and backward): most of a training step on the
+    H200. (A masked bf16 SDPA call here went to NaN after ~250 steps; the fp32 products did not.)"""
     lengths = cu_seqlens[1:] - cu_seqlens[:-1]
     n, longest = lengths.numel(), int(lengths.max())
     seg = torch.repeat_interleave(torch.arange(n, device=q.device), lengths)
     pos = torch.arange(q.shape[0], device=q.device) - cu_seqlens[:-1].to(q.device)[seg]
 
     def pad(x):
-        out = x.new_zeros(n, longest, *x.shape[1:])
-        out[seg, pos] = x
+        out = x.new_zeros(n, longest, *x.shape[1:], dtype=torch.float32)
+        out[seg, pos] = x.float()
         return out.transpose(1, 2)  # [n, heads, longest, dim]
 
-    mask = (torch.arange(longest, device=q.device)[None, :] < lengths[:, None])[:, None, None, :]
-    out = torch.nn.functional.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=mask, scale=scaling)
-    return out.transpose(1, 2)[seg, pos]  # [tokens, heads, dim]
+    keep = (torch.arange(longest, device=q.device)[None, :] < lengths[:, None])[:, None, None, :]
+    with torch.autocast(q.device.type, enabled=False):
+        scores = torch.matmul(pad(q), pad(k).transpose(-1, -2)) * scaling
+        probs = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+        out = torch.matmul(probs, pad(v))
+    return out.transpose(1, 2)[seg, pos].to(q.dtype)  # [tokens, heads, dim]
 
 
 def fast_vision_attention(self, hidden_states, cu_seqlens, position_embeddings=None, max_seqlen=None, **kwargs):
@@ -254,14 +260,73 @@ def fast_vision_attention(self, hidden_states, cu_seqlens, position_embeddings=N
     q, k, v = self.qkv(hidden_states).reshape(n, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
     cos, sin = position_embeddings
     q, k = apply_rotary_pos_emb_vision(q, k, cos, sin)
-    out = varlen_attention(q, k, v.to(q.dtype), cu_seqlens, self.scaling)
+    out = varlen_attention(q, k, v, cu_seqlens, self.scaling)
     return self.proj(out.reshape(n, -1).contiguous())
+
+
+_GRID_CACHE = {}
+
+
+def _per_grid(kind, grid, compute):
+    key = (kind, grid)
+    if key not in _GRID_CACHE:
+        _GRID_CACHE[key] = compute(torch.tensor([grid]))
+    return _GRID_CACHE[key]
+
+
+def cached_vision_position_ids(grid_thw, spatial_merge_size, include_temporal=False, kwargs=None):
+    """transformers' get_vision_position_ids per distinct grid, computed once on the CPU: the stock
+    function launches ~10 kernels per image per step."""
+    from transformers import vision_utils
+    parts = [_per_grid(("pos", spatial_merge_size, include_temporal), tuple(g),
+                       lambda t: vision_utils.get_vision_position_ids(t, spatial_merge_size, include_temporal))
+             for g in grid_thw.tolist()]
+    return torch.cat(parts).to(grid_thw.device, non_blocking=True)
+
+
+def cached_vision_window_index(grid_thw, spatial_merge_size, window_size, patch_size, kwargs=None):
+    """transformers' get_vision_window_index per distinct grid (each image's windows offset by the
+    tokens before it; the boundaries are per-image unique already, as the stock function's are)."""
+    from transformers import vision_utils
+    index, cu, tokens, patches = [], [torch.zeros(1, dtype=torch.int32)], 0, 0
+    for g in grid_thw.tolist():
+        wi, cw = _per_grid(("win", spatial_merge_size, window_size, patch_size), tuple(g),
+                           lambda t: vision_utils.get_vision_window_index(t, spatial_merge_size, window_size, patch_size))
+        index.append(wi + tokens)
+        cu.append(cw[1:] + patches)
+        tokens += wi.numel()
+        patches += int(cw[-1])
+    return (torch.cat(index).to(grid_thw.device, non_blocking=True),
+            torch.cat(cu).to(grid_thw.device, non_blocking=True))
+
+
+def use_fast_paths():
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qm
+    qm.Qwen2_5_VLVisionAttention.forward = fast_vision_attention
+    qm.get_vision_position_ids = cached_vision_position_ids
+    qm.get_vision_window_index = cached_vision_window_index
+
+
+def rope_index(ids, mask, grids, config):
+    """The M-RoPE position ids of a training batch (what the model's get_rope_index computes per
+    sample on the GPU), in the collate worker."""
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    class Stub:
+        pass
+
+    stub = Stub()
+    stub.config = config
+    stub.get_vision_position_ids = lambda *a, **k: Qwen2_5_VLModel.get_vision_position_ids(stub, *a, **k)
+    pos, _ = Qwen2_5_VLModel.get_rope_index(stub, ids, image_grid_thw=grids, attention_mask=mask,
+                                            mm_token_type_ids=(ids == IMAGE_PAD).long())
+    return pos
 
 
 @torch.no_grad()
 def check_fast_attention(model, collate, device, logf):
-    """The padded attention equals the stock per-segment one on a few scenes (fp32)."""
-    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qm
+    """The fast paths equal the stock ones on a few scenes (fp32): the vision tower's output with the
+    padded attention and the cached indices, and the collate's M-RoPE ids against the model's."""
     threads = torch.get_num_threads()
     batch = collate([Examples(99, 4, None)[i] for i in range(4)])
     torch.set_num_threads(threads)  # the collate set one thread, as for its workers
@@ -269,13 +334,17 @@ def check_fast_attention(model, collate, device, logf):
     was = model.training
     model.eval()
     stock = model.model.visual(pixels, grid_thw=grid).pooler_output
-    qm.Qwen2_5_VLVisionAttention.forward = fast_vision_attention
+    ref_pos, _ = model.model.get_rope_index(batch["input_ids"], image_grid_thw=batch["image_grid_thw"],
+                                           attention_mask=batch["attention_mask"],
+                                           mm_token_type_ids=batch["mm_token_type_ids"])
+    use_fast_paths()
     fast = model.model.visual(pixels, grid_thw=grid).pooler_output
     model.train(was)
     err = (stock - fast).abs().max().item()
-    log(logf, f"fast vision attention: {tuple(grid.tolist()[0])}.., max |stock - padded| {err:.2e}")
-    if err > 1e-4:
-        raise SystemExit(f"padded vision attention differs from the stock one: {err}")
+    same_pos = torch.equal(ref_pos, batch["position_ids"])
+    log(logf, f"fast paths: grids {grid.tolist()}, max |stock - fast| {err:.2e}, M-RoPE ids equal: {same_pos}")
+    if err > 1e-4 or not same_pos:
+        raise SystemExit("a fast path differs from the stock one")
 
 
 def answer_loss(model, batch):
@@ -394,9 +463,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--steps", type=int, default=100000, help="most optimizer steps (--max-seconds usually ends first)")
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--max-seconds", type=float, default=400, help="training-loop time budget")
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--warmup", type=float, default=0.05, help="fraction of the run spent warming up")
     ap.add_argument("--seed", type=int, default=1234, help="weight initialisation")
     ap.add_argument("--train-seed", type=int, default=1, help="scenes.py seed of the training scenes")
@@ -411,8 +480,8 @@ def main():
     ap.add_argument("--pack", help="also write the checkpoint as demo-model.tgz.NN parts here")
     ap.add_argument("--types", help="train on these question types only (comma-separated; default all)")
     ap.add_argument("--log-every", type=int, default=10)
-    ap.add_argument("--stock-attention", action="store_true",
-                    help="train with the model's own per-segment vision attention (slow on the GPU)")
+    ap.add_argument("--stock-paths", action="store_true",
+                    help="train with the model's own per-window attention and per-image index code (slow on the GPU)")
     ap.add_argument("--init", help="start from this checkpoint's model.safetensors (a previous run's --out) "
                                    "instead of the seeded initialisation")
     args = ap.parse_args()
@@ -444,7 +513,7 @@ def main():
 
     check_framing(args.tokenizer, args.template, logf)
 
-    if not args.stock_attention:
+    if not args.stock_paths:
         check_fast_attention(model, Collate(args.tokenizer, args.template), args.device, logf)
     ds = Examples(args.train_seed, args.steps * args.batch, args.types.split(",") if args.types else None)
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=False, num_workers=args.workers,
@@ -463,7 +532,7 @@ def main():
     curve, window, step = [], [], 0
     t_train = time.perf_counter()
     t_first = None
-    wait, t_ready = 0.0, time.perf_counter()
+    wait, t_ready, skipped = 0.0, time.perf_counter(), 0
     for batch in dl:
         wait += time.perf_counter() - t_ready  # the loader behind the step: data-bound when large
         elapsed = time.perf_counter() - t_train
@@ -478,8 +547,15 @@ def main():
             loss = answer_loss(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if not torch.isfinite(norm):  # one non-finite batch must not poison the weights
+            skipped += 1
+            opt.zero_grad(set_to_none=True)
+            if skipped > max(10, step // 20):
+                log(logf, f"{skipped} non-finite steps by step {step}: stopping early (lower --lr)")
+                break
+        else:
+            opt.step()
         t_ready = time.perf_counter()
         step += 1
         window.append(loss.detach())  # no sync per step: read at the log lines
@@ -490,7 +566,7 @@ def main():
             curve.append((step, avg))
             window = []
             log(logf, f"step {step} loss {avg:.4f} lr {opt.param_groups[0]['lr']:.2e} "
-                      f"elapsed {time.perf_counter() - t_train:.1f}s data wait {wait:.1f}s")
+                      f"elapsed {time.perf_counter() - t_train:.1f}s data wait {wait:.1f}s skipped {skipped}")
     if window:
         curve.append((step, torch.stack(window).mean().item()))
     train_s = time.perf_counter() - t_train

@@ -17,6 +17,7 @@ flags=(-tags cuda -trimpath -ldflags '-s -w')
 #   throughput  iris, httpbench, cuda.test, the qwen2_5_vl plugin, and IRIS_BASE's build when set
 #            (run.sh throughput)
 #   internvl the same with the internvl plugin (run.sh internvl 2b|8b|tiny [parity|speed])
+#   demo     iris, accuracy and the qwen2_5_vl plugin (run.sh demo: issue 15's training call)
 #   all      (default) everything the other phases use
 phase=${IRIS_PHASE:-all}
 if [[ $phase == check || $phase == all ]]; then
@@ -28,6 +29,10 @@ if [[ $phase == throughput ]]; then
   go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
+fi
+if [[ $phase == demo ]]; then
+  go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
+  go build -trimpath -ldflags '-s -w' -o "$out/bin/accuracy" ./benchmark/cmd/accuracy
 fi
 if [[ $phase == compare || $phase == qwen3 || $phase == internvl || $phase == all ]]; then
   go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
@@ -43,7 +48,7 @@ cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
 gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
 # the family plugins `iris bundle build` packs, built from this tree (just plugin <family>)
 plugins=(qwen2_5_vl qwen3_vl internvl)
-[[ $phase == compare || $phase == throughput ]] && plugins=(qwen2_5_vl)
+[[ $phase == compare || $phase == throughput || $phase == demo ]] && plugins=(qwen2_5_vl)
 [[ $phase == qwen3 ]] && plugins=(qwen3_vl)
 [[ $phase == internvl ]] && plugins=(internvl)
 [[ $phase == check ]] && plugins=()

@@ -44,6 +44,9 @@
 #                                   Raw results stay in $IRIS_WORK/out-internvl-<size>; $OUT gets
 #                                   summary-internvl-<size>.json and raw-internvl-<size>.tgz
 #                                   (IRIS_PHASE=internvl `just gpu-bench` carries it)
+#   bash scripts/gpu/run.sh demo    issue 15's demo model in one call: train it (~400 s), then the
+#                                   CUDA engine's bf16 and fp32 answers on the 300 held-out scenes
+#                                   against transformers' (IRIS_PHASE=demo `just gpu-bench` carries it)
 #
 # vl phases: IRIS_BUDGET_S (default 560) is the time the phase may take; each step's timeout is cut
 # to what is left and a step that no longer fits says SKIP, so the summary is always written
@@ -333,7 +336,48 @@ if [[ $phase == qwen3 || $phase == vl || $phase == internvl ]]; then
   *) vl_phase "${2:?family}" "${3:?size}" "${4:-}" ;;
   esac
 fi
-if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl ]]; then
+# demo_phase: issue 15 in one call: train the demo model (scripts/demo/train.py: the checkpoint,
+# transformers' fp32 and bf16 answers on the held-out scenes), then serve it with the CUDA engine in
+# bf16 and fp32 and ask every held-out question (benchmark/cmd/accuracy): bf16 agreement with
+# transformers bf16, fp32 answers against transformers fp32. $OUT: demo-model.tgz.NN (the
+# checkpoint), demo-results.tgz (the training report, answers, the accuracy JSONs), the log.
+# IRIS_TRAIN_S (default 400) is the training loop's budget. IRIS_CPU=1: a few steps on the CPU.
+demo_phase() {
+  local model=$work/demo-model rep=$work/demo-report held=$work/heldout train_s=${IRIS_TRAIN_S:-400}
+  local dev=cuda backend=cuda precs="bf16 fp32" count=300 targs=()
+  if [[ -n $cpu ]]; then
+    dev=cpu backend=cpu precs=fp32 count=${IRIS_EVAL_COUNT:-10} targs=(--steps 20 --batch 8 --workers 1)
+  fi
+  rm -rf "$model" "$rep" "$held"
+  step "train the demo model (scripts/demo/train.py, $train_s s of training)"
+  budgeted train $((train_s + 120)) "$py" "$root/scripts/demo/train.py" --device "$dev" --max-seconds "$train_s" \
+    --eval-count "$count" "${targs[@]}" --out "$model" --report "$rep" --pack "$OUT"
+  if [[ ! -f $model/model.safetensors ]]; then echo "FAIL demo: no checkpoint"; return; fi
+  step "held-out scenes (seed 2, $count)"
+  budgeted scenes 90 "$py" "$root/scripts/demo/scenes.py" --seed 2 --count "$count" --out "$held"
+  local prec bundle refs plugin=()
+  [[ -f $bin/qwen2_5_vl.wasm ]] && plugin=(--plugin "$bin/qwen2_5_vl.wasm")
+  for prec in $precs; do
+    step "the $backend engine ($prec) on the held-out scenes against transformers $prec"
+    bundle=$work/bundle-demo-$prec refs=answers.jsonl
+    [[ $prec == bf16 ]] && refs=answers-bf16.jsonl
+    rm -rf "$bundle"
+    budgeted "bundle-$prec" 60 "$bin/iris" bundle build --from "$model" --family qwen2_5_vl --out "$bundle" \
+      --backend "$backend" --precision "$prec" --name demo "${plugin[@]}" >/dev/null || continue
+    if serve_start "$bundle" 60; then
+      budgeted "accuracy-$prec" 150 "$bin/accuracy" --url http://127.0.0.1:18080 --model demo --scenes "$held" \
+        --reference "$rep/$refs" --concurrency 16 --json "$rep/iris-$backend-$prec.json"
+    fi
+    serve_stop
+  done
+  tar czf "$OUT/demo-results.tgz" -C "$rep" .
+}
+if [[ $phase == demo ]]; then
+  t_end=$((SECONDS + ${IRIS_BUDGET_S:-570}))
+  demo_phase
+fi
+
+if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo ]]; then
   step "done"
   grep -hE '^(PASS|FAIL|SKIP)' "$log" | grep -vE '^PASS parity \S+ +\S+ +[0-9]+x[0-9]+ ' # not each passing case
   exit 0
