@@ -41,22 +41,38 @@ build: setup
     go build -tags '{{tags}}' -o bin/iris ./gateway/cmd/iris
 
 # The demo (README command 1): build, serve the demo bundle, ask one image question, profile, stop.
-demo: build plugins demo-bundle
-    scripts/demo.sh
+demo scene="3": build plugins demo-bundle
+    IRIS_DEMO_SCENE={{scene}} scripts/demo.sh
 
-# Serve the demo bundles (models `demo` and `demo-qwen3`) in the foreground until Ctrl-C, for the
-# README's "Asking a question"; builds them first if they are missing.
+# Serve the demo bundles (models `demo`, `demo-qwen3` and `random`) in the foreground until Ctrl-C,
+# for the README's "Asking a question"; builds them first if they are missing.
 serve-demo addr="127.0.0.1:8080": build plugins
-    if [[ ! -f .build/bundles/demo/bundle.toml || ! -f .build/bundles/demo-qwen3/bundle.toml ]]; then {{just_executable()}} demo-bundle; fi
-    exec bin/iris serve --bundle .build/bundles/demo --bundle .build/bundles/demo-qwen3 --addr {{addr}}
+    if [[ ! -f .build/bundles/demo/bundle.toml || ! -f .build/bundles/demo-qwen3/bundle.toml || ! -f .build/bundles/random/bundle.toml ]]; then {{just_executable()}} demo-bundle; fi
+    exec bin/iris serve --bundle .build/bundles/demo --bundle .build/bundles/demo-qwen3 --bundle .build/bundles/random --addr {{addr}}
 
-# The demo bundles: the committed tiny random-weight Qwen2.5-VL fixture + the qwen2_5_vl plugin,
-# and a seeded random-weight Qwen3-VL checkpoint (the served golden's) + the qwen3_vl plugin.
-demo-bundle: build plugins
-    rm -rf .build/bundles/demo .build/bundles/demo-qwen3 .build/models/qwen3-seeded
-    bin/iris bundle build --from core/internal/engine/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/demo
+# The demo bundles: `demo`, the trained tiny Qwen2.5-VL (scripts/demo/model, docs/demo-model.md);
+# `random`, the committed random-weight fixture (the OpenAI and AIPerf suites need answers that run
+# to max_tokens); `demo-qwen3`, a seeded random-weight Qwen3-VL (the served golden's).
+demo-bundle: build plugins demo-model
+    rm -rf .build/bundles/demo .build/bundles/random .build/bundles/demo-qwen3 .build/models/qwen3-seeded
+    bin/iris bundle build --from .build/models/demo --family qwen2_5_vl --out .build/bundles/demo
+    bin/iris bundle build --from core/internal/engine/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/random
     go run ./core/internal/engine/fixture/cmd/servedmodel -family qwen3_vl -out .build/models/qwen3-seeded
     bin/iris bundle build --from .build/models/qwen3-seeded --family qwen3_vl --out .build/bundles/demo-qwen3
+
+# The trained demo model's checkpoint into .build/models/demo (scripts/demo/unpack.sh).
+demo-model: setup
+    scripts/demo/unpack.sh .build/models/demo
+
+# The demo model's accuracy gate (part of `just test`): 300 held-out scenes through iris serve on
+# the CPU engine, >= 95% exact match and transformers fp32's answer on every question.
+accuracy-gate: build demo-bundle
+    scripts/demo/gate.sh
+
+# (the reference stack; about 1 minute) Regenerate the gate's transformers fp32 answers,
+# scripts/demo/heldout/reference.jsonl, from the committed model and scenes.
+demo-reference: refenv demo-model
+    .build/refenv/bin/python scripts/demo/reference.py --model .build/models/demo --scenes scripts/demo/heldout --out scripts/demo/heldout/reference.jsonl
 
 # Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module,
 # the cuda build vetted and linked against PyPI's CUDA headers, the real AIPerf and the official
@@ -79,6 +95,7 @@ test: setup tools plugins
     {{just_executable()}} vet-cuda
     {{just_executable()}} test-aiperf
     {{just_executable()}} test-openai
+    {{just_executable()}} accuracy-gate
     @scripts/gpu/not-run.sh --brief {{cuda_test_pkgs}}
     @.build/bin/testsum -total .build/go-tests.jsonl
 

