@@ -65,6 +65,9 @@ func TestEndToEndGreedyParity(t *testing.T) {
 					if res.Usage.PromptTokens != len(c.InputIDs) || res.Usage.CompletionTokens != len(g.Tokens) {
 						t.Fatalf("usage %+v, want prompt %d completion %d", res.Usage, len(c.InputIDs), len(g.Tokens))
 					}
+					if !slices.Equal(res.PromptIDs, c.InputIDs) || res.StopToken != nil {
+						t.Fatalf("prompt ids differ from transformers' input_ids, or a stop token %v with ignore_eos", res.StopToken)
+					}
 					if streamed.String() != res.Text {
 						t.Fatalf("streamed text %q differs from the answer %q", streamed.String(), res.Text)
 					}
@@ -124,16 +127,24 @@ func TestStopStrings(t *testing.T) {
 	}
 	run := func(stop []string) (*core.Result, string) {
 		t.Helper()
-		var streamed strings.Builder
+		var (
+			streamed strings.Builder
+			ids      []int32
+		)
 		res, err := rt.Generate(t.Context(), core.Request{Model: model, Text: c.Question, Image: img,
 			Params: core.Params{MaxTokens: 24, IgnoreEOS: true, Stop: stop}}, func(ev core.Event) error {
 			if ev.Kind == core.EventDelta {
 				streamed.WriteString(ev.Text)
+				ids = append(ids, ev.TokenIDs...)
 			}
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// a stop string is not a stop token; the deltas' ids are the answer's
+		if res.StopToken != nil || !slices.Equal(ids, res.TokenIDs) {
+			t.Fatalf("stop %q: stop token %v, deltas' ids %v, answer's %v", stop, res.StopToken, ids, res.TokenIDs)
 		}
 		return res, streamed.String()
 	}

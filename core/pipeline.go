@@ -129,6 +129,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	var (
 		stream  = t.tok.NewStream(true)
 		pending int            // tokens since the last delta
+		ids     []int32        // every token so far; the last pending are the next delta's
 		lps     []TokenLogprob // their logprobs entries, when asked for
 		allLps  []TokenLogprob // every entry: the answer's
 		stops   *stopper
@@ -138,7 +139,9 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	}
 	// send emits a delta for the tokens since the last one, with their logprobs entries.
 	send := func(text string) error {
-		ev := Event{Kind: EventDelta, Text: text, Tokens: pending, Logprobs: lps}
+		// capped, so that the next tokens appended to ids never show through the delta's
+		n := len(ids)
+		ev := Event{Kind: EventDelta, Text: text, Tokens: pending, TokenIDs: ids[n-pending : n : n], Logprobs: lps}
 		pending, lps = 0, nil
 		return emit(ev)
 	}
@@ -177,6 +180,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		},
 		OnToken: func(id int32) error {
 			pending++
+			ids = append(ids, id)
 			if d := stream.Add(id); d != "" {
 				return deliver(d)
 			}
@@ -187,7 +191,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	if err := engine.Check(t.model.Config(), t.model.Limits(), &req); err != nil {
 		return nil, boundsError(err)
 	}
-	if err := emit(Event{Kind: EventStart, Usage: Usage{PromptTokens: len(pr.InputIDs), ImageTokens: pr.ImageTokens}}); err != nil {
+	if err := emit(Event{Kind: EventStart, Usage: Usage{PromptTokens: len(pr.InputIDs), ImageTokens: pr.ImageTokens}, PromptIDs: pr.InputIDs}); err != nil {
 		return nil, err
 	}
 	t1 := time.Now()
@@ -218,6 +222,12 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	finish := FinishStop
 	if gen.Finish == engine.FinishLength {
 		finish = FinishLength
+	}
+	// The engine ended on a stop token unless a stop string ended it (ErrStop, during the
+	// generation: a stop string found in the text flushed below came after the engine's end).
+	var stopToken *int32
+	if gen.Finish == engine.FinishStop && (stops == nil || !stops.hit) {
+		stopToken = &gen.StopToken
 	}
 	var text string
 	switch {
@@ -257,6 +267,8 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		Text:         text,
 		Logprobs:     allLps,
 		TokenIDs:     gen.Tokens,
+		StopToken:    stopToken,
+		PromptIDs:    pr.InputIDs,
 		FinishReason: finish,
 		Usage:        Usage{PromptTokens: gen.PromptTokens, CompletionTokens: len(gen.Tokens), ImageTokens: gen.ImageTokens},
 		Timings:      timings,

@@ -211,8 +211,16 @@ type TopLogprob struct {
 
 // Result is a finished request.
 type Result struct {
-	Text     string
+	Text string
+	// TokenIDs are the answer's tokens, without the stop token that ended it (Usage counts
+	// these).
 	TokenIDs []int32
+	// StopToken is the stop token the model generated to end the answer; nil when none did (a
+	// token limit, a stop string).
+	StopToken *int32
+	// PromptIDs is the prompt the engine ran, the image's placeholder ids included
+	// (Usage.PromptTokens of them); nil from a task that does not report it.
+	PromptIDs []int32
 	// Logprobs has one entry per token of TokenIDs when Params.Logprobs was set.
 	Logprobs     []TokenLogprob
 	FinishReason FinishReason
@@ -238,13 +246,16 @@ const (
 // Event is what a running request reports before its Result.
 type Event struct {
 	Kind EventKind
-	// Start fields.
-	Usage  Usage
-	Image  *ImageInfo
-	Bundle BundleInfo
-	// Delta fields.
-	Text   string
-	Tokens int
+	// Start fields. PromptIDs is Result.PromptIDs, known at the start.
+	Usage     Usage
+	Image     *ImageInfo
+	Bundle    BundleInfo
+	PromptIDs []int32
+	// Delta fields. TokenIDs are the ids of the Tokens tokens this delta covers (nil from a task
+	// that does not report them); the deltas' ids concatenated are Result.TokenIDs.
+	Text     string
+	Tokens   int
+	TokenIDs []int32
 	// Logprobs are the entries of the tokens this delta covers, when Params.Logprobs is set; a
 	// delta may carry entries and no text (a special token, text held back).
 	Logprobs []TokenLogprob

@@ -57,8 +57,10 @@ type Case struct {
 	Name     string
 	Image    []byte
 	Question string
-	// PromptTokens is the length of the reference prompt (image tokens included).
+	// PromptTokens is the length of the reference prompt (image tokens included); PromptIDs the
+	// prompt itself, nil where the golden holds only its length (the seeded models').
 	PromptTokens int
+	PromptIDs    []int32
 	// Tokens is the greedy answer (EOS ignored) and Text its decoding without special tokens.
 	Tokens []int32
 	Text   string
@@ -89,7 +91,7 @@ func Cases(tb testing.TB, model string) []Case {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		out = append(out, Case{Name: g.Case, Image: img, Question: c.Question, PromptTokens: len(c.InputIDs), Tokens: g.Tokens, Text: tok.DecodeSkipSpecial(g.Tokens)})
+		out = append(out, Case{Name: g.Case, Image: img, Question: c.Question, PromptTokens: len(c.InputIDs), PromptIDs: c.InputIDs, Tokens: g.Tokens, Text: tok.DecodeSkipSpecial(g.Tokens)})
 	}
 	return out
 }
@@ -99,11 +101,7 @@ func servedCases(tb testing.TB, family string) []Case {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tokDir := fixture.ModelDir("tiny-untied") // the same Qwen tokenizer
-	if family == "internvl" {
-		tokDir = fixture.TokenizerDir("internvl3")
-	}
-	tok, err := tokenize.Load(tokDir)
+	tok, err := tokenize.Load(tokenizerDir(family))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -117,4 +115,27 @@ func servedCases(tb testing.TB, family string) []Case {
 		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens, Text: tok.DecodeSkipSpecial(c.Tokens)})
 	}
 	return out
+}
+
+// tokenizerDir is where a family's fixture tokenizer is.
+func tokenizerDir(family string) string {
+	if family == "internvl" {
+		return fixture.TokenizerDir("internvl3")
+	}
+	return fixture.ModelDir("tiny-untied") // the same Qwen tokenizer for Qwen2.5-VL and Qwen3-VL
+}
+
+// Decode is ids as the model's tokenizer decodes an answer: special tokens skipped.
+func Decode(tb testing.TB, model string, ids []int32) string {
+	tb.Helper()
+	dir := fixture.ModelDir(model)
+	if family, ok := served[model]; ok {
+		dir = tokenizerDir(family)
+	}
+	tok, err := tokenize.Load(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tok.Close()
+	return tok.DecodeSkipSpecial(ids)
 }

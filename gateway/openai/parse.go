@@ -46,6 +46,8 @@ type Request struct {
 	// alternatives per token.
 	Logprobs    bool
 	TopLogprobs int
+	// ReturnTokenIDs asks for the prompt's and the answer's token ids (vLLM's extension).
+	ReturnTokenIDs bool
 	// MinPixels and MaxPixels (Iris extensions; 0: unset) ask for the image's resized area
 	// range; the runtime clamps them to the bundle's bounds.
 	MinPixels, MaxPixels int64
@@ -93,6 +95,7 @@ type wireRequest struct {
 	User                json.RawMessage `json:"user"`
 	MinPixels           json.RawMessage `json:"min_pixels"`
 	MaxPixels           json.RawMessage `json:"max_pixels"`
+	ReturnTokenIDs      json.RawMessage `json:"return_token_ids"`
 
 	// Refused unless absent, null or neutral (see refused).
 	N                  json.RawMessage `json:"n"`
@@ -560,6 +563,9 @@ func parseParams(w *wireRequest, r *Request) error {
 		return err
 	}
 	if r.IgnoreEOS, _, err = boolField(w.IgnoreEOS, "ignore_eos"); err != nil {
+		return err
+	}
+	if r.ReturnTokenIDs, _, err = boolField(w.ReturnTokenIDs, "return_token_ids"); err != nil {
 		return err
 	}
 	if err := parseStreamOptions(w.StreamOptions, r); err != nil {

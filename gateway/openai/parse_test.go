@@ -283,6 +283,19 @@ var parseCases = []struct {
 	{name: "stream_options not object", body: body(okContent, `"stream_options":true`), wantCode: CodeInvalidType, wantParam: "stream_options"},
 	{name: "include_usage string", body: body(okContent, `"stream_options":{"include_usage":"y"}`), wantCode: CodeInvalidType, wantParam: "stream_options.include_usage"},
 	{name: "ignore_eos number", body: body(okContent, `"ignore_eos":1`), wantCode: CodeInvalidType, wantParam: "ignore_eos"},
+	{name: "return_token_ids", body: body(okContent, `"return_token_ids":true`),
+		check: func(t *testing.T, r *Request) {
+			if !r.ReturnTokenIDs {
+				t.Error("return_token_ids not set")
+			}
+		}},
+	{name: "return_token_ids null", body: body(okContent, `"return_token_ids":null`),
+		check: func(t *testing.T, r *Request) {
+			if r.ReturnTokenIDs {
+				t.Error("return_token_ids set by null")
+			}
+		}},
+	{name: "return_token_ids string", body: body(okContent, `"return_token_ids":"true"`), wantCode: CodeInvalidType, wantParam: "return_token_ids"},
 	{name: "user number", body: body(okContent, `"user":1`), wantCode: CodeInvalidType, wantParam: "user"},
 }
 

@@ -34,6 +34,7 @@ type ChatCompletionRequest struct {
 	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
 	Logprobs            bool           `json:"logprobs,omitempty"`
 	TopLogprobs         *int           `json:"top_logprobs,omitempty"`
+	ReturnTokenIDs      bool           `json:"return_token_ids,omitempty"`
 }
 
 // StreamOptions are the streaming settings of a request.
@@ -68,8 +69,11 @@ type ChatCompletion struct {
 	Created int64    `json:"created"`
 	Model   string   `json:"model"`
 	Choices []Choice `json:"choices"`
-	Usage   *Usage   `json:"usage,omitempty"`
-	Iris    *Iris    `json:"iris,omitempty"`
+	// PromptTokenIDs is the prompt, image placeholders included, when the request asked for
+	// return_token_ids (vLLM's extension).
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitzero"`
+	Usage          *Usage  `json:"usage,omitempty"`
+	Iris           *Iris   `json:"iris,omitempty"`
 }
 
 // Choice is one answer of a [ChatCompletion]; Iris always returns exactly one.
@@ -77,8 +81,11 @@ type Choice struct {
 	Index   int             `json:"index"`
 	Message ResponseMessage `json:"message"`
 	// Logprobs is present when the request asked for logprobs.
-	Logprobs     *Logprobs `json:"logprobs,omitempty"`
-	FinishReason string    `json:"finish_reason"`
+	Logprobs *Logprobs `json:"logprobs,omitempty"`
+	// TokenIDs are the generated tokens, the stop token that ended the answer included, when
+	// the request asked for return_token_ids (vLLM's extension).
+	TokenIDs     []int32 `json:"token_ids,omitzero"`
+	FinishReason string  `json:"finish_reason"`
 }
 
 // Logprobs are the log-probabilities of the answer's tokens, in order.
@@ -115,8 +122,10 @@ type ChatCompletionChunk struct {
 	Created int64         `json:"created"`
 	Model   string        `json:"model"`
 	Choices []ChunkChoice `json:"choices"`
-	Usage   *Usage        `json:"usage,omitempty"`
-	Iris    *Iris         `json:"iris,omitempty"`
+	// PromptTokenIDs is in the first chunk when the request asked for return_token_ids.
+	PromptTokenIDs []int32 `json:"prompt_token_ids,omitzero"`
+	Usage          *Usage  `json:"usage,omitempty"`
+	Iris           *Iris   `json:"iris,omitempty"`
 }
 
 // ChunkChoice is the one choice of a [ChatCompletionChunk]. FinishReason is null until the
@@ -125,8 +134,11 @@ type ChunkChoice struct {
 	Index int   `json:"index"`
 	Delta Delta `json:"delta"`
 	// Logprobs holds the entries of the tokens of this chunk's delta, when asked for.
-	Logprobs     *Logprobs `json:"logprobs,omitempty"`
-	FinishReason *string   `json:"finish_reason"`
+	Logprobs *Logprobs `json:"logprobs,omitempty"`
+	// TokenIDs are the ids of this chunk's tokens when the request asked for return_token_ids:
+	// the chunks' ids concatenated are the non-streamed choice's.
+	TokenIDs     []int32 `json:"token_ids,omitzero"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 // Delta is the new part of the answer in a chunk.

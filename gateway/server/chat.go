@@ -80,7 +80,7 @@ func (s *Server) complete(ctx context.Context, c *gin.Context, creq core.Request
 		return
 	}
 	s.metrics.observe(res, a)
-	writeJSON(c, http.StatusOK, openai.ChatCompletion{
+	out := openai.ChatCompletion{
 		ID:      a.id,
 		Object:  openai.ObjectChatCompletion,
 		Created: a.created,
@@ -92,7 +92,31 @@ func (s *Server) complete(ctx context.Context, c *gin.Context, creq core.Request
 		}},
 		Usage: usage(res.Usage),
 		Iris:  irisOf(res),
-	})
+	}
+	if req.ReturnTokenIDs {
+		out.PromptTokenIDs = nonNil(res.PromptIDs)
+		out.Choices[0].TokenIDs = generatedIDs(res)
+	}
+	writeJSON(c, http.StatusOK, out)
+}
+
+// generatedIDs are the answer's token ids as vLLM returns them: the stop token that ended the
+// answer included (so one more than usage.completion_tokens, which counts the answer alone).
+func generatedIDs(res *core.Result) []int32 {
+	ids := make([]int32, 0, len(res.TokenIDs)+1)
+	ids = append(ids, res.TokenIDs...)
+	if res.StopToken != nil {
+		ids = append(ids, *res.StopToken)
+	}
+	return ids
+}
+
+// nonNil is ids, an empty list rather than none: asked-for ids are always sent.
+func nonNil(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
 }
 
 // stream answers with server-sent events. Nothing is written before the runtime's EventStart,
@@ -101,25 +125,38 @@ func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, 
 	w := newSSEWriter(c.Writer, s.cfg.StreamWriteTimeout, a)
 	// The connection may serve another request after this one: leave it without our deadline.
 	defer func() { _ = w.rc.SetWriteDeadline(time.Time{}) }()
-	begin := func() error {
+	begin := func(promptIDs []int32) error {
 		h := c.Writer.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
 		c.Status(http.StatusOK)
-		return w.role()
+		return w.role(promptIDs)
 	}
+	streamed := 0 // token ids sent in deltas; the finish chunk has the rest
 	res, err := s.backend.Generate(ctx, creq, func(ev core.Event) error {
 		a.delta(ev)
 		if !w.started && (ev.Kind == core.EventStart || ev.Kind == core.EventDelta) {
 			// A delta implies the start, even from a task that skipped the start event.
-			if err := begin(); err != nil {
+			var promptIDs []int32
+			if req.ReturnTokenIDs && ev.Kind == core.EventStart {
+				promptIDs = nonNil(ev.PromptIDs)
+			}
+			if err := begin(promptIDs); err != nil {
 				return err
 			}
 		}
-		// With logprobs, a delta without text still carries its tokens' entries.
-		if ev.Kind == core.EventDelta && (ev.Text != "" || len(ev.Logprobs) > 0) {
-			return w.delta(ev.Text, logprobsOf(req, ev.Logprobs))
+		if ev.Kind != core.EventDelta {
+			return nil
+		}
+		var ids []int32
+		if req.ReturnTokenIDs {
+			ids = nonNil(ev.TokenIDs)
+			streamed += len(ids)
+		}
+		// With logprobs or token ids, a delta without text still carries its tokens'.
+		if ev.Text != "" || len(ev.Logprobs) > 0 || len(ids) > 0 {
+			return w.delta(ev.Text, logprobsOf(req, ev.Logprobs), ids)
 		}
 		return nil
 	})
@@ -142,7 +179,11 @@ func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, 
 	defer s.metrics.observe(res, a)
 	if !w.started {
 		// A task that emits no start event still gets a well-formed stream.
-		if err := begin(); err != nil {
+		var promptIDs []int32
+		if req.ReturnTokenIDs {
+			promptIDs = nonNil(res.PromptIDs)
+		}
+		if err := begin(promptIDs); err != nil {
 			middleware.Record(c, clientClosed(err))
 			return
 		}
@@ -151,7 +192,13 @@ func (s *Server) stream(ctx context.Context, c *gin.Context, creq core.Request, 
 	if req.IncludeUsage {
 		u = usage(res.Usage)
 	}
-	if err := w.finish(string(res.FinishReason), irisOf(res), u); err != nil {
+	var ids []int32
+	if req.ReturnTokenIDs {
+		// The stop token, and every id a task did not report in its deltas.
+		all := generatedIDs(res)
+		ids = all[min(streamed, len(all)):]
+	}
+	if err := w.finish(string(res.FinishReason), ids, irisOf(res), u); err != nil {
 		middleware.Record(c, clientClosed(err))
 	}
 }

@@ -20,10 +20,16 @@ import (
 // realServer serves a fixture bundle through the real runtime: plugin, tokenizer, C engine.
 func realServer(t testing.TB, model string) http.Handler {
 	t.Helper()
+	return serveBundle(t, coretest.Bundle(t, model, 1024))
+}
+
+// serveBundle serves the bundle in dir through the real runtime.
+func serveBundle(t testing.TB, dir string) http.Handler {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	// No access log: the benchmarks time the answer, which the client has before it is logged.
 	logger := slog.New(slog.DiscardHandler)
-	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}}, core.WithRegisterer(reg), core.WithLogger(logger))
+	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{dir}}, core.WithRegisterer(reg), core.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,17 +49,24 @@ func newSSEWriter(w gin.ResponseWriter, timeout time.Duration, a *answer) *sseWr
 	return s
 }
 
-// role writes the first chunk: the assistant's role and empty content.
-func (s *sseWriter) role() error {
+// role writes the first chunk: the assistant's role and empty content, and the prompt's token
+// ids when they are not nil (asked for).
+func (s *sseWriter) role(promptIDs []int32) error {
 	s.buf.Reset()
 	s.buf.Write(s.head)
-	s.buf.WriteString(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
+	s.buf.WriteString(`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]`)
+	if promptIDs != nil {
+		s.buf.WriteString(`,"prompt_token_ids":`)
+		s.buf.Write(appendIDs(s.buf.AvailableBuffer(), promptIDs))
+	}
+	s.buf.WriteString("}\n\n")
 	return s.write(s.buf.Bytes())
 }
 
-// delta writes a chunk of answer text, and the logprobs entries of its tokens when asked for
-// (those go through encoding/json: they are asked for rarely, and are not on the hot path).
-func (s *sseWriter) delta(text string, lp *openai.Logprobs) error {
+// delta writes a chunk of answer text, the logprobs entries of its tokens when asked for
+// (those go through encoding/json: they are asked for rarely, and are not on the hot path), and
+// its token ids when they are not nil (asked for).
+func (s *sseWriter) delta(text string, lp *openai.Logprobs, ids []int32) error {
 	s.buf.Reset()
 	s.buf.Write(s.head)
 	s.buf.WriteString(`{"index":0,"delta":{"content":`)
@@ -69,17 +76,28 @@ func (s *sseWriter) delta(text string, lp *openai.Logprobs) error {
 		s.buf.WriteString(`,"logprobs":`)
 		s.buf.Write(appendJSON(s.buf.AvailableBuffer(), lp))
 	}
+	if ids != nil {
+		s.buf.WriteString(`,"token_ids":`)
+		s.buf.Write(appendIDs(s.buf.AvailableBuffer(), ids))
+	}
 	s.buf.WriteString(`,"finish_reason":null}]}` + "\n\n")
 	return s.write(s.buf.Bytes())
 }
 
-// finish writes the last events in one write: the finish chunk with the iris extension, the
-// usage chunk when asked for, and the stream's terminator. The client's latency ends with
-// [DONE]; one write spares it two flushes (two loopback round trips of the kernel).
-func (s *sseWriter) finish(reason string, iris *openai.Iris, usage *openai.Usage) error {
+// finish writes the last events in one write: the finish chunk with the token ids no delta
+// carried (when not nil: asked for) and the iris extension, the usage chunk when asked for, and
+// the stream's terminator. The client's latency ends with [DONE]; one write spares it two
+// flushes (two loopback round trips of the kernel).
+func (s *sseWriter) finish(reason string, ids []int32, iris *openai.Iris, usage *openai.Usage) error {
 	s.buf.Reset()
 	s.buf.Write(s.head)
-	s.buf.WriteString(`{"index":0,"delta":{},"finish_reason":`)
+	s.buf.WriteString(`{"index":0,"delta":{},`)
+	if ids != nil {
+		s.buf.WriteString(`"token_ids":`)
+		s.buf.Write(appendIDs(s.buf.AvailableBuffer(), ids))
+		s.buf.WriteString(`,`)
+	}
+	s.buf.WriteString(`"finish_reason":`)
 	s.buf.Write(appendJSONString(s.buf.AvailableBuffer(), reason))
 	s.buf.WriteString(`}],"iris":`)
 	s.buf.Write(appendJSON(s.buf.AvailableBuffer(), iris))
@@ -164,6 +182,18 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[last:]...)
 	return append(dst, '"')
+}
+
+// appendIDs appends ids as a JSON array of integers.
+func appendIDs(dst []byte, ids []int32) []byte {
+	dst = append(dst, '[')
+	for i, id := range ids {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(id), 10)
+	}
+	return append(dst, ']')
 }
 
 // appendJSON appends v as an encoding/json Encoder with SetEscapeHTML(false) writes it, without
