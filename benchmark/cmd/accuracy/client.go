@@ -53,9 +53,11 @@ func (c *client) ask(ctx context.Context, question, imageURL string) (*answer, e
 	temp := 0.0
 	body, err := json.Marshal(openai.ChatCompletionRequest{
 		Model: c.model,
+		// image first: the scenes' framing (scripts/demo/scenes.py, what the demo model was
+		// trained on and the reference answered) puts the image before the question
 		Messages: []openai.Message{{Role: "user", Content: []openai.ContentPart{
-			{Type: "text", Text: question},
 			{Type: "image_url", ImageURL: &openai.ImageURL{URL: imageURL}},
+			{Type: "text", Text: question},
 		}}},
 		MaxTokens:      &c.maxTokens,
 		Temperature:    &temp,

@@ -61,12 +61,13 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m := req.Messages
 	if req.Model != "m" || req.MaxTokens != 8 || req.Temperature != 0 || !req.ReturnTokenIDs || len(m) != 1 || m[0].Role != "user" ||
-		len(m[0].Content) != 2 || m[0].Content[1].ImageURL == nil || !strings.HasPrefix(m[0].Content[1].ImageURL.URL, "data:image/png;base64,") {
+		len(m[0].Content) != 2 || m[0].Content[0].ImageURL == nil || !strings.HasPrefix(m[0].Content[0].ImageURL.URL, "data:image/png;base64,") ||
+		m[0].Content[1].Type != "text" {
 		f.t.Errorf("unexpected request %+v", req)
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
-	q := m[0].Content[0].Text
+	q := m[0].Content[1].Text
 	f.mu.Lock()
 	f.asked[q]++
 	f.mu.Unlock()
