@@ -363,7 +363,7 @@ demo_phase() {
     [[ $prec == bf16 ]] && refs=answers-bf16.jsonl
     rm -rf "$bundle"
     budgeted "bundle-$prec" 60 "$bin/iris" bundle build --from "$model" --family qwen2_5_vl --out "$bundle" \
-      --backend "$backend" --precision "$prec" --name demo "${plugin[@]}" >/dev/null || continue
+      --backend "$backend" --precision "$prec" --name demo "${plugin[@]}" || continue
     if serve_start "$bundle" 60; then
       budgeted "accuracy-$prec" 150 "$bin/accuracy" --url http://127.0.0.1:18080 --model demo --scenes "$held" \
         --reference "$rep/$refs" --concurrency 16 --json "$rep/iris-$backend-$prec.json"
