@@ -41,7 +41,7 @@ system turn; what the qwen2_5_vl plugin frames), the assistant's answer ending w
 
 (one <|image_pad|>, as the template renders it; the processor expands it to the image's tokens).
 
-CLI: python3 scripts/demo/scenes.py --seed 1 --count 100 --out DIR
+CLI: python3 scripts/demo/scenes.py --seed 1 --count 100 --out DIR [--slim]
 writes DIR/NNNNN.png and DIR/scenes.jsonl, one line per question: image, question, answer, type,
 seed, index, width, height, prompt (the template up to the assistant turn), text (prompt + answer +
 <|im_end|>), objects ([{shape, colour, box}]), sign ({text, box} or null).
@@ -294,7 +294,10 @@ def records(sc, image_name):
     return out
 
 
-def write(seed, count, out):
+SLIM = ("image", "question", "answer", "type", "seed", "index", "width", "height")
+
+
+def write(seed, count, out, slim=False):
     os.makedirs(out, exist_ok=True)
     lines = []
     for i in range(count):
@@ -305,7 +308,7 @@ def write(seed, count, out):
         lines.extend(records(sc, name))
     with open(os.path.join(out, "scenes.jsonl"), "w") as f:
         for r in lines:
-            f.write(json.dumps(r, sort_keys=True) + "\n")
+            f.write(json.dumps({k: r[k] for k in SLIM} if slim else r, sort_keys=True) + "\n")
     return lines
 
 
@@ -314,8 +317,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--slim", action="store_true",
+                    help=f"scenes.jsonl with {', '.join(SLIM)} only (the committed held-out set)")
     args = ap.parse_args()
-    lines = write(args.seed, args.count, args.out)
+    lines = write(args.seed, args.count, args.out, args.slim)
     by = {}
     for r in lines:
         by[r["type"]] = by.get(r["type"], 0) + 1

@@ -13,8 +13,8 @@ command -v xz >/dev/null || { echo "unpack: needs xz (xz-utils) to decompress $s
 [[ -f $tok ]] || { echo "unpack: no $tok (run: just setup)" >&2; exit 1; }
 tmp=$out.tmp
 rm -rf "$tmp" && mkdir -p "$tmp"
-for f in "$src"/*; do
-  case $f in *.xz | *.sha256 | */README.md) ;; *) cp "$f" "$tmp/" ;; esac
+for f in config.json generation_config.json preprocessor_config.json tokenizer_config.json chat_template.json chat_template.jinja; do
+  cp "$src/$f" "$tmp/"
 done
 xz -dc "$src/model.safetensors.xz" >"$tmp/model.safetensors"
 want=$(cut -d' ' -f1 "$src/model.safetensors.sha256")
