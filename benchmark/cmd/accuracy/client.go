@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/iris-vlm/iris/gateway/openai"
 )
 
 // Retries of a refused (429) request: the server says when to come back (Retry-After), this
@@ -50,17 +48,16 @@ type answer struct {
 
 // ask sends one question with its image (a data URL), retrying while the server is busy.
 func (c *client) ask(ctx context.Context, question, imageURL string) (*answer, error) {
-	temp := 0.0
-	body, err := json.Marshal(openai.ChatCompletionRequest{
+	body, err := json.Marshal(chatRequest{
 		Model: c.model,
 		// image first: the scenes' framing (scripts/demo/scenes.py, what the demo model was
 		// trained on and the reference answered) puts the image before the question
-		Messages: []openai.Message{{Role: "user", Content: []openai.ContentPart{
-			{Type: "image_url", ImageURL: &openai.ImageURL{URL: imageURL}},
+		Messages: []message{{Role: "user", Content: []contentPart{
+			{Type: "image_url", ImageURL: &imageRef{URL: imageURL}},
 			{Type: "text", Text: question},
 		}}},
-		MaxTokens:      &c.maxTokens,
-		Temperature:    &temp,
+		MaxTokens:      c.maxTokens,
+		Temperature:    0,
 		ReturnTokenIDs: true,
 	})
 	if err != nil {
@@ -100,7 +97,7 @@ func (c *client) post(ctx context.Context, body []byte) (*answer, time.Duration,
 		}
 		return nil, 0, err
 	}
-	var cc openai.ChatCompletion
+	var cc chatCompletion
 	if err := json.Unmarshal(raw, &cc); err != nil {
 		return nil, 0, fmt.Errorf("decoding the answer: %w", err)
 	}
