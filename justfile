@@ -29,6 +29,7 @@ default:
 # Fetch and build every input the build needs (cached under .build/).
 setup:
     scripts/setup-tokenizers.sh
+    scripts/unpack-fixtures.sh
     scripts/fetch-tokenizer.sh
     python3 scripts/reference/internvl_tokenizer.py
 

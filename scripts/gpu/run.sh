@@ -106,6 +106,8 @@ if [[ -f $carry/tokenizer/tokenizer.json.gz && -z $cpu ]]; then
   mkdir -p "$root/.build/tokenizer/qwen3" && cp "$carry/tokenizer/tokenizer_config.json" "$root/.build/tokenizer/qwen3/"
   gunzip -c "$carry/tokenizer/tokenizer.json.gz" >"$root/.build/tokenizer/qwen3/tokenizer.json"
 fi
+# the fixtures' weights travel xz-compressed (scripts/unpack-fixtures.sh)
+bash "$root/scripts/unpack-fixtures.sh" || echo "FAIL unpack-fixtures"
 tiny=$root/core/internal/engine/testdata/qwen2_5_vl
 template=$tiny/tiny-untied
 ref=$root/scripts/reference
