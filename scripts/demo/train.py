@@ -229,27 +229,35 @@ def check_framing(tokenizer_dir, template_dir, logf):
 
 
 def varlen_attention(q, k, v, cu_seqlens, scaling):
-    """Attention within each segment of cu_seqlens (windows or images) as batched products: the
-    segments padded to the longest, the padding keys masked, scores and softmax in fp32. q, k, v:
-    [tokens, heads, dim]. The model's own sdpa path runs one SDPA call per segment from Python
-    (~600 windows per batch of 64 scenes, forward and backward): most of a training step on the
-    H200. (A masked bf16 SDPA call here went to NaN after ~250 steps; the fp32 products did not.)"""
+    """Attention within each segment of cu_seqlens (windows or images) as batched products, scores
+    and softmax in fp32. q, k, v: [tokens, heads, dim]. Segments are grouped by length class
+    (powers of two) and padded to their group's longest, the padding keys masked: memory grows
+    with the sum of squared lengths, not batch x longest^2 (a 640x480 scene has 1,564 patches).
+    The model's own sdpa path runs one SDPA call per segment from Python (~600 windows per batch
+    of 64 scenes, forward and backward): most of a training step on the H200. (A masked bf16 SDPA
+    call here went to NaN after ~250 steps; the fp32 products did not.)"""
+    dev = q.device
     lengths = cu_seqlens[1:] - cu_seqlens[:-1]
-    n, longest = lengths.numel(), int(lengths.max())
-    seg = torch.repeat_interleave(torch.arange(n, device=q.device), lengths)
-    pos = torch.arange(q.shape[0], device=q.device) - cu_seqlens[:-1].to(q.device)[seg]
+    starts = cu_seqlens[:-1].to(dev)
+    cls = torch.ceil(torch.log2(lengths.clamp(min=1).float())).long()
+    out = torch.zeros(q.shape, dtype=torch.float32, device=dev)
+    for c in torch.unique(cls).tolist():
+        segs = (cls == c).nonzero().squeeze(1)
+        seg_len = lengths[segs]
+        longest = int(seg_len.max())
+        ar = torch.arange(longest, device=dev)
+        valid = ar[None, :] < seg_len[:, None]  # [n, longest]
+        idx = torch.where(valid, starts[segs][:, None] + ar[None, :], 0)  # padding reads token 0, masked
 
-    def pad(x):
-        out = x.new_zeros(n, longest, *x.shape[1:], dtype=torch.float32)
-        out[seg, pos] = x.float()
-        return out.transpose(1, 2)  # [n, heads, longest, dim]
+        def pad(x):
+            return x.float()[idx].transpose(1, 2)  # [n, heads, longest, dim]
 
-    keep = (torch.arange(longest, device=q.device)[None, :] < lengths[:, None])[:, None, None, :]
-    with torch.autocast(q.device.type, enabled=False):
-        scores = torch.matmul(pad(q), pad(k).transpose(-1, -2)) * scaling
-        probs = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
-        out = torch.matmul(probs, pad(v))
-    return out.transpose(1, 2)[seg, pos].to(q.dtype)  # [tokens, heads, dim]
+        with torch.autocast(dev.type, enabled=False):
+            scores = torch.matmul(pad(q), pad(k).transpose(-1, -2)) * scaling
+            probs = torch.softmax(scores.masked_fill(~valid[:, None, None, :], float("-inf")), dim=-1)
+            o = torch.matmul(probs, pad(v)).transpose(1, 2)  # [n, longest, heads, dim]
+        out = out.index_put((idx[valid],), o[valid])
+    return out.to(q.dtype)
 
 
 def fast_vision_attention(self, hidden_states, cu_seqlens, position_embeddings=None, max_seqlen=None, **kwargs):

@@ -343,19 +343,35 @@ fi
 # bf16 and fp32 and ask every held-out question (benchmark/cmd/accuracy): bf16 agreement with
 # transformers bf16, fp32 answers against transformers fp32. $OUT: demo-model.tgz.NN (the
 # checkpoint), demo-results.tgz (the training report, answers, the accuracy JSONs), the log.
-# IRIS_TRAIN_S (default 400) is the training loop's budget. IRIS_CPU=1: a few steps on the CPU.
+# IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH and IRIS_LR pass to
+# train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
+# tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
+# skips the engine's agreement (a continuation call that carries no iris: tokenizer only).
+# IRIS_CPU=1: a few steps on the CPU.
 demo_phase() {
   local model=$work/demo-model rep=$work/demo-report held=$work/heldout train_s=${IRIS_TRAIN_S:-400}
   local dev=cuda backend=cuda precs="bf16 fp32" count=300 targs=()
   if [[ -n $cpu ]]; then
     dev=cpu backend=cpu precs=fp32 count=${IRIS_EVAL_COUNT:-10} targs=(--steps 20 --batch 8 --workers 1)
   fi
-  rm -rf "$model" "$rep" "$held"
+  [[ -n ${IRIS_BATCH:-} ]] && targs+=(--batch "$IRIS_BATCH")
+  [[ -n ${IRIS_LR:-} ]] && targs+=(--lr "$IRIS_LR")
+  rm -rf "$model" "$rep" "$held" "$work/init"
+  if [[ ${IRIS_INIT:-} == committed ]]; then
+    step "the committed demo model as the starting point"
+    bash "$root/scripts/demo/unpack.sh" "$work/init" && targs+=(--init "$work/init")
+  elif [[ -n ${IRIS_INIT:-} ]]; then
+    step "an earlier call's checkpoint as the starting point ($IRIS_INIT)"
+    mkdir -p "$work/init.tmp" && cat "$IRIS_INIT"/demo-model.tgz.* | tar xz -C "$work/init.tmp" &&
+      mv "$work/init.tmp/demo-model" "$work/init" && targs+=(--init "$work/init")
+  fi
+  if [[ -n ${IRIS_INIT:-} && ! -f $work/init/model.safetensors ]]; then echo "FAIL demo: no starting checkpoint"; return; fi
   step "train the demo model (scripts/demo/train.py, $train_s s of training)"
   budgeted train $((train_s + 120)) "$py" "$root/scripts/demo/train.py" --device "$dev" --max-seconds "$train_s" \
     --eval-count "$count" "${targs[@]}" --out "$model" --report "$rep" --pack "$OUT"
   if [[ ! -f $model/model.safetensors ]]; then echo "FAIL demo: no checkpoint"; return; fi
   step "held-out scenes (seed 2, $count)"
+  if [[ -n ${IRIS_TRAIN_ONLY:-} ]]; then tar czf "$OUT/demo-results.tgz" -C "$rep" .; return; fi
   budgeted scenes 90 "$py" "$root/scripts/demo/scenes.py" --seed 2 --count "$count" --out "$held"
   local prec bundle refs plugin=()
   [[ -f $bin/qwen2_5_vl.wasm ]] && plugin=(--plugin "$bin/qwen2_5_vl.wasm")
