@@ -297,6 +297,11 @@ func newEnv(t testing.TB, opts ...envOption) *testEnv {
 // dropBudgets rewrites a bundle's manifest without image budgets: a bundle whose image
 // resolution is fixed.
 func dropBudgets(t testing.TB, dir string) {
+	editManifest(t, dir, func(m *bundles.Manifest) { m.Image.Budgets = nil })
+}
+
+// editManifest rewrites a bundle's manifest after edit changed it.
+func editManifest(t testing.TB, dir string, edit func(*bundles.Manifest)) {
 	t.Helper()
 	path := filepath.Join(dir, bundles.ManifestName)
 	f, err := os.Open(path)
@@ -308,7 +313,7 @@ func dropBudgets(t testing.TB, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Image.Budgets = nil
+	edit(m)
 	var buf bytes.Buffer
 	if err := m.Encode(&buf); err != nil {
 		t.Fatal(err)

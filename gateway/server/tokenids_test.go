@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -172,23 +170,5 @@ func b2i(b bool) int {
 
 // setStopIDs replaces the bundle's stop ids.
 func setStopIDs(t testing.TB, dir string, ids []int32) {
-	t.Helper()
-	path := filepath.Join(dir, bundles.ManifestName)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := bundles.DecodeManifest(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Generation.StopIDs = ids
-	var buf bytes.Buffer
-	if err := m.Encode(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	editManifest(t, dir, func(m *bundles.Manifest) { m.Generation.StopIDs = ids })
 }
