@@ -412,7 +412,15 @@ func registerScheduler(reg prometheus.Registerer, s *engine.Scheduler) error {
 		Name: "iris_engine_vision_batch_retries_total",
 		Help: "Vision batches that failed and were encoded again image by image (so that a bad image fails only its request).",
 	}, func() float64 { return float64(s.Stats().VisionRetries) })
-	for _, c := range []prometheus.Collector{passes, inputs, images, visionPasses, retries} {
+	collectors := []prometheus.Collector{passes, inputs, images, visionPasses, retries}
+	for i, phase := range engine.PhaseNames {
+		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "iris_engine_seconds_total",
+			Help:        "Wall time of the engine's scheduler loop by phase: gather (waiting for the running requests' next inputs: the device idles), vision, prefill, decode.",
+			ConstLabels: prometheus.Labels{"phase": phase},
+		}, func() float64 { return s.Stats().Spent[i].Seconds() }))
+	}
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register scheduler metrics: %w", err)
 		}

@@ -230,3 +230,29 @@ func TestKVCacheUtilizationRealModel(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineMetricsRealModel: after one image request, the scheduler's counters show its passes,
+// its image, and time in the vision, prefill and decode phases.
+func TestEngineMetricsRealModel(t *testing.T) {
+	const model = "tiny-untied"
+	h := realServer(t, model)
+	c := coretest.Cases(t, model)[0]
+	if resp, raw := postJSON(t, h, e2eBody(model, c, nil)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	m := scrape(t, h)
+	for _, sample := range []string{
+		`iris_engine_passes_total{bundle="tiny-untied"}`,
+		`iris_engine_vision_images_total{bundle="tiny-untied"}`,
+		`iris_engine_seconds_total{bundle="tiny-untied",phase="vision"}`,
+		`iris_engine_seconds_total{bundle="tiny-untied",phase="prefill"}`,
+		`iris_engine_seconds_total{bundle="tiny-untied",phase="decode"}`,
+	} {
+		if v := m[sample]; v <= 0 {
+			t.Errorf("%s = %v, want > 0 (scraped %d samples)", sample, v, len(m))
+		}
+	}
+	if _, has := m[`iris_engine_seconds_total{bundle="tiny-untied",phase="gather"}`]; !has {
+		t.Error("no gather phase")
+	}
+}

@@ -566,7 +566,7 @@ if [[ $phase == throughput ]]; then
     for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
     budgeted "http-$who" 200 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
       -question "$photo_q" -runs "${IRIS_RUNS:-30}" -seconds "${IRIS_SECS:-6}" -concurrency "$conc" -out "$OUT/throughput-$who.json"
-    curl -fs 127.0.0.1:18080/metrics 2>/dev/null | grep -E '^iris_engine_pass|^iris_engine_vision|^iris_kv_cache' | head -8
+    curl -fs 127.0.0.1:18080/metrics 2>/dev/null | grep -E '^iris_engine_pass|^iris_engine_vision|^iris_engine_seconds|^iris_kv_cache' | head -12
     kill "$srv"; wait "$srv" 2>/dev/null
     grep -iE 'error|panic' "$work/serve-$who.log" | head -5
   done

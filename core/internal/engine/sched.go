@@ -82,6 +82,27 @@ type Scheduler struct {
 
 	passes, inputs, encoded     atomic.Int64
 	visionPasses, visionRetries atomic.Int64
+	spent                       [phases]atomic.Int64 // nanoseconds the loop spent in each phase
+}
+
+// The phases of the loop's time: waiting for inputs (the device idles), the vision tower,
+// prefill passes, decode passes.
+const (
+	phaseGather = iota
+	phaseVision
+	phasePrefill
+	phaseDecode
+	phases
+)
+
+// PhaseNames name the phases of SchedulerStats.Spent, in order.
+var PhaseNames = [phases]string{"gather", "vision", "prefill", "decode"}
+
+// timed runs fn and adds its wall time to the phase.
+func (s *Scheduler) timed(phase int, fn func()) {
+	t0 := time.Now()
+	fn()
+	s.spent[phase].Add(int64(time.Since(t0)))
 }
 
 // job is one input waiting for, or in, a pass.
@@ -159,12 +180,19 @@ type SchedulerStats struct {
 	// the mean vision batch), VisionRetries the batches that failed and went again image by
 	// image.
 	VisionPasses, VisionRetries int64
+	// Spent is the loop's wall time in each phase (PhaseNames): where a loaded server's time
+	// goes, and how long the device sat waiting for the requests' next inputs (gather).
+	Spent [phases]time.Duration
 }
 
 // Stats reports the scheduler's counters.
 func (s *Scheduler) Stats() SchedulerStats {
-	return SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load(), Images: s.encoded.Load(),
+	st := SchedulerStats{Passes: s.passes.Load(), Inputs: s.inputs.Load(), Images: s.encoded.Load(),
 		VisionPasses: s.visionPasses.Load(), VisionRetries: s.visionRetries.Load()}
+	for i := range st.Spent {
+		st.Spent[i] = time.Duration(s.spent[i].Load())
+	}
+	return st
 }
 
 // Close stops the loop after the pass in progress; requests still waiting fail with ErrClosed.
@@ -284,15 +312,19 @@ func (s *Scheduler) loop() {
 			return
 		}
 		for {
-			s.gather()
+			s.timed(phaseGather, s.gather)
 			busy := false
 			if imgs := s.takeImages(); len(imgs) > 0 {
-				s.encode(imgs)
+				s.timed(phaseVision, func() { s.encode(imgs) })
 				busy = true
 			}
 			for _, decode := range []bool{false, true} {
 				if batch := s.take(decode); len(batch) > 0 {
-					s.run(batch)
+					phase := phasePrefill
+					if decode {
+						phase = phaseDecode
+					}
+					s.timed(phase, func() { s.run(batch) })
 					busy = true
 				}
 			}
