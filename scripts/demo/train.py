@@ -490,6 +490,10 @@ def main():
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--stock-paths", action="store_true",
                     help="train with the model's own per-window attention and per-image index code (slow on the GPU)")
+    ap.add_argument("--min-pixels", type=int,
+                    help="the preprocessor's min_pixels for training and in the checkpoint (default the "
+                         "template's 3136): images under it are scaled up, more patches per shape; Iris "
+                         "reads it from the checkpoint's preprocessor_config.json")
     ap.add_argument("--init", help="start from this checkpoint's model.safetensors (a previous run's --out) "
                                    "instead of the seeded initialisation")
     args = ap.parse_args()
@@ -519,6 +523,17 @@ def main():
         log(logf, f"initialised from {args.init}")
     model.to(args.device).train()
 
+    if args.min_pixels:  # a copy of the template with the preprocessor's min_pixels changed
+        tdir = os.path.join(report, "template")
+        shutil.rmtree(tdir, ignore_errors=True)
+        shutil.copytree(args.template, tdir, ignore=shutil.ignore_patterns("*.safetensors", "tokenizer*"))
+        with open(os.path.join(tdir, "preprocessor_config.json")) as f:
+            pp = json.load(f)
+        pp["min_pixels"] = args.min_pixels
+        with open(os.path.join(tdir, "preprocessor_config.json"), "w") as f:
+            json.dump(pp, f, indent=2)
+        args.template = tdir
+        log(logf, f"min_pixels {args.min_pixels} (template {tdir})")
     check_framing(args.tokenizer, args.template, logf)
 
     if not args.stock_paths:

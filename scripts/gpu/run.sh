@@ -343,8 +343,8 @@ fi
 # bf16 and fp32 and ask every held-out question (benchmark/cmd/accuracy): bf16 agreement with
 # transformers bf16, fp32 answers against transformers fp32. $OUT: demo-model.tgz.NN (the
 # checkpoint), demo-results.tgz (the training report, answers, the accuracy JSONs), the log.
-# IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH and IRIS_LR pass to
-# train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
+# IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH, IRIS_LR and IRIS_MIN_PIXELS
+# pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
 # tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
 # skips the engine's agreement (a continuation call that carries no iris: tokenizer only).
 # IRIS_CPU=1: a few steps on the CPU.
@@ -356,6 +356,7 @@ demo_phase() {
   fi
   [[ -n ${IRIS_BATCH:-} ]] && targs+=(--batch "$IRIS_BATCH")
   [[ -n ${IRIS_LR:-} ]] && targs+=(--lr "$IRIS_LR")
+  [[ -n ${IRIS_MIN_PIXELS:-} ]] && targs+=(--min-pixels "$IRIS_MIN_PIXELS")
   rm -rf "$model" "$rep" "$held" "$work/init"
   if [[ ${IRIS_INIT:-} == committed ]]; then
     step "the committed demo model as the starting point"
