@@ -169,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(rep.Failed) > 0 {
 		return 1
 	}
-	_, _ = fmt.Fprintln(stdout, "PASS soak")
+	_, _ = fmt.Fprintln(stdout, "soak: every check passed")
 	return 0
 }
 

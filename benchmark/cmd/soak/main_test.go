@@ -58,7 +58,7 @@ func TestRealServer(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"kv at the end: 0 blocks in use", "iris_engine_seconds_total by phase", "decode", "PASS soak"} {
+	for _, want := range []string{"kv at the end: 0 blocks in use", "iris_engine_seconds_total by phase", "decode", "every check passed"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("the report lacks %q", want)
 		}
