@@ -1,14 +1,9 @@
 package server_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,16 +13,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/iris-vlm/iris/benchmark/soak"
 	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
 	"github.com/iris-vlm/iris/gateway/config"
-	"github.com/iris-vlm/iris/gateway/openai"
 	"github.com/iris-vlm/iris/gateway/server"
 )
 
@@ -46,26 +40,6 @@ const (
 	// soakRaceRSSSlack is added for the detector's own memory.
 	soakRSSSlack = 16 << 20
 )
-
-// soakKind is one sort of request of the soak.
-type soakKind int
-
-const (
-	soakGood   soakKind = iota // answered 200, equal to the same request alone
-	soakBad                    // refused with the 4xx it gets alone
-	soakCancel                 // the client gives up mid-request
-)
-
-// soakReq is one distinct request: its body and what it gets alone.
-type soakReq struct {
-	name   string
-	kind   soakKind
-	stream bool
-	body   string
-	// status and answer are what the request got alone (the first pass).
-	status int
-	answer string
-}
 
 func soakCount(t *testing.T) int {
 	if s := os.Getenv("IRIS_SOAK"); s != "" {
@@ -118,92 +92,32 @@ func TestSoak(t *testing.T) {
 	client.Transport.(*http.Transport).MaxIdleConnsPerHost = soakConc
 
 	reqs := soakRequests(t, models)
-	// First pass: each distinct request alone.
-	for _, r := range reqs {
-		if r.kind == soakCancel {
-			continue
-		}
-		st, ans, err := soakDo(context.Background(), client, ts.URL, r, nil)
-		if err != nil {
-			t.Fatalf("%s alone: %v", r.name, err)
-		}
-		r.status, r.answer = st, ans
-		switch {
-		case r.kind == soakGood && st != http.StatusOK:
-			t.Fatalf("%s alone: status %d: %s", r.name, st, ans)
-		case r.kind == soakBad && (st < 400 || st >= 500 || st == http.StatusTooManyRequests):
-			t.Fatalf("%s alone: status %d, want a 4xx refusal: %s", r.name, st, ans)
-		}
+	// First pass: each distinct request alone; then the mix in a seeded schedule (a failure
+	// replays), pausing after the warm-up and halfway for the runtime to go idle and RSS.
+	if err := soak.Alone(t.Context(), client, ts.URL, reqs); err != nil {
+		t.Fatal(err)
 	}
-
-	// The mix: a seeded schedule, so a failure replays.
-	rng := rand.New(rand.NewPCG(14, uint64(n)))
-	var good, bad, cancel []*soakReq
-	for _, r := range reqs {
-		switch r.kind {
-		case soakGood:
-			good = append(good, r)
-		case soakBad:
-			bad = append(bad, r)
-		default:
-			cancel = append(cancel, r)
-		}
-	}
-	sched := make([]*soakReq, n)
-	for i := range sched {
-		switch rng.IntN(10) {
-		case 0:
-			sched[i] = bad[rng.IntN(len(bad))]
-		case 1:
-			sched[i] = cancel[rng.IntN(len(cancel))]
-		default:
-			sched[i] = good[rng.IntN(len(good))]
-		}
-	}
-	cancelAfter := make([]time.Duration, n) // for plain cancellations: 0..20 ms after sending
-	for i := range cancelAfter {
-		cancelAfter[i] = time.Duration(rng.IntN(20_000)) * time.Microsecond
-	}
-
-	var mu sync.Mutex
-	var failures []string
-	counts := map[string]int{}
-	run := func(from, to int) {
-		next := atomic.Int64{}
-		next.Store(int64(from))
-		var wg sync.WaitGroup
-		for range soakConc {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= to {
-						return
-					}
-					r := sched[i]
-					msg, outcome := soakOne(client, ts.URL, r, cancelAfter[i])
-					mu.Lock()
-					counts[outcome]++
-					if msg != "" && len(failures) < 20 {
-						failures = append(failures, fmt.Sprintf("request %d (%s): %s", i, r.name, msg))
-					}
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-	}
-
-	start := time.Now()
 	warm := n / soakWarmFrac
-	run(0, warm)
-	waitIdle(t, rt)
-	rssWarm, haveRSS := settledRSS()
 	mid := warm + (n-warm)/2
-	run(warm, mid)
-	waitIdle(t, rt)
-	rssMid, _ := settledRSS()
-	run(mid, n)
-	took := time.Since(start)
+	var rssWarm, rssMid int64
+	var haveRSS bool
+	res, err := soak.Run(t.Context(), soak.Config{
+		URL: ts.URL, Client: client, Requests: reqs,
+		N: n, Concurrency: soakConc, Bad: 0.1, Cancel: 0.1, Seed: 14,
+		Pauses: []int{warm, mid},
+		OnPause: func(_ context.Context, done int) error {
+			waitIdle(t, rt)
+			if done == warm {
+				rssWarm, haveRSS = settledRSS()
+			} else {
+				rssMid, _ = settledRSS()
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitIdle(t, rt)
 	rssEnd, _ := settledRSS()
 	var ms runtime.MemStats
@@ -221,9 +135,14 @@ func TestSoak(t *testing.T) {
 		_ = f.Close()
 	}
 
-	t.Logf("%d requests at c=%d in %v (%.1f/s); outcomes %v; server statuses %v", n, soakConc, took.Round(time.Millisecond), float64(n)/took.Seconds(), counts, statuses.snapshot())
-	for _, f := range failures {
+	took := res.Duration
+	t.Logf("%d requests at c=%d in %v (%.1f/s); outcomes %v; good latency p50 %v p99 %v; server statuses %v", n, soakConc, took.Round(time.Millisecond),
+		float64(n)/took.Seconds(), res.Counts, res.Latency.P50.Round(time.Millisecond), res.Latency.P99.Round(time.Millisecond), statuses.snapshot())
+	for _, f := range res.Failures {
 		t.Error(f)
+	}
+	if res.Failed > len(res.Failures) {
+		t.Errorf("... %d failures in all", res.Failed)
 	}
 	for st, k := range statuses.snapshot() {
 		if st >= 500 {
@@ -252,23 +171,14 @@ func TestSoak(t *testing.T) {
 }
 
 // soakRequests builds the distinct requests: for each model and case, plain and streamed good
-// requests at two answer lengths, bad inputs of several sorts, and cancellations.
-func soakRequests(t *testing.T, models []string) []*soakReq {
-	var out []*soakReq
-	add := func(name string, kind soakKind, stream bool, body string) {
-		out = append(out, &soakReq{name: name, kind: kind, stream: stream, body: body})
+// requests at two answer lengths, bad inputs of several sorts (soak.BadRequests), and
+// cancellations.
+func soakRequests(t *testing.T, models []string) []*soak.Request {
+	var out []*soak.Request
+	add := func(name string, kind soak.Kind, stream bool, body string) {
+		out = append(out, &soak.Request{Name: name, Kind: kind, Stream: stream, Body: []byte(body)})
 	}
 	streamOpts := map[string]any{"stream": true, "stream_options": map[string]bool{"include_usage": true}}
-	merge := func(a, b map[string]any) map[string]any {
-		m := map[string]any{}
-		for k, v := range a {
-			m[k] = v
-		}
-		for k, v := range b {
-			m[k] = v
-		}
-		return m
-	}
 	for _, model := range models {
 		cases := coretest.Cases(t, model)
 		for _, c := range cases {
@@ -278,137 +188,28 @@ func soakRequests(t *testing.T, models []string) []*soakReq {
 				if stream {
 					extra, mode = streamOpts, "stream"
 				}
-				add(fmt.Sprintf("%s/%s/%s", model, c.Name, mode), soakGood, stream, e2eBody(model, c, extra))
-				add(fmt.Sprintf("%s/%s/%s/short", model, c.Name, mode), soakGood, stream, e2eBody(model, c, merge(extra, map[string]any{"max_tokens": 2})))
-				add(fmt.Sprintf("%s/%s/%s/cancel", model, c.Name, mode), soakCancel, stream, e2eBody(model, c, merge(extra, map[string]any{"max_tokens": 64})))
+				add(fmt.Sprintf("%s/%s/%s", model, c.Name, mode), soak.Good, stream, e2eBody(model, c, extra))
+				add(fmt.Sprintf("%s/%s/%s/short", model, c.Name, mode), soak.Good, stream, e2eBody(model, c, merge(extra, map[string]any{"max_tokens": 2})))
+				add(fmt.Sprintf("%s/%s/%s/cancel", model, c.Name, mode), soak.Cancel, stream, e2eBody(model, c, merge(extra, map[string]any{"max_tokens": soak.CancelTokens})))
 			}
 		}
 		c := cases[0]
-		img := imagePart(dataURL("image/png", c.Image))
-		bads := []struct{ name, body string }{
-			{"corrupt image", chat(model, []any{imagePart(dataURL("image/png", c.Image[:len(c.Image)/2])), textPart(c.Question)}, nil)},
-			{"not an image", chat(model, []any{imagePart(dataURL("image/png", []byte("definitely not a PNG"))), textPart(c.Question)}, nil)},
-			{"two images", chat(model, []any{img, img, textPart(c.Question)}, nil)},
-			{"over-long prompt", chat(model, []any{img, textPart(strings.Repeat("Describe every pixel of the image. ", 400))}, nil)},
-			{"over-long answer", e2eBody(model, c, map[string]any{"max_tokens": 100000})},
-			{"bad json", `{"model":"` + model + `","messages":[`},
-			{"unknown model", e2eBody(model+"-nope", c, nil)},
-			{"bad temperature", e2eBody(model, c, map[string]any{"temperature": -1})},
-			{"streamed corrupt image", chat(model, []any{imagePart(dataURL("image/png", c.Image[:len(c.Image)/2])), textPart(c.Question)}, streamOpts)},
-		}
-		for _, b := range bads {
-			add(model+"/bad/"+b.name, soakBad, false, b.body)
-		}
+		// 400 sentences (~2,800 tokens) are past the fixtures' 1024-token context
+		out = append(out, soak.BadRequests(model, soak.Image{Name: c.Name, MediaType: "image/png", Data: c.Image}, c.Question, 400)...)
 	}
 	return out
 }
 
-// soakOne sends one request of the mix and checks it; it returns a failure message ("" when
-// it passed) and the outcome counted in the log.
-func soakOne(client *http.Client, url string, r *soakReq, cancelAfter time.Duration) (string, string) {
-	switch r.kind {
-	case soakCancel:
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var onChunk func()
-		if r.stream {
-			onChunk = cancel // give up after the first event
-		} else {
-			time.AfterFunc(cancelAfter, cancel)
-		}
-		st, body, err := soakDo(ctx, client, url, r, onChunk)
-		switch {
-		case err != nil:
-			return "", "canceled"
-		case st >= 500:
-			return fmt.Sprintf("status %d: %s", st, body), "5xx"
-		default:
-			return "", "cancel-too-late-" + strconv.Itoa(st)
-		}
-	default:
-		st, ans, err := soakDo(context.Background(), client, url, r, nil)
-		switch {
-		case err != nil:
-			return err.Error(), "error"
-		case st != r.status:
-			return fmt.Sprintf("status %d, alone %d: %s", st, r.status, ans), strconv.Itoa(st)
-		case r.kind == soakGood && ans != r.answer:
-			return fmt.Sprintf("answer %q, alone %q", ans, r.answer), "wrong"
-		}
-		return "", strconv.Itoa(st)
+// merge is a and b's fields in one map, b's winning.
+func merge(a, b map[string]any) map[string]any {
+	m := map[string]any{}
+	for k, v := range a {
+		m[k] = v
 	}
-}
-
-// soakDo sends r and returns the status and the answer: the message content of a 200, the
-// concatenated deltas of a 200 stream (an error event is an error), the body otherwise.
-// onChunk, if set, runs after the first streamed event.
-func soakDo(ctx context.Context, client *http.Client, url string, r *soakReq, onChunk func()) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", url+chatPath, strings.NewReader(r.body))
-	if err != nil {
-		return 0, "", err
+	for k, v := range b {
+		m[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		raw, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(raw), err
-	}
-	if !r.stream {
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return 0, "", err
-		}
-		var cc openai.ChatCompletion
-		if err := json.Unmarshal(raw, &cc); err != nil {
-			return 0, "", fmt.Errorf("decode %q: %w", raw, err)
-		}
-		if len(cc.Choices) != 1 {
-			return 0, "", fmt.Errorf("no answer in %s", raw)
-		}
-		return resp.StatusCode, cc.Choices[0].Message.Content, nil
-	}
-	var text strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	done := false
-	for sc.Scan() {
-		line := sc.Bytes()
-		data, ok := bytes.CutPrefix(line, []byte("data: "))
-		if !ok {
-			if bytes.HasPrefix(line, []byte("event: error")) {
-				return 0, "", fmt.Errorf("error event in the stream")
-			}
-			continue
-		}
-		if onChunk != nil {
-			onChunk()
-			onChunk = nil
-		}
-		if string(data) == "[DONE]" {
-			done = true
-			continue
-		}
-		var chunk openai.ChatCompletionChunk
-		if err := json.Unmarshal(data, &chunk); err != nil {
-			return 0, "", fmt.Errorf("chunk %q: %w", data, err)
-		}
-		for _, ch := range chunk.Choices {
-			if ch.Delta.Content != nil {
-				text.WriteString(*ch.Delta.Content)
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, "", err
-	}
-	if !done {
-		return 0, "", fmt.Errorf("stream ended without [DONE] after %q", text.String())
-	}
-	return resp.StatusCode, text.String(), nil
+	return m
 }
 
 // waitIdle waits until no request is inside any model and every KV pool is back to zero

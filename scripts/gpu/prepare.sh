@@ -14,8 +14,8 @@ flags=(-tags cuda -trimpath -ldflags '-s -w')
 #   check    the test binaries of the cuda packages (run.sh check)
 #   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare)
 #   qwen3    iris, gpucheck, httpbench and the qwen3_vl plugin (run.sh qwen3 2b|8b|tiny, run.sh vl)
-#   throughput  iris, httpbench, cuda.test, the qwen2_5_vl plugin, and IRIS_BASE's build when set
-#            (run.sh throughput)
+#   throughput  iris, httpbench, soak, cuda.test, the qwen2_5_vl plugin, and IRIS_BASE's build when
+#            set (run.sh throughput, run.sh soak)
 #   internvl the same with the internvl plugin (run.sh internvl 2b|8b|tiny [parity|speed])
 #   demo     iris, accuracy and the qwen2_5_vl plugin (run.sh demo: issue 15's training call)
 #   all      (default) everything the other phases use
@@ -29,6 +29,7 @@ if [[ $phase == throughput ]]; then
   go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
+  go build -trimpath -ldflags '-s -w' -o "$out/bin/soak" ./benchmark/cmd/soak # issue 14's soak (run.sh soak)
 fi
 if [[ $phase == demo ]]; then
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
@@ -81,6 +82,8 @@ Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says 
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh full    (~4 min; writes ref.json)
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh speed   (~6 min; needs a carried ref.json,
       IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs only the photo over HTTP)
+  bash scripts/gpu/run.sh soak        (IRIS_PHASE=throughput; issue 14's soak: 2,000 mixed requests at c=64
+                                      against iris serve on the 3B, KV back to 0, RSS flat)
   bash scripts/gpu/run.sh qwen3 2b    (IRIS_PHASE=qwen3; ~4 min: Qwen3-VL-2B parity, engine, HTTP, transformers)
   bash scripts/gpu/run.sh qwen3 8b    (IRIS_PHASE=qwen3; ~6 min: the same for the 8B; timeout_s 600)
   bash scripts/gpu/run.sh internvl 2b parity; bash scripts/gpu/run.sh internvl 2b speed

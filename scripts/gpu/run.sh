@@ -29,6 +29,13 @@
 #                                   continuous batching (issue 14): iris serve at its defaults,
 #                                   distinct JPEGs at c=1..128, the base build's c=1, transformers
 #                                   batch 16 (default the Qwen2.5-VL 3B; ~6 min)
+#   bash scripts/gpu/run.sh soak [family size]
+#                                   issue 14's soak at full size: iris serve at its defaults on the
+#                                   random checkpoint (default the Qwen2.5-VL 3B), 2,000 mixed
+#                                   requests at c=64 (the cases' JPEG/PNG files; 10% bad inputs,
+#                                   10% cancellations): no 5xx, answers equal alone, the KV pool
+#                                   back to 0, the server's RSS flat (IRIS_PHASE=throughput
+#                                   `just gpu-bench` carries it; IRIS_SOAK=<n> another count)
 #   bash scripts/gpu/run.sh vl <family> <size> [parts]
 #                                   the same for any family with a gpu_<family>_<size>.config.json
 #                                   (vl qwen2_5_vl 3b: the 3B's whole story in one call)
@@ -396,7 +403,37 @@ if [[ $phase == demo ]]; then
   demo_phase
 fi
 
-if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo ]]; then
+# ---- soak [family] [size]: issue 14's soak on the GPU at full size. The random checkpoint (default
+# the Qwen2.5-VL 3B) and its cases as throughput makes them, iris serve at its defaults (the
+# embedding cache off, so that every request runs the vision tower), then benchmark/cmd/soak:
+# IRIS_SOAK (default 2000) requests at c=64 drawn from good requests on the cases' .jpg/.png files
+# (plain and streamed), 10% bad inputs and 10% client cancellations; no 5xx, every good answer
+# equal to the same request alone, bad inputs refused as alone, iris_kv_cache_utilization back to
+# 0, the server's RSS at the end within 10% + 64 MiB of its RSS after the warm-up fifth. Before the
+# 3B checkpoint the phases below share, so that `soak qwen2_5_vl tiny` (the dry run) builds none.
+if [[ $phase == soak ]]; then
+  fam=${2:-qwen2_5_vl} size=${3:-3b} backend=cuda
+  [[ -n $cpu ]] && backend=cpu # the dry run here: IRIS_CPU=1 IRIS_SOAK=200 ... run.sh soak qwen2_5_vl tiny
+  model=$work/$fam-$size cases=$work/cases-$fam-$size name=${fam//_/-}-$size
+  [[ $fam == qwen2_5_vl ]] && name=qwen25vl-$size
+  make_checkpoint "$ref/gpu_${fam}_${size}.config.json" "$model" "$(fit 300)"
+  if [[ ! -f $cases/index.json ]]; then
+    budgeted cases 90 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only
+  fi
+  plugin=(); [[ -f $bin/$fam.wasm ]] && plugin=(--plugin "$bin/$fam.wasm")
+  rm -rf "$work/bundle-soak"
+  budgeted bundle-soak 200 "$bin/iris" bundle build --from "$model" --family "$fam" --out "$work/bundle-soak" --backend "$backend" \
+    --name "$name" --context 4096 "${plugin[@]}" >/dev/null
+  if [[ -d $work/bundle-soak ]] && serve_start "$work/bundle-soak" 120; then
+    step "soak: ${IRIS_SOAK:-2000} mixed requests at c=64 (10% bad, 10% cancelled) against iris serve"
+    budgeted soak 420 "$bin/soak" -url http://127.0.0.1:18080 -model "$name" -images "$cases" -question "$photo_q" \
+      -requests "${IRIS_SOAK:-2000}" -concurrency 64 -pid "$srv" -json "$OUT/soak.json"
+    curl -fs 127.0.0.1:18080/metrics 2>/dev/null | grep -E '^iris_engine_pass|^iris_engine_vision|^iris_kv_cache' | head -8
+    serve_stop
+  fi
+fi
+
+if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo || $phase == soak ]]; then
   step "done"
   grep -hE '^(PASS|FAIL|SKIP)' "$log" | grep -vE '^PASS parity \S+ +\S+ +[0-9]+x[0-9]+ ' # not each passing case
   exit 0
