@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,13 +13,10 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/iris-vlm/iris/benchmark/soak"
-	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
-	"github.com/iris-vlm/iris/gateway/config"
-	"github.com/iris-vlm/iris/gateway/server"
+	"github.com/iris-vlm/iris/gateway/servertest"
 )
 
 func TestMain(m *testing.M) {
@@ -31,23 +27,7 @@ func TestMain(m *testing.M) {
 // realServer serves model's tiny fixture through the real runtime and gateway.
 func realServer(t *testing.T, model string) *httptest.Server {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	logger := slog.New(slog.DiscardHandler)
-	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}}, core.WithRegisterer(reg), core.WithLogger(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	if err := rt.Warmup(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(config.Default().Server, server.Deps{Backend: rt, Registry: reg, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return ts
+	return servertest.Start(t, coretest.Bundle(t, model, 1024))
 }
 
 // TestRealServer soaks the real gateway on the tiny engine: every check passes, every kind is

@@ -3,18 +3,14 @@ package server_test
 import (
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
-	"github.com/iris-vlm/iris/gateway/config"
 	"github.com/iris-vlm/iris/gateway/openai"
-	"github.com/iris-vlm/iris/gateway/server"
+	"github.com/iris-vlm/iris/gateway/servertest"
 )
 
 // realServer serves a fixture bundle through the real runtime: plugin, tokenizer, C engine.
@@ -26,22 +22,7 @@ func realServer(t testing.TB, model string) http.Handler {
 // serveBundle serves the bundle in dir through the real runtime.
 func serveBundle(t testing.TB, dir string) http.Handler {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	// No access log: the benchmarks time the answer, which the client has before it is logged.
-	logger := slog.New(slog.DiscardHandler)
-	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{dir}}, core.WithRegisterer(reg), core.WithLogger(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	if err := rt.Warmup(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(config.Default().Server, server.Deps{Backend: rt, Registry: reg, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv.Handler()
+	return servertest.New(t, core.Config{Bundles: []string{dir}}).Handler
 }
 
 func e2eBody(model string, c coretest.Case, extra map[string]any) string {

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,13 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/iris-vlm/iris/benchmark/soak"
 	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
 	"github.com/iris-vlm/iris/gateway/config"
-	"github.com/iris-vlm/iris/gateway/server"
+	"github.com/iris-vlm/iris/gateway/servertest"
 )
 
 // Soak sizes. Without -race the soak runs soakCI requests, the full count (~15 s on 2
@@ -65,28 +62,16 @@ func soakCount(t *testing.T) int {
 // soakRSSSlack) of RSS after the warm-up part (under -race: of RSS halfway through).
 func TestSoak(t *testing.T) {
 	n := soakCount(t)
-	reg := prometheus.NewRegistry()
-	logger := slog.New(slog.DiscardHandler)
 	models := []string{"tiny-untied", coretest.Qwen3}
 	rc := config.Default().Runtime
 	rc.Bundles = nil
 	for _, m := range models {
 		rc.Bundles = append(rc.Bundles, coretest.Bundle(t, m, 1024))
 	}
-	rt, err := core.Open(t.Context(), rc.Core(), core.WithRegisterer(reg), core.WithLogger(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	if err := rt.Warmup(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(config.Default().Server, server.Deps{Backend: rt, Registry: reg, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := servertest.New(t, rc.Core())
+	rt := srv.Runtime
 	var statuses statusCounts
-	ts := httptest.NewServer(statuses.wrap(srv.Handler()))
+	ts := httptest.NewServer(statuses.wrap(srv.Handler))
 	t.Cleanup(ts.Close)
 	client := ts.Client()
 	client.Transport.(*http.Transport).MaxIdleConnsPerHost = soakConc

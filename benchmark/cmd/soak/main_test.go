@@ -3,20 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
-	"github.com/iris-vlm/iris/gateway/config"
-	"github.com/iris-vlm/iris/gateway/server"
+	"github.com/iris-vlm/iris/gateway/servertest"
 )
 
 func TestMain(m *testing.M) {
@@ -31,19 +26,7 @@ func TestRealServer(t *testing.T) {
 		t.Skip("soak skipped in -short mode")
 	}
 	const model = "tiny-untied"
-	reg := prometheus.NewRegistry()
-	logger := slog.New(slog.DiscardHandler)
-	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{coretest.Bundle(t, model, 1024)}}, core.WithRegisterer(reg), core.WithLogger(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	srv, err := server.New(config.Default().Server, server.Deps{Backend: rt, Registry: reg, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
+	ts := servertest.Start(t, coretest.Bundle(t, model, 1024))
 	dir := t.TempDir()
 	for _, c := range coretest.Cases(t, model) {
 		if err := os.WriteFile(filepath.Join(dir, c.Name+".png"), c.Image, 0o644); err != nil {
