@@ -4,7 +4,7 @@
 # through the OpenAI API (answer, usage, image sha256, per-stage timings; the scene's true answer
 # beside each), ask the Qwen3-VL bundle one photo question (random weights: its words mean
 # nothing), then profile the demo model briefly with native answer parity and the server's spans,
-# and stop. IRIS_DEMO_SCENE (default 101; `just demo scene=N`) picks the scene among the 300
+# and stop. IRIS_DEMO_SCENE (default 101; `just demo N`, e.g. `just demo 41`) picks the scene among the 300
 # committed held-out scenes (scripts/demo/heldout, never seen in training; docs/demo-model.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ held=scripts/demo/heldout
 question="What is the main object in this image? Answer in one word."
 scripts/fetch-corpus.sh
 image=${IRIS_DEMO_IMAGE:-.build/corpus/images/chelsea.png}
-[[ $scene =~ ^[0-9]+$ ]] && ((scene < 300)) || { echo "demo: scene must be 0-299 (a held-out scene), not $scene" >&2; exit 2; }
+[[ $scene =~ ^[0-9]+$ ]] && ((scene < 300)) || { echo "demo: the scene is a held-out scene's number, 0-299 (e.g. just demo 41), not $scene" >&2; exit 2; }
 scene_png=$held/$(printf '%05d' "$scene").png
 work=$(mktemp -d -t iris-demo.XXXXXX)
 trap 'stop_serve; rm -rf "$work"' EXIT
