@@ -214,9 +214,10 @@ func TestDefaultQueueTakesC128(t *testing.T) {
 	}
 }
 
-// TestKVCacheUtilizationRealModel: the real engine's pool is exposed (the tiny model's), empty
-// once its requests are done; nothing is left queued or running.
-func TestKVCacheUtilizationRealModel(t *testing.T) {
+// TestRealModelMetrics: after one image request to the real engine (the tiny model), its KV
+// pool is exposed and empty again, nothing is left queued or running, and the scheduler's
+// counters show its passes, its image, and time in the vision, prefill and decode phases.
+func TestRealModelMetrics(t *testing.T) {
 	const model = "tiny-untied"
 	h := realServer(t, model)
 	c := coretest.Cases(t, model)[0]
@@ -224,35 +225,27 @@ func TestKVCacheUtilizationRealModel(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, raw)
 	}
 	m := scrape(t, h)
-	for _, sample := range []string{"iris_kv_cache_utilization", "iris_requests_queued", "iris_requests_running"} {
-		if v, has := m[sample+`{model="`+model+`"}`]; !has || v != 0 {
-			t.Errorf("%s = %v (exposed %v), want 0", sample, v, has)
+	t.Run("gauges", func(t *testing.T) {
+		for _, sample := range []string{"iris_kv_cache_utilization", "iris_requests_queued", "iris_requests_running"} {
+			if v, has := m[sample+`{model="`+model+`"}`]; !has || v != 0 {
+				t.Errorf("%s = %v (exposed %v), want 0", sample, v, has)
+			}
 		}
-	}
-}
-
-// TestEngineMetricsRealModel: after one image request, the scheduler's counters show its passes,
-// its image, and time in the vision, prefill and decode phases.
-func TestEngineMetricsRealModel(t *testing.T) {
-	const model = "tiny-untied"
-	h := realServer(t, model)
-	c := coretest.Cases(t, model)[0]
-	if resp, raw := postJSON(t, h, e2eBody(model, c, nil)); resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d: %s", resp.StatusCode, raw)
-	}
-	m := scrape(t, h)
-	for _, sample := range []string{
-		`iris_engine_passes_total{bundle="tiny-untied"}`,
-		`iris_engine_vision_images_total{bundle="tiny-untied"}`,
-		`iris_engine_seconds_total{bundle="tiny-untied",phase="vision"}`,
-		`iris_engine_seconds_total{bundle="tiny-untied",phase="prefill"}`,
-		`iris_engine_seconds_total{bundle="tiny-untied",phase="decode"}`,
-	} {
-		if v := m[sample]; v <= 0 {
-			t.Errorf("%s = %v, want > 0 (scraped %d samples)", sample, v, len(m))
+	})
+	t.Run("engine", func(t *testing.T) {
+		for _, sample := range []string{
+			`iris_engine_passes_total{bundle="tiny-untied"}`,
+			`iris_engine_vision_images_total{bundle="tiny-untied"}`,
+			`iris_engine_seconds_total{bundle="tiny-untied",phase="vision"}`,
+			`iris_engine_seconds_total{bundle="tiny-untied",phase="prefill"}`,
+			`iris_engine_seconds_total{bundle="tiny-untied",phase="decode"}`,
+		} {
+			if v := m[sample]; v <= 0 {
+				t.Errorf("%s = %v, want > 0 (scraped %d samples)", sample, v, len(m))
+			}
 		}
-	}
-	if _, has := m[`iris_engine_seconds_total{bundle="tiny-untied",phase="gather"}`]; !has {
-		t.Error("no gather phase")
-	}
+		if _, has := m[`iris_engine_seconds_total{bundle="tiny-untied",phase="gather"}`]; !has {
+			t.Error("no gather phase")
+		}
+	})
 }
