@@ -7,8 +7,8 @@
 # --pack does the reverse after `just fixtures` regenerated them: packed/ from the checkpoints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/unxz.sh
 dir=core/internal/engine/testdata/qwen2_5_vl
-command -v xz >/dev/null || { echo "unpack-fixtures: needs xz (xz-utils)" >&2; exit 1; }
 if [[ ${1:-} == --pack ]]; then
   for m in tiny-untied tiny-tied; do
     xz -9e -T0 -c "$dir/$m/model.safetensors" >"$dir/packed/$m.safetensors.xz"
@@ -22,9 +22,6 @@ for sum in "$dir"/packed/*.safetensors.sha256; do
   want=$(cut -d' ' -f1 "$sum")
   out=$dir/$name/model.safetensors
   if [[ -f $out && $(sha256sum "$out" | cut -d' ' -f1) == "$want" ]]; then continue; fi
-  xz -dc "$dir/packed/$name.safetensors.xz" >"$out.tmp"
-  got=$(sha256sum "$out.tmp" | cut -d' ' -f1)
-  [[ $got == "$want" ]] || { rm -f "$out.tmp"; echo "unpack-fixtures: $name sha256 $got, want $want" >&2; exit 1; }
-  mv "$out.tmp" "$out"
+  unxz_checked "$dir/packed/$name.safetensors.xz" "$want" "$out"
   echo "unpacked $out"
 done

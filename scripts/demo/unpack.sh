@@ -9,17 +9,14 @@ cd "$(dirname "$0")/../.."
 out=${1:-.build/models/demo}
 src=scripts/demo/model
 tok=.build/tokenizer/qwen3/tokenizer.json
-command -v xz >/dev/null || { echo "unpack: needs xz (xz-utils) to decompress $src/model.safetensors.xz" >&2; exit 1; }
+source scripts/lib/unxz.sh
 [[ -f $tok ]] || { echo "unpack: no $tok (run: just setup)" >&2; exit 1; }
 tmp=$out.tmp
 rm -rf "$tmp" && mkdir -p "$tmp"
 for f in config.json generation_config.json preprocessor_config.json tokenizer_config.json chat_template.json chat_template.jinja; do
   cp "$src/$f" "$tmp/"
 done
-xz -dc "$src/model.safetensors.xz" >"$tmp/model.safetensors"
-want=$(cut -d' ' -f1 "$src/model.safetensors.sha256")
-got=$(sha256sum "$tmp/model.safetensors" | cut -d' ' -f1)
-[[ $got == "$want" ]] || { echo "unpack: model.safetensors sha256 $got, want $want" >&2; exit 1; }
+unxz_checked "$src/model.safetensors.xz" "$(cut -d' ' -f1 "$src/model.safetensors.sha256")" "$tmp/model.safetensors"
 cp "$tok" "$tmp/tokenizer.json"
 rm -rf "$out" && mv "$tmp" "$out"
 echo "demo model: $out ($(du -sh "$out" | cut -f1))"
