@@ -133,10 +133,11 @@ def shape_points(shape, cx, cy, r):
     raise ValueError(shape)
 
 
-def draw_shape(d, shape, colour, box):
+def draw_shape(d, shape, colour, box, fill=None):
+    """Draw a shape in its colour, or in fill (train.py draws the shapes' masks with an id)."""
     x0, y0, x1, y1 = box
     cx, cy, r = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2
-    fill = COLOURS[colour]
+    fill = COLOURS[colour] if fill is None else fill
     if shape == "circle":
         d.ellipse([x0, y0, x1 - 1, y1 - 1], fill=fill)
     elif shape == "square":
