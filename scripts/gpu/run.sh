@@ -350,8 +350,8 @@ fi
 # bf16 and fp32 and ask every held-out question (benchmark/cmd/accuracy): bf16 agreement with
 # transformers bf16, fp32 answers against transformers fp32. $OUT: demo-model.tgz.NN (the
 # checkpoint), demo-results.tgz (the training report, answers, the accuracy JSONs), the log.
-# IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH, IRIS_LR and IRIS_MIN_PIXELS
-# pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
+# IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH (scenes a step), IRIS_LR,
+# IRIS_MIN_PIXELS, IRIS_AUX (--aux-weight) and IRIS_QUESTIONS (all|one) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
 # tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
 # skips the engine's agreement (a continuation call that carries no iris: tokenizer only).
 # IRIS_CPU=1: a few steps on the CPU.
@@ -364,6 +364,8 @@ demo_phase() {
   [[ -n ${IRIS_BATCH:-} ]] && targs+=(--batch "$IRIS_BATCH")
   [[ -n ${IRIS_LR:-} ]] && targs+=(--lr "$IRIS_LR")
   [[ -n ${IRIS_MIN_PIXELS:-} ]] && targs+=(--min-pixels "$IRIS_MIN_PIXELS")
+  [[ -n ${IRIS_AUX:-} ]] && targs+=(--aux-weight "$IRIS_AUX")
+  [[ -n ${IRIS_QUESTIONS:-} ]] && targs+=(--questions "$IRIS_QUESTIONS")
   rm -rf "$model" "$rep" "$held" "$work/init"
   if [[ ${IRIS_INIT:-} == committed ]]; then
     step "the committed demo model as the starting point"
@@ -409,7 +411,11 @@ fi
 # IRIS_SOAK (default 2000) requests at c=64 drawn from good requests on the cases' .jpg/.png files
 # (plain and streamed), 10% bad inputs and 10% client cancellations; no 5xx, every good answer
 # equal to the same request alone, bad inputs refused as alone, iris_kv_cache_utilization back to
-# 0, the server's RSS at the end within 10% + 64 MiB of its RSS after the warm-up fifth. Before the
+# 0, the server's RSS at the end within 10% + 64 MiB of its RSS after the warm-up fifth. The bundle
+# is fp32 (IRIS_SOAK_PRECISION, default fp32): "the same answer as alone" holds for fp32 only. In
+# bf16 a request's products depend on what it is batched with (cuBLAS picks kernels by the batch's
+# rows), and random weights' near-tied logits turn those roundings into other tokens: the first
+# H200 soak, in bf16, had 656 of 1,610 good answers differ from alone (and no 5xx). Before the
 # 3B checkpoint the phases below share, so that `soak qwen2_5_vl tiny` (the dry run) builds none.
 if [[ $phase == soak ]]; then
   fam=${2:-qwen2_5_vl} size=${3:-3b} backend=cuda
@@ -423,7 +429,7 @@ if [[ $phase == soak ]]; then
   plugin=(); [[ -f $bin/$fam.wasm ]] && plugin=(--plugin "$bin/$fam.wasm")
   rm -rf "$work/bundle-soak"
   budgeted bundle-soak 200 "$bin/iris" bundle build --from "$model" --family "$fam" --out "$work/bundle-soak" --backend "$backend" \
-    --name "$name" --context 4096 "${plugin[@]}" >/dev/null
+    --name "$name" --context 4096 --precision "${IRIS_SOAK_PRECISION:-fp32}" "${plugin[@]}" >/dev/null
   if [[ -d $work/bundle-soak ]] && serve_start "$work/bundle-soak" 120; then
     step "soak: ${IRIS_SOAK:-2000} mixed requests at c=64 (10% bad, 10% cancelled) against iris serve"
     budgeted soak 420 "$bin/soak" -url http://127.0.0.1:18080 -model "$name" -images "$cases" -question "$photo_q" \
