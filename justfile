@@ -42,7 +42,7 @@ build: setup
     go build -tags '{{tags}}' -o bin/iris ./gateway/cmd/iris
 
 # The demo (README command 1): build, serve the demo bundle, ask one image question, profile, stop.
-demo scene="101": build plugins demo-bundle
+demo scene="82": build plugins demo-bundle
     IRIS_DEMO_SCENE={{scene}} scripts/demo.sh
 
 # Serve the demo bundles (models `demo`, `demo-qwen3` and `random`) in the foreground until Ctrl-C,

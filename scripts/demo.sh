@@ -4,14 +4,14 @@
 # through the OpenAI API (answer, usage, image sha256, per-stage timings; the scene's true answer
 # beside each), ask the Qwen3-VL bundle one photo question (random weights: its words mean
 # nothing), then profile the demo model briefly with native answer parity and the server's spans,
-# and stop. IRIS_DEMO_SCENE (default 101; `just demo N`, e.g. `just demo 41`) picks the scene among the 300
+# and stop. IRIS_DEMO_SCENE (default 82; `just demo N`, e.g. `just demo 41`) picks the scene among the 300
 # committed held-out scenes (scripts/demo/heldout, never seen in training; docs/demo-model.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/aiperf/lib.sh
 bundle=${IRIS_DEMO_BUNDLE:-.build/bundles/demo}
 bundle3=${IRIS_DEMO_BUNDLE_QWEN3:-.build/bundles/demo-qwen3}
-scene=${IRIS_DEMO_SCENE:-101}
+scene=${IRIS_DEMO_SCENE:-82}
 held=scripts/demo/heldout
 question="What is the main object in this image? Answer in one word."
 scripts/fetch-corpus.sh
