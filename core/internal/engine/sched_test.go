@@ -149,6 +149,65 @@ func TestSchedulerAdmitsByBlocks(t *testing.T) {
 	}
 }
 
+// A request waiting for blocks is admitted before later ones that would fit sooner: short
+// requests arriving all the time must not starve a long one.
+func TestSchedulerAdmitsInArrivalOrder(t *testing.T) {
+	m := newPoolModel(40)
+	s, _ := NewScheduler(m, SchedulerOptions{})
+	defer s.Close()
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	started := func(name string) func(int32) error {
+		once := sync.OnceFunc(func() { mu.Lock(); order = append(order, name); mu.Unlock() })
+		return func(int32) error { once(); return nil }
+	}
+	hold, first := make(chan struct{}), make(chan struct{})
+	go func() { // a: 20 of the 40 tokens, held until the others queue
+		_, _ = s.Generate(context.Background(), Request{IDs: []int32{1}, MaxNewTokens: 19, IgnoreEOS: true,
+			OnToken: func(int32) error { close(first); <-hold; return ErrStop }})
+	}()
+	<-first
+	waitQueued := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			s.mu.Lock()
+			got := len(s.admit)
+			s.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests waiting for blocks, want %d", got, n)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	run := func(name string, req Request) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req.IgnoreEOS, req.OnToken = true, started(name)
+			if _, err := s.Generate(t.Context(), req); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}()
+	}
+	run("long", Request{IDs: make([]int32, 14), MaxNewTokens: 16}) // 30 tokens: waits for a's 20
+	waitQueued(1)
+	run("short", Request{IDs: []int32{1}, MaxNewTokens: 19}) // 20 tokens: would fit now, waits behind
+	waitQueued(2)
+	close(hold)
+	wg.Wait()
+	if !slices.Equal(order, []string{"long", "short"}) {
+		t.Errorf("started %v, want [long short]: the request that waited first goes first", order)
+	}
+	if m.free != 40 {
+		t.Errorf("%d of 40 tokens free at the end", m.free)
+	}
+}
+
 func TestSchedulerRefusesWhatNeverFits(t *testing.T) {
 	m := newPoolModel(10)
 	s, _ := NewScheduler(m, SchedulerOptions{})
