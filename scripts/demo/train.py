@@ -459,12 +459,15 @@ class AuxHeads(torch.nn.Module):
         return losses
 
 
-def step_loss(model, aux, batch, aux_weight, lengths):
+def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False):
     """Cross-entropy on the answer tokens (the logits computed at those positions alone: the full
     [sequences, length, 151936] would be most of a step), plus aux_weight x the auxiliary heads'.
     The tower runs once per scene; each of the scene's questions is a sequence whose image tokens
-    are gathered from its output."""
+    are gathered from its output. vision_only: the tower and the auxiliary heads alone (answer None)."""
     vis = model.model.visual(batch["pixel_values"], grid_thw=batch["image_grid_thw"]).pooler_output
+    if vision_only:
+        aux_losses = aux(vis, batch)
+        return sum(aux_losses.values()), None, aux_losses
     ids = batch["input_ids"]
     emb = model.model.language_model.embed_tokens(ids)
     image = (ids == IMAGE_PAD).unsqueeze(-1).expand_as(emb)
@@ -489,6 +492,30 @@ def step_loss(model, aux, batch, aux_weight, lengths):
     aux_losses = aux(vis, batch) if aux is not None else {}
     total = answer + aux_weight * sum(aux_losses.values()) if aux_losses else answer
     return total, answer, aux_losses
+
+
+def start_profile(device):
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    if device == "cuda":
+        torch.cuda.synchronize()
+    prof = profile(activities=acts)
+    prof.__enter__()
+    return prof, time.perf_counter()
+
+
+def stop_profile(prof, t0, device, path, logf):
+    """Five steps' wall time and the profiler's top operators (by device time on CUDA)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / 5
+    prof.__exit__(None, None, None)
+    key = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=40)
+    with open(path, "w") as f:
+        f.write(f"five profiled steps, {wall * 1000:.1f} ms a step (wall, synchronised, the loader's waits "
+                f"and the profiler's overhead included)\n\n{table}\n")
+    log(logf, f"profile: {wall * 1000:.1f} ms a step; top operators in {path}")
 
 
 def lr_at(progress, base, warm):
@@ -623,9 +650,16 @@ def main():
                     help="per scene: every question (the tower runs once for all of them) or one")
     ap.add_argument("--aux-weight", type=float, default=0.5,
                     help="weight of the auxiliary per-token heads' loss (0: answers only)")
+    ap.add_argument("--vision-seconds", type=float, default=0,
+                    help="train the tower and the auxiliary heads alone for the first this many seconds of "
+                         "--max-seconds (no language model: several times the scenes a second), then everything")
+    ap.add_argument("--profile-at", type=int, default=0,
+                    help="profile steps N to N+4 with torch.profiler into REPORT/profile.txt (0: off)")
     ap.add_argument("--init", help="start from this checkpoint's model.safetensors (a previous run's --out) "
                                    "instead of the seeded initialisation")
     args = ap.parse_args()
+    if args.vision_seconds > 0 and args.aux_weight <= 0:
+        ap.error("--vision-seconds trains the auxiliary heads: it needs --aux-weight > 0")
     report = args.report or args.out.rstrip("/") + "-report"
     os.makedirs(report, exist_ok=True)
     logf = open(os.path.join(report, "train.log"), "w")
@@ -685,6 +719,7 @@ def main():
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if args.device == "cuda" else torch.autocast("cpu", enabled=False)
 
     curve, window, step, seen, parts = [], [], 0, 0, {}
+    vision_steps, prof, prof_t0 = 0, None, 0.0
     t_train = time.perf_counter()
     t_first = None
     wait, t_ready, skipped = 0.0, time.perf_counter(), 0
@@ -696,11 +731,16 @@ def main():
         progress = max(step / args.steps, elapsed / args.max_seconds)
         for g in opt.param_groups:
             g["lr"] = lr_at(progress, args.lr, args.warmup)
-        seen += len(batch.pop("types"))
+        vision_only = elapsed < args.vision_seconds
+        vision_steps += vision_only
+        n_questions = len(batch.pop("types"))
+        seen += 0 if vision_only else n_questions
+        if args.profile_at and step == args.profile_at:
+            prof, prof_t0 = start_profile(args.device)
         lengths = batch["attention_mask"].sum(1)
         batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()}
         with autocast:
-            loss, answer, aux_losses = step_loss(model, aux, batch, args.aux_weight, lengths)
+            loss, answer, aux_losses = step_loss(model, aux, batch, args.aux_weight, lengths, vision_only)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_([p for _, p in named], 1.0)
@@ -714,14 +754,19 @@ def main():
             opt.step()
         t_ready = time.perf_counter()
         step += 1
-        window.append(answer.detach())  # no sync per step: read at the log lines
+        if prof is not None and step == args.profile_at + 5:
+            stop_profile(prof, prof_t0, args.device, os.path.join(report, "profile.txt"), logf)
+            prof = None
+        if answer is not None:
+            window.append(answer.detach())  # no sync per step: read at the log lines
         for k, v in aux_losses.items():
             parts.setdefault(k, []).append(v.detach())
         if t_first is None:
             t_first = time.perf_counter() - t_train
         if step % args.log_every == 0 or step == 1:
-            avg = torch.stack(window).mean().item()
-            curve.append((step, avg))
+            avg = torch.stack(window).mean().item() if window else float("nan")
+            if window:
+                curve.append((step, avg))
             window = []
             auxs = " ".join(f"{k} {torch.stack(v).mean().item():.3f}" for k, v in parts.items())
             parts = {}
@@ -730,7 +775,8 @@ def main():
     if window:
         curve.append((step, torch.stack(window).mean().item()))
     train_s = time.perf_counter() - t_train
-    log(logf, f"trained {step} steps ({step * args.batch:,} scenes, {seen:,} questions) in {train_s:.1f}s "
+    log(logf, f"trained {step} steps ({step * args.batch:,} scenes, {vision_steps} of the steps vision only; "
+              f"{seen:,} questions) in {train_s:.1f}s "
               f"(first step {t_first or 0:.1f}s, {step / max(train_s, 1e-9):.2f} steps/s)")
     del dl
 

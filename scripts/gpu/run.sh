@@ -351,7 +351,8 @@ fi
 # transformers bf16, fp32 answers against transformers fp32. $OUT: demo-model.tgz.NN (the
 # checkpoint), demo-results.tgz (the training report, answers, the accuracy JSONs), the log.
 # IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH (scenes a step), IRIS_LR,
-# IRIS_MIN_PIXELS, IRIS_AUX (--aux-weight) and IRIS_QUESTIONS (all|one) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
+# IRIS_MIN_PIXELS, IRIS_AUX (--aux-weight), IRIS_QUESTIONS (all|one), IRIS_VISION_S
+# (--vision-seconds: the tower alone first) and IRIS_PROFILE_AT (--profile-at) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
 # tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
 # skips the engine's agreement (a continuation call that carries no iris: tokenizer only).
 # IRIS_CPU=1: a few steps on the CPU.
@@ -366,6 +367,8 @@ demo_phase() {
   [[ -n ${IRIS_MIN_PIXELS:-} ]] && targs+=(--min-pixels "$IRIS_MIN_PIXELS")
   [[ -n ${IRIS_AUX:-} ]] && targs+=(--aux-weight "$IRIS_AUX")
   [[ -n ${IRIS_QUESTIONS:-} ]] && targs+=(--questions "$IRIS_QUESTIONS")
+  [[ -n ${IRIS_VISION_S:-} ]] && targs+=(--vision-seconds "$IRIS_VISION_S")
+  [[ -n ${IRIS_PROFILE_AT:-} ]] && targs+=(--profile-at "$IRIS_PROFILE_AT")
   rm -rf "$model" "$rep" "$held" "$work/init"
   if [[ ${IRIS_INIT:-} == committed ]]; then
     step "the committed demo model as the starting point"
