@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/gpu/env.sh
-out=.carry
+out=${IRIS_CARRY_DIR:-.carry} # another git-ignored .carry-* directory for a second carry
+case $out in .carry | .carry-*) ;; *) echo "prepare: IRIS_CARRY_DIR must be .carry or .carry-<name> (git-ignored)" >&2; exit 2 ;; esac
 rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins" "$out/base"
 flags=(-tags cuda -trimpath -ldflags '-s -w')
 # IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~33 MB):
@@ -18,8 +19,12 @@ flags=(-tags cuda -trimpath -ldflags '-s -w')
 #            set (run.sh throughput, run.sh soak)
 #   internvl the same with the internvl plugin (run.sh internvl 2b|8b|tiny [parity|speed])
 #   demo     iris, accuracy and the qwen2_5_vl plugin (run.sh demo: issue 15's training call)
+#   base     IRIS_BASE's build alone (run.sh base stages it on the machine, where it stays while
+#            the machine is warm: then a throughput call finds it without carrying it; with
+#            IRIS_CARRY_DIR=.carry-base, so that both carries are ready before the first call)
 #   all      (default) everything the other phases use
 phase=${IRIS_PHASE:-all}
+if [[ $phase == base && -z ${IRIS_BASE:-} ]]; then echo "prepare: IRIS_PHASE=base needs IRIS_BASE=<commit>" >&2; exit 2; fi
 if [[ $phase == check || $phase == all ]]; then
   # test binaries keep their source paths: the fixture package finds testdata through them
   go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
@@ -45,14 +50,16 @@ fi
 if [[ $phase == all ]]; then
   go test -c -ldflags '-s -w' -o "$out/bin/imageio.test" ./core/internal/imageio # the host's JPEG decoding
 fi
-cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
-gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
+if [[ $phase != base ]]; then
+  cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
+  gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB
+fi
 # the family plugins `iris bundle build` packs, built from this tree (just plugin <family>)
 plugins=(qwen2_5_vl qwen3_vl internvl)
 [[ $phase == compare || $phase == throughput || $phase == demo ]] && plugins=(qwen2_5_vl)
 [[ $phase == qwen3 ]] && plugins=(qwen3_vl)
 [[ $phase == internvl ]] && plugins=(internvl)
-[[ $phase == check ]] && plugins=()
+[[ $phase == check || $phase == base ]] && plugins=()
 for f in "${plugins[@]}"; do
   (dest=$PWD/$out/plugins && cd "plugins/$f" && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -o "$dest/$f.wasm" .)
 done

@@ -69,7 +69,7 @@ phase=${1:-smoke}
 OUT=${OUT:-/tmp/iris-out}
 mkdir -p "$OUT"
 root=$PWD
-carry=$root/.carry
+carry=$root/${IRIS_CARRY:-.carry} # IRIS_CARRY=.carry-base for `run.sh base` (prepare.sh's IRIS_CARRY_DIR)
 cpu=${IRIS_CPU:-}
 py=${IRIS_PYTHON:-python3}
 if [[ -n ${IRIS_BIN:-} ]]; then
@@ -406,6 +406,23 @@ demo_phase() {
 if [[ $phase == demo ]]; then
   t_end=$((SECONDS + ${IRIS_BUDGET_S:-570}))
   demo_phase
+fi
+
+# ---- base: stage IRIS_BASE's build (IRIS_PHASE=base IRIS_BASE=<commit> IRIS_CARRY_DIR=.carry-base
+# just gpu-bench; carry [".carry-base"], IRIS_CARRY=.carry-base) in /tmp/iris-base, where it stays
+# while the machine is warm: the throughput call that follows (within the tool's idle release, its
+# carry prepared beforehand) serves it beside this build for the c=1 comparison, in one call, which
+# the 64 MiB would not hold with both builds carried.
+if [[ $phase == base ]]; then
+  mkdir -p /tmp/iris-base
+  for f in "$carry"/base/*.xz; do [[ -e $f ]] && xz -dc "$f" >"/tmp/iris-base/$(basename "${f%.xz}")"; done
+  chmod +x /tmp/iris-base/* 2>/dev/null
+  if [[ -x /tmp/iris-base/iris ]]; then
+    ls -la /tmp/iris-base; echo "PASS base staged"
+  else
+    echo "FAIL base: no iris in $carry/base"
+  fi
+  exit 0
 fi
 
 # ---- soak [family] [size]: issue 14's soak on the GPU at full size. The random checkpoint (default
