@@ -55,6 +55,7 @@ brings back at most 8 files of 16 MiB); `cat demo-model.tgz.* | tar xz` restores
 """
 
 import argparse
+import contextlib
 import io
 import json
 import math
@@ -459,12 +460,14 @@ class AuxHeads(torch.nn.Module):
         return losses
 
 
-def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False):
+def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_fp32=False):
     """Cross-entropy on the answer tokens (the logits computed at those positions alone: the full
     [sequences, length, 151936] would be most of a step), plus aux_weight x the auxiliary heads'.
     The tower runs once per scene; each of the scene's questions is a sequence whose image tokens
-    are gathered from its output. vision_only: the tower and the auxiliary heads alone (answer None)."""
-    vis = model.model.visual(batch["pixel_values"], grid_thw=batch["image_grid_thw"]).pooler_output
+    are gathered from its output. vision_only: the tower and the auxiliary heads alone (answer None).
+    vision_fp32: the tower outside bf16 autocast (its residual stream in fp32)."""
+    with torch.autocast(batch["pixel_values"].device.type, enabled=False) if vision_fp32 else contextlib.nullcontext():
+        vis = model.model.visual(batch["pixel_values"], grid_thw=batch["image_grid_thw"]).pooler_output
     if vision_only:
         aux_losses = aux(vis, batch)
         return sum(aux_losses.values()), None, aux_losses
@@ -653,6 +656,9 @@ def main():
     ap.add_argument("--vision-seconds", type=float, default=0,
                     help="train the tower and the auxiliary heads alone for the first this many seconds of "
                          "--max-seconds (no language model: several times the scenes a second), then everything")
+    ap.add_argument("--vision-fp32", action="store_true",
+                    help="run the vision tower outside bf16 autocast (fp32 products, TF32 on CUDA): the tower's "
+                         "shapes learn slowly, and its residual stream is bf16 under autocast")
     ap.add_argument("--profile-at", type=int, default=0,
                     help="profile steps N to N+4 with torch.profiler into REPORT/profile.txt (0: off)")
     ap.add_argument("--init", help="start from this checkpoint's model.safetensors (a previous run's --out) "
@@ -740,7 +746,8 @@ def main():
         lengths = batch["attention_mask"].sum(1)
         batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()}
         with autocast:
-            loss, answer, aux_losses = step_loss(model, aux, batch, args.aux_weight, lengths, vision_only)
+            loss, answer, aux_losses = step_loss(model, aux, batch, args.aux_weight, lengths, vision_only,
+                                                 args.vision_fp32)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_([p for _, p in named], 1.0)

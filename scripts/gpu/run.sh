@@ -352,7 +352,8 @@ fi
 # checkpoint), demo-results.tgz (the training report, answers, the accuracy JSONs), the log.
 # IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH (scenes a step), IRIS_LR,
 # IRIS_MIN_PIXELS, IRIS_AUX (--aux-weight), IRIS_QUESTIONS (all|one), IRIS_VISION_S
-# (--vision-seconds: the tower alone first) and IRIS_PROFILE_AT (--profile-at) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
+# (--vision-seconds: the tower alone first), IRIS_PROFILE_AT (--profile-at) and IRIS_VISION_FP32=1
+# (--vision-fp32) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
 # tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
 # skips the engine's agreement (a continuation call that carries no iris: tokenizer only).
 # IRIS_CPU=1: a few steps on the CPU.
@@ -369,6 +370,7 @@ demo_phase() {
   [[ -n ${IRIS_QUESTIONS:-} ]] && targs+=(--questions "$IRIS_QUESTIONS")
   [[ -n ${IRIS_VISION_S:-} ]] && targs+=(--vision-seconds "$IRIS_VISION_S")
   [[ -n ${IRIS_PROFILE_AT:-} ]] && targs+=(--profile-at "$IRIS_PROFILE_AT")
+  [[ -n ${IRIS_VISION_FP32:-} ]] && targs+=(--vision-fp32)
   rm -rf "$model" "$rep" "$held" "$work/init"
   if [[ ${IRIS_INIT:-} == committed ]]; then
     step "the committed demo model as the starting point"
