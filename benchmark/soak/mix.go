@@ -36,9 +36,9 @@ func Mix(model string, images []Image, question string, maxTokens int) []*Reques
 			}
 			name := fmt.Sprintf("%s/%s/%s", model, im.Name, mode)
 			out = append(out,
-				&Request{Name: name, Kind: Good, Stream: stream, Body: Body(model, []Image{im}, question, Opts{MaxTokens: maxTokens, Stream: stream})},
-				&Request{Name: name + "/short", Kind: Good, Stream: stream, Body: Body(model, []Image{im}, question, Opts{MaxTokens: 2, Stream: stream})},
-				&Request{Name: name + "/cancel", Kind: Cancel, Stream: stream, Body: Body(model, []Image{im}, question, Opts{MaxTokens: max(CancelTokens, maxTokens), Stream: stream})},
+				&Request{Name: name, Kind: Good, Stream: stream, Image: im.Name, Body: Body(model, []Image{im}, question, Opts{MaxTokens: maxTokens, Stream: stream})},
+				&Request{Name: name + "/short", Kind: Good, Stream: stream, Image: im.Name, Body: Body(model, []Image{im}, question, Opts{MaxTokens: 2, Stream: stream})},
+				&Request{Name: name + "/cancel", Kind: Cancel, Stream: stream, Image: im.Name, Body: Body(model, []Image{im}, question, Opts{MaxTokens: max(CancelTokens, maxTokens), Stream: stream})},
 			)
 		}
 	}

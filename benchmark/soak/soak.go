@@ -46,6 +46,7 @@ type Request struct {
 	Kind   Kind
 	Stream bool
 	Body   []byte
+	Image  string // the image's name (Mix sets it for good requests and cancellations)
 	// Status and Answer are what the request got alone (Alone fills them): the answer text of a
 	// 200, the body of a refusal.
 	Status int
@@ -89,8 +90,10 @@ type Result struct {
 	// Alone fails).
 	Status5xx int           `json:"status_5xx"`
 	Duration  time.Duration `json:"duration_ns"`
-	// Latency is the good requests' time from sending to the whole answer.
-	Latency Percentiles `json:"latency_good"`
+	// Latency is the good requests' time from sending to the whole answer; LatencyByImage the
+	// same by Request.Image: whether large images wait behind small ones.
+	Latency        Percentiles            `json:"latency_good"`
+	LatencyByImage map[string]Percentiles `json:"latency_good_by_image,omitempty"`
 }
 
 // OK reports whether every request passed.
@@ -187,6 +190,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Requests: cfg.N, Concurrency: cfg.Concurrency, Counts: map[string]map[string]int{}}
 	var mu sync.Mutex
 	var lat []time.Duration
+	byImage := map[string][]time.Duration{}
 	segment := func(from, to int) {
 		var next atomic.Int64
 		next.Store(int64(from))
@@ -216,6 +220,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 					}
 					if r.Kind == Good && o.fail == "" {
 						lat = append(lat, o.took)
+						if r.Image != "" {
+							byImage[r.Image] = append(byImage[r.Image], o.took)
+						}
 					}
 					mu.Unlock()
 				}
@@ -242,6 +249,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Duration = time.Since(start)
 	res.Latency = percentiles(lat)
+	if len(byImage) > 0 {
+		res.LatencyByImage = make(map[string]Percentiles, len(byImage))
+		for im, d := range byImage {
+			res.LatencyByImage[im] = percentiles(d)
+		}
+	}
 	return res, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,6 +80,16 @@ func TestRealServer(t *testing.T) {
 	}
 	if total != 60 || res.Latency.N != res.Counts["good"]["ok"] {
 		t.Errorf("counted %d requests, %d good latencies; want 60 and %d", total, res.Latency.N, res.Counts["good"]["ok"])
+	}
+	byImage := 0
+	for im, l := range res.LatencyByImage {
+		if !slices.ContainsFunc(images, func(x soak.Image) bool { return x.Name == im }) {
+			t.Errorf("latency of image %q: not one of the mix's images", im)
+		}
+		byImage += l.N
+	}
+	if byImage != res.Latency.N {
+		t.Errorf("%d good latencies by image, %d in all", byImage, res.Latency.N)
 	}
 	if paused != 12 {
 		t.Errorf("OnPause saw %d, want 12", paused)

@@ -271,6 +271,10 @@ func printReport(w io.Writer, rep *report, warm int) {
 	l := res.Latency
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
 	p("  good answers' latency (n=%d): p50 %s, p90 %s, p99 %s, max %s", l.N, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max))
+	for _, im := range slices.Sorted(mapKeys(res.LatencyByImage)) {
+		l := res.LatencyByImage[im]
+		p("    %-28s n=%-4d p50 %s, p99 %s, max %s", im, l.N, ms(l.P50), ms(l.P99), ms(l.Max))
+	}
 	p("  5xx %d, failures %d", res.Status5xx, res.Failed)
 	for _, f := range res.Failures {
 		p("    %s", f)
