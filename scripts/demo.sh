@@ -31,16 +31,27 @@ for line in open(sys.argv[1]):
     if r["index"] == int(sys.argv[2]):
         print(r["type"] + "\t" + r["question"] + "\t" + r["answer"])' "$held/scenes.jsonl" "$scene" >"$work/qa.tsv"
 echo "== asking $(basename "$bundle") about held-out scene $scene ($scene_png: $(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(24); print("%dx%d" % struct.unpack(">II", d[16:24]))' "$scene_png")) through the OpenAI API"
+ask_json() { # the answer text of one question, from `iris ask --json`
+  "$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --image "$scene_png" --max-tokens 8 --json "$1" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"]["content"])'
+}
 first=1
 while IFS=$'\t' read -r type q answer; do
   if ((first)); then
-    "$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --image "$scene_png" --max-tokens 8 "$q"
-    got=$("$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --image "$scene_png" --max-tokens 8 --json "$q" |
-      python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"]["content"])')
+    # the first question once, in full (usage, image, stages); its answer read from that output
+    # (a Go-quoted string, JSON for these answers; asked again as JSON if not)
+    out=$("$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --image "$scene_png" --max-tokens 8 "$q")
+    printf '%s\n' "$out"
+    got=$(printf '%s\n' "$out" | python3 -c 'import json,sys
+for line in sys.stdin:
+    if line.startswith("answer:"):
+        print(json.loads(line.split(":", 1)[1].strip()))
+        break
+else:
+    sys.exit(1)' 2>/dev/null) || got=$(ask_json "$q")
     first=0
   else
-    got=$("$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --image "$scene_png" --max-tokens 8 --json "$q" |
-      python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["message"]["content"])')
+    got=$(ask_json "$q")
   fi
   mark=correct
   [[ $got == "$answer" ]] || mark=WRONG
