@@ -419,7 +419,8 @@ def check_fast_attention(model, collate, device, logf):
     """The fast paths equal the stock ones on a few scenes (fp32): the vision tower's output with the
     padded attention and the cached indices, and the collate's M-RoPE ids against the model's."""
     threads = torch.get_num_threads()
-    batch = collate([dict(Examples(99, 4, None)[i], qa=Examples(99, 4, None)[i]["qa"][:1]) for i in range(4)])
+    scenes_ = Examples(99, 4, None)
+    batch = collate([dict(item, qa=item["qa"][:1]) for item in (scenes_[i] for i in range(4))])
     torch.set_num_threads(threads)  # the collate set one thread, as for its workers
     pixels, grid = batch["pixel_values"].to(device), batch["image_grid_thw"].to(device)
     was = model.training
