@@ -415,12 +415,19 @@ fi
 # while the machine is warm: the throughput call that follows (within the tool's idle release, its
 # carry prepared beforehand) serves it beside this build for the c=1 comparison, in one call, which
 # the 64 MiB would not hold with both builds carried.
+# unpack_base: the carried base build (.carry*/base) into $base (kept while the machine is warm).
+base=/tmp/iris-base
+unpack_base() {
+  mkdir -p "$base"
+  local f
+  for f in "$carry"/base/*.gz; do [[ -e $f ]] && gunzip -c "$f" >"$base/$(basename "${f%.gz}")"; done
+  for f in "$carry"/base/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$base/$(basename "${f%.xz}")"; done
+  chmod +x "$base"/* 2>/dev/null
+}
 if [[ $phase == base ]]; then
-  mkdir -p /tmp/iris-base
-  for f in "$carry"/base/*.xz; do [[ -e $f ]] && xz -dc "$f" >"/tmp/iris-base/$(basename "${f%.xz}")"; done
-  chmod +x /tmp/iris-base/* 2>/dev/null
-  if [[ -x /tmp/iris-base/iris ]]; then
-    ls -la /tmp/iris-base; echo "PASS base staged"
+  unpack_base
+  if [[ -x $base/iris ]]; then
+    ls -la "$base"; echo "PASS base staged"
   else
     echo "FAIL base: no iris in $carry/base"
   fi
@@ -504,11 +511,7 @@ if [[ $phase == full ]]; then
 fi
 
 if [[ $phase == compare ]]; then
-  base=/tmp/iris-base
-  mkdir -p "$base"
-  for f in "$carry"/base/*.gz; do [[ -e $f ]] && gunzip -c "$f" >"$base/$(basename "${f%.gz}")"; done
-  for f in "$carry"/base/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$base/$(basename "${f%.xz}")"; done
-  chmod +x "$base"/* 2>/dev/null
+  unpack_base
   if [[ ! -x $base/iris || ! -x $base/gpucheck ]]; then echo "FAIL compare: no base binaries in .carry/base"; exit 1; fi
   if [[ -z ${IRIS_COMPARE_SPEED:-} ]]; then # IRIS_COMPARE_SPEED=1: timings only
     step "fp32 reference of transformers (9 cases x 32 tokens) and this build's parity"
@@ -607,10 +610,7 @@ if [[ $phase == throughput ]]; then
     step "fp32: scheduled = alone, batch = single and batched vision = alone on the GPU (tiny fixtures)"
     (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 120 "$bin/cuda.test" -test.run 'TestBatchEqualsSingle|TestVisionBatch' -test.count 1 | tail -3)
   fi
-  base=/tmp/iris-base
-  mkdir -p "$base"
-  for f in "$carry"/base/*.xz; do [[ -e $f ]] && xz -dc "$f" >"$base/$(basename "${f%.xz}")"; done
-  chmod +x "$base"/* 2>/dev/null
+  unpack_base
   step "bundles (this build; the base build when carried)"
   for who in new base; do
     b=$bin; [[ $who == base ]] && b=$base
