@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -276,7 +277,13 @@ func (p *Plugin) fail(op string, in *instance, err error) error {
 	} else if code == CodeTrap && strings.Contains(err.Error(), "out of memory") {
 		code = CodeOutOfMemory // a start-up that ran out of memory; newInstance added the output
 	}
-	p.host.log.Warn("plugin call failed", "plugin", p.name, "op", op, "code", code, "err", err)
+	// A client that hung up cancels its request's plugin call: routine under load (the H200 soak
+	// logged one warning per cancelled request), not a plugin fault.
+	level := slog.LevelWarn
+	if code == CodeCanceled {
+		level = slog.LevelDebug
+	}
+	p.host.log.Log(context.Background(), level, "plugin call failed", "plugin", p.name, "op", op, "code", code, "err", err)
 	return &Error{Plugin: p.name, Op: op, Code: code, Err: err}
 }
 

@@ -1,9 +1,11 @@
 package plugin_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,7 +234,8 @@ func TestOlderMinorPlugin(t *testing.T) {
 }
 
 func TestDeadlinesAndCancellation(t *testing.T) {
-	h := plugintest.NewHost(t, plugin.Options{})
+	var logs bytes.Buffer // the calls below run one at a time: no lock needed
+	h := plugintest.NewHost(t, plugin.Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	p := plugintest.Load(t, h, "abuse", modules["abuse"], plugin.Limits{Timeout: 100 * time.Millisecond})
 	if _, err := p.Plan(context.Background(), img, mode("loop")); plugin.CodeOf(err) != plugin.CodeTimeout {
 		t.Errorf("bundle timeout: %v", err)
@@ -249,6 +252,21 @@ func TestDeadlinesAndCancellation(t *testing.T) {
 		t.Errorf("caller cancel: %v", err)
 	}
 	mustPlan(t, p)
+	// a timeout is worth a warning; a caller that hung up is routine (debug)
+	levels := map[string]string{}
+	for line := range strings.Lines(logs.String()) {
+		if !strings.Contains(line, "plugin call failed") {
+			continue
+		}
+		for _, code := range []string{plugin.CodeTimeout, plugin.CodeCanceled} {
+			if strings.Contains(line, "code="+code) {
+				levels[code] = strings.Fields(strings.SplitN(line, "level=", 2)[1])[0]
+			}
+		}
+	}
+	if levels[plugin.CodeTimeout] != "WARN" || levels[plugin.CodeCanceled] != "DEBUG" {
+		t.Errorf("log levels by code %v, want %s WARN and %s DEBUG\n%s", levels, plugin.CodeTimeout, plugin.CodeCanceled, logs.String())
+	}
 }
 
 // TestHammer keeps concurrent good calls succeeding while other goroutines throw every attack at
