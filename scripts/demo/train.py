@@ -803,6 +803,9 @@ def main():
     loss_png(os.path.join(report, "loss.png"), curve,
              f"demo model: training loss ({step} steps, batch {args.batch}, {args.device})")
 
+    if args.device == "cuda":  # the fp32 reference in fp32 products, not TF32 (training's setting)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     t0 = time.perf_counter()
     acc, rows = evaluate(args.out, args.device, args.eval_seed, args.eval_count, args.eval_batch, logf)
     eval_s = time.perf_counter() - t0
