@@ -250,8 +250,9 @@ class Collate:
         grids = px["image_grid_thw"]
         seqs, labels, seq_grids, gather, types = [], [], [], [], []
         aux = {k: [] for k in AUX}
+        aux["scene"] = []
         offset = 0
-        for item, g in zip(batch, grids):
+        for si, (item, g) in enumerate(zip(batch, grids)):
             mh, mw = int(g[1]) // 2, int(g[2]) // 2
             n = int(g.prod()) // 4
             for typ, q, a in item["qa"]:
@@ -263,6 +264,7 @@ class Collate:
                 types.append(typ)
             for k, v in token_labels(item, mh, mw).items():
                 aux[k].append(v)
+            aux["scene"].append(torch.full((n,), si, dtype=torch.long))  # the pooled sign head's groups
             offset += n
         L = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), L), PAD, dtype=torch.long)
@@ -446,11 +448,16 @@ class AuxHeads(torch.nn.Module):
     token's shape, colour, sign word, horizontal half and object centre. One answer is a few tokens
     of signal per scene; these give the tower a label per token, so it learns to see the shapes
     before the language model learns to ask about them. Never saved: the checkpoint is the stock
-    architecture."""
+    architecture.
+
+    sign_word: the word of a scene's sign from the mean of its sign's tokens. A token holds a
+    letter or two of the word ("PU" of PUSH and of PULL), so the per-token sign head cannot tell
+    the words apart; their mean, what an attention head of the language model can read, can."""
 
     def __init__(self, width):
         super().__init__()
         self.proj = torch.nn.Linear(width, sum(AUX.values()))
+        self.pool = torch.nn.Linear(width, len(SIGN_WORDS))
 
     def forward(self, tokens, batch):
         logits = self.proj(tokens).float()
@@ -458,10 +465,30 @@ class AuxHeads(torch.nn.Module):
         for name, n in AUX.items():
             losses[name] = torch.nn.functional.cross_entropy(logits[:, k: k + n], batch["aux_" + name])
             k += n
+        losses["sign_word"] = self.sign_word(tokens.float(), batch["aux_sign"], batch["aux_scene"],
+                                             batch["image_grid_thw"].shape[0])
         return losses
 
+    def sign_word(self, tokens, word, scene, scenes_n):
+        """Mean cross-entropy over the scenes with a sign (0 when none has one), without a host
+        sync: masks and index_add instead of boolean indexing."""
+        on = (word > 0).to(tokens.dtype)
+        pooled = tokens.new_zeros(scenes_n, tokens.shape[1]).index_add_(0, scene, tokens * on[:, None])
+        count = tokens.new_zeros(scenes_n).index_add_(0, scene, on)
+        target = torch.zeros(scenes_n, dtype=torch.long, device=tokens.device).scatter_reduce_(
+            0, scene, word, reduce="amax")  # every sign token of a scene holds the same word
+        has = (count > 0).to(tokens.dtype)
+        ce = torch.nn.functional.cross_entropy(self.pool(pooled / count.clamp(min=1)[:, None]),
+                                               (target - 1).clamp(min=0), reduction="none")
+        return (ce * has).sum() / has.sum().clamp(min=1)
 
-def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_fp32=False):
+
+def aux_total(losses, weights):
+    """The auxiliary heads' losses summed, each times its weight (--aux-head-weights; default 1)."""
+    return sum(weights.get(k, 1.0) * v for k, v in losses.items())
+
+
+def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_fp32=False, head_weights=None):
     """Cross-entropy on the answer tokens (the logits computed at those positions alone: the full
     [sequences, length, 151936] would be most of a step), plus aux_weight x the auxiliary heads'.
     The tower runs once per scene; each of the scene's questions is a sequence whose image tokens
@@ -471,7 +498,7 @@ def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_
         vis = model.model.visual(batch["pixel_values"], grid_thw=batch["image_grid_thw"]).pooler_output
     if vision_only:
         aux_losses = aux(vis, batch)
-        return sum(aux_losses.values()), None, aux_losses
+        return aux_total(aux_losses, head_weights or {}), None, aux_losses
     ids = batch["input_ids"]
     emb = model.model.language_model.embed_tokens(ids)
     image = (ids == IMAGE_PAD).unsqueeze(-1).expand_as(emb)
@@ -494,7 +521,7 @@ def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_
         count = count + keep.sum()
     answer = total_loss / count.clamp(min=1)
     aux_losses = aux(vis, batch) if aux is not None else {}
-    total = answer + aux_weight * sum(aux_losses.values()) if aux_losses else answer
+    total = answer + aux_weight * aux_total(aux_losses, head_weights or {}) if aux_losses else answer
     return total, answer, aux_losses
 
 
@@ -654,6 +681,9 @@ def main():
                     help="per scene: every question (the tower runs once for all of them) or one")
     ap.add_argument("--aux-weight", type=float, default=0.5,
                     help="weight of the auxiliary per-token heads' loss (0: answers only)")
+    ap.add_argument("--aux-head-weights", default="",
+                    help="per-head multipliers of the auxiliary loss, e.g. sign=4,sign_word=4 (heads: "
+                         f"{', '.join(list(AUX) + ['sign_word'])}; default 1 each)")
     ap.add_argument("--vision-seconds", type=float, default=0,
                     help="train the tower and the auxiliary heads alone for the first this many seconds of "
                          "--max-seconds (no language model: several times the scenes a second), then everything")
@@ -667,6 +697,15 @@ def main():
     args = ap.parse_args()
     if args.vision_seconds > 0 and args.aux_weight <= 0:
         ap.error("--vision-seconds trains the auxiliary heads: it needs --aux-weight > 0")
+    head_weights = {}
+    for part in filter(None, args.aux_head_weights.split(",")):
+        name, _, value = part.partition("=")
+        if name not in list(AUX) + ["sign_word"]:
+            ap.error(f"--aux-head-weights: no head {name!r} (heads: {', '.join(list(AUX) + ['sign_word'])})")
+        try:
+            head_weights[name] = float(value)
+        except ValueError:
+            ap.error(f"--aux-head-weights: {part!r} is not head=number")
     report = args.report or args.out.rstrip("/") + "-report"
     os.makedirs(report, exist_ok=True)
     logf = open(os.path.join(report, "train.log"), "w")
@@ -748,7 +787,7 @@ def main():
         batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()}
         with autocast:
             loss, answer, aux_losses = step_loss(model, aux, batch, args.aux_weight, lengths, vision_only,
-                                                 args.vision_fp32)
+                                                 args.vision_fp32, head_weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_([p for _, p in named], 1.0)
