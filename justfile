@@ -52,7 +52,7 @@ serve-demo addr="127.0.0.1:8080": build plugins
     exec bin/iris serve --bundle .build/bundles/demo --bundle .build/bundles/demo-qwen3 --bundle .build/bundles/random --addr {{addr}}
 
 # The demo bundles: `demo`, the trained tiny Qwen2.5-VL (scripts/demo/model, docs/demo-model.md);
-# `random`, the committed random-weight fixture (the OpenAI and AIPerf suites need answers that run
+# `random`, the seeded random-weight fixture (the OpenAI and AIPerf suites need answers that run
 # to max_tokens); `demo-qwen3`, a seeded random-weight Qwen3-VL (the served golden's).
 demo-bundle: build plugins demo-model
     rm -rf .build/bundles/demo .build/bundles/random .build/bundles/demo-qwen3 .build/models/qwen3-seeded

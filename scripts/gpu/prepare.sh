@@ -11,7 +11,7 @@ out=${IRIS_CARRY_DIR:-.carry} # another git-ignored .carry-* directory for a sec
 case $out in .carry | .carry-*) ;; *) echo "prepare: IRIS_CARRY_DIR must be .carry or .carry-<name> (git-ignored)" >&2; exit 2 ;; esac
 rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins" "$out/base"
 flags=(-tags cuda -trimpath -ldflags '-s -w')
-# IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~33 MB):
+# IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~23 MB):
 #   check    the test binaries of the cuda packages (run.sh check)
 #   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare)
 #   qwen3    iris, gpucheck, httpbench and the qwen3_vl plugin (run.sh qwen3 2b|8b|tiny, run.sh vl)

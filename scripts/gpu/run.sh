@@ -113,7 +113,8 @@ if [[ -f $carry/tokenizer/tokenizer.json.gz && -z $cpu ]]; then
   mkdir -p "$root/.build/tokenizer/qwen3" && cp "$carry/tokenizer/tokenizer_config.json" "$root/.build/tokenizer/qwen3/"
   gunzip -c "$carry/tokenizer/tokenizer.json.gz" >"$root/.build/tokenizer/qwen3/tokenizer.json"
 fi
-# the fixtures' weights travel xz-compressed (scripts/unpack-fixtures.sh)
+# the fixtures' weights are not carried: scripts/unpack-fixtures.sh writes them from their seeded
+# manifests with $IRIS_PYTHON (python3) and numpy (no Go here), checking the committed sha256
 bash "$root/scripts/unpack-fixtures.sh" || echo "FAIL unpack-fixtures"
 tiny=$root/core/internal/engine/testdata/qwen2_5_vl
 template=$tiny/tiny-untied

@@ -1,5 +1,4 @@
-# Sourced by the scripts that unpack committed xz files (scripts/unpack-fixtures.sh,
-# scripts/demo/unpack.sh).
+# Sourced by the scripts that unpack committed xz files (scripts/demo/unpack.sh).
 command -v xz >/dev/null || { echo "$(basename "$0"): needs xz (xz-utils)" >&2; exit 1; }
 
 # unxz_checked SRC.xz SHA256 OUT: decompresses SRC.xz into OUT (written beside it, renamed at the

@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_preprocess import FAMILIES  # noqa: E402 (the hub's processor settings and template)
 from golden_internvl import PREPROCESSOR as INTERNVL_PREPROCESSOR  # noqa: E402
 from golden_internvl import PROCESSOR as INTERNVL_PROCESSOR  # noqa: E402
-from make_sweep import seeded_tensor  # noqa: E402 (the seeded weight rule, shared with Go)
+from seeded import seeded_tensor  # noqa: E402 (the seeded weight rule, shared with Go)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TESTDATA = os.path.join(ROOT, "core", "internal", "engine", "testdata")

@@ -13,7 +13,14 @@ What it writes (families.md §1.6; every file small, the repo must stay small):
                   preprocessor_config.json, chat_template.{jinja,json}, tokenizer_config.json and
                   tokenizer.json. tokenizer.json (11 MB) is a relative symlink to
                   .build/tokenizer/qwen3/tokenizer.json, which `just setup` fetches with a pinned digest.
-  tiny-tied/      the same with text hidden 16 and tie_word_embeddings=True (no lm_head.weight).
+                  model.safetensors (20 MB) is not committed: its weights are seeded (save_model).
+  tiny-tied/      the same with text hidden 16 and tie_word_embeddings=True (no lm_head.weight;
+                  model.safetensors 5.3 MB).
+  seeded/<model>.json, seeded/<model>.safetensors.sha256
+                  the weights' manifest (seed, tensor names and shapes in file order) and the
+                  sha256 of model.safetensors. Every value is seeded.py's rule (the shape sweeps'),
+                  rounded to bf16; scripts/unpack-fixtures.sh (`just setup`) writes the files from
+                  the manifests, with Go or with numpy (seeded.py), the same bytes.
   cases/          one image (.png), its question and the processor's outputs per case: input_ids,
                   mm_token_type_ids, image_grid_thw, the reference 3-D positions and rope_delta
                   (.json), and pixel_values (.pixels.gz, see write_pixels).
@@ -33,6 +40,7 @@ import os
 import shutil
 import struct
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -46,6 +54,9 @@ from transformers import (
     Qwen2VLVideoProcessor,
     AutoTokenizer,
 )
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import seeded  # noqa: E402 (the seeded weight rule and the bf16 writer, shared with Go)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOKENIZER_DIR = os.path.join(ROOT, ".build", "tokenizer", "qwen3")
@@ -109,6 +120,14 @@ CASES = [
 ]
 
 TIED_CASES = ["square_56", "rect_320x240", "partial_406x238"]
+
+# The seed of each fixture model's weights (seeded.py). Chosen for healthy greedy margins: 1234 and
+# 1235 (untied) and 4321 (tied) gave a case a top-1/top-2 gap of about 1e-3, 4323 (tied) an answer of
+# 3 distinct tokens; with these the smallest gap is about 8e-3 (the engine's logit error is ~1e-5).
+SEEDS = {"tiny-untied": 1236, "tiny-tied": 4324}
+# A case whose greedy margin is below this would make token parity a coin toss (and any bf16 or
+# kernel-order difference a token flip); refuse it, and pick another seed.
+MIN_MARGIN = 5e-3
 
 
 def tiny_config(hidden, heads, kv_heads, mrope, tie, init_range):
@@ -237,8 +256,30 @@ def write_bundle_files(model_dir):
     os.symlink(os.path.relpath(os.path.join(TOKENIZER_DIR, "tokenizer.json"), model_dir), link)
 
 
-def save_model(model, model_dir):
-    """Save the model in bf16 in the real HF layout and return the fp32 reference loaded from it."""
+def read_header(path):
+    """The safetensors file's first bytes (length and header) and its tensors [(name, shape)] in
+    file order, all of them bf16."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        raw = f.read(n)
+    entries = {k: v for k, v in json.loads(raw).items() if k != "__metadata__"}
+    if any(v["dtype"] != "BF16" for v in entries.values()):
+        raise SystemExit(f"{path}: not every tensor is BF16")
+    order = sorted(entries, key=lambda k: entries[k]["data_offsets"][0])
+    return struct.pack("<Q", n) + raw, [(k, entries[k]["shape"]) for k in order]
+
+
+def save_model(model, model_dir, seed):
+    """Save the model in bf16 in the real HF layout with seeded weights and return the fp32
+    reference loaded from it.
+
+    save_pretrained names the tensors and writes config.json; its random values are then replaced
+    by the seeded ones (seeded.py: the sweep's rule, each value rounded to bf16), written by the
+    same numpy writer as scripts/unpack-fixtures.sh uses. The script checks that the writer's
+    header is the one save_pretrained wrote, and that transformers saves the seeded model as the
+    very same bytes, before it records the manifest (seeded/<model>.json) and the sha256
+    (seeded/<model>.safetensors.sha256) both writers are held to.
+    """
     if os.path.isdir(model_dir):
         shutil.rmtree(model_dir)
     os.makedirs(model_dir)
@@ -248,6 +289,30 @@ def save_model(model, model_dir):
         if os.path.exists(p):
             os.remove(p)
     write_bundle_files(model_dir)
+
+    name = os.path.basename(model_dir)
+    st = os.path.join(model_dir, "model.safetensors")
+    head, tensors = read_header(st)
+    if seeded.safetensors_header(tensors) != head:
+        raise SystemExit(f"{name}: seeded.safetensors_header differs from save_pretrained's header")
+    sha = seeded.write_bf16(st, seed, tensors)
+    with tempfile.TemporaryDirectory() as tmp:
+        Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.bfloat16).save_pretrained(tmp)
+        with open(os.path.join(tmp, "model.safetensors"), "rb") as a, open(st, "rb") as b:
+            if a.read() != b.read():
+                raise SystemExit(f"{name}: transformers saves the seeded weights as other bytes than seeded.py")
+    os.makedirs(seeded.SEEDED, exist_ok=True)
+    with open(os.path.join(seeded.SEEDED, name + ".json"), "w") as f:
+        f.write(f'{{\n "model": "{name}",\n "generator": "scripts/reference/make_fixtures.py",\n')
+        f.write(f' "rule": "scripts/reference/seeded.py seeded_tensor, rounded to bfloat16 (nearest, ties to even)",\n')
+        f.write(f' "seed": {seed},\n "dtype": "BF16",\n "tensors": [\n')
+        f.write(",\n".join(f'  {{"name": "{t}", "shape": {json.dumps(list(shape))}}}' for t, shape in tensors))
+        f.write("\n ]\n}\n")
+    with open(os.path.join(seeded.SEEDED, name + ".safetensors.sha256"), "w") as f:
+        f.write(f"{sha}  {name}/model.safetensors\n")
+    if seeded.read_manifest(name)["tensors"] != [{"name": t, "shape": list(s)} for t, s in tensors]:
+        raise SystemExit(f"{name}: the manifest does not read back")
+
     ref = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
     return ref
 
@@ -388,31 +453,40 @@ def golden_for(model, inputs):
     }
 
 
+def checked(g, model, case):
+    """The golden of one case, refused when its greedy answer is degenerate or a coin toss."""
+    if g["min_margin"] < MIN_MARGIN:
+        raise SystemExit(f"{model} {case}: greedy margin {g['min_margin']:.3g} below {MIN_MARGIN}")
+    if len(set(g["tokens"])) < MAX_NEW_TOKENS // 3:
+        raise SystemExit(f"{model} {case}: degenerate greedy answer {g['tokens']}")
+    g["case"] = case
+    return g
+
+
 def make_tiny(processor, lut):
     cases_dir = os.path.join(OUT, "cases")
     golden_dir = os.path.join(OUT, "golden")
-    for d in (cases_dir, golden_dir):
-        if os.path.isdir(d):
-            shutil.rmtree(d)
-        os.makedirs(d)
+    # golden/ keeps its other files (golden_logprobs.py's, which `just fixtures` regenerates next).
+    if os.path.isdir(cases_dir):
+        shutil.rmtree(cases_dir)
+    os.makedirs(cases_dir)
+    os.makedirs(golden_dir, exist_ok=True)
 
-    # initializer_range 0.1 rather than 0.02: with 0.02 attention is nearly uniform, positions
-    # barely matter, and permuting the mrope sections moves the logits by < 1e-4 (undetectable).
-    # With 0.1 that permutation moves them by ~1e-2 and window-vs-full attention by ~5e-2.
-    torch.manual_seed(1234)
+    # The weights are seeded (save_model), so initializer_range only stays in config.json. The
+    # rule's scales (matrices u * sqrt(3 / fan_in): q and k of unit-variance rows) keep attention far
+    # from uniform, so positions matter: permuting the mrope sections or window-vs-full attention
+    # moves the logits well above the engine's error. A tied model needs the rule's zero-mean
+    # final norm gain: with a positive one every token predicts itself (families.md §0.3-8).
     untied = save_model(
         Qwen2_5_VLForConditionalGeneration(tiny_config(32, 2, 1, [2, 3, 3], False, 0.1)).eval(),
         os.path.join(OUT, "tiny-untied"),
+        SEEDS["tiny-untied"],
     )
-    # A tiny tied model greedily repeats one token (families.md §0.3-8): in 16 dimensions the few
-    # longest embedding rows win every argmax. Rows of equal norm and a larger initializer_range
-    # give varied tokens.
-    torch.manual_seed(4321)
-    tied = Qwen2_5_VLForConditionalGeneration(tiny_config(16, 2, 1, [1, 1, 2], True, 0.3)).eval()
-    with torch.no_grad():
-        emb = tied.model.language_model.embed_tokens.weight
-        emb.copy_(emb / emb.norm(dim=1, keepdim=True) * 2.0)
-    tied = save_model(tied, os.path.join(OUT, "tiny-tied"))
+    tied = save_model(
+        Qwen2_5_VLForConditionalGeneration(tiny_config(16, 2, 1, [1, 1, 2], True, 0.3)).eval(),
+        os.path.join(OUT, "tiny-tied"),
+        SEEDS["tiny-tied"],
+    )
 
     # A reload through AutoProcessor must reproduce the processor built in code.
     reloaded = AutoProcessor.from_pretrained(os.path.join(OUT, "tiny-untied"))
@@ -433,13 +507,11 @@ def make_tiny(processor, lut):
             json.dump(case, f, indent=1, ensure_ascii=False)
             f.write("\n")
         index.append(name)
-        g = golden_for(untied, inputs)
-        g["case"] = name
+        g = checked(golden_for(untied, inputs), "tiny-untied", name)
         golden["tiny-untied"].append(g)
         print(f"untied {name}: grid {case['image_grid_thw']} margin {g['min_margin']:.3g} tokens {g['tokens'][:8]}...")
         if name in TIED_CASES:
-            g = golden_for(tied, inputs)
-            g["case"] = name
+            g = checked(golden_for(tied, inputs), "tiny-tied", name)
             golden["tiny-tied"].append(g)
             print(f"tied   {name}: margin {g['min_margin']:.3g} tokens {g['tokens'][:8]}...")
 

@@ -11,28 +11,14 @@ this: it reads the goldens, regenerates each checkpoint with the same generator 
 (core/internal/engine/fixture/seeded.go) and compares the engine with the outputs recorded here.
 
 Why seeded: a checkpoint with the real 151936-token vocabulary is 10-100 MB, and a sweep needs a
-dozen of them; the generator below is a few lines in both languages and bit-identical in both.
+dozen of them; the generator (seeded.py) is a few lines in both languages and bit-identical in both.
 
-  u(name, i) = top 24 bits of splitmix64((seed ^ fnv1a64(name)) + i), mapped to [-1, 1) exactly
-  value      = 0.05u                       biases
-               u * sqrt(3)                 the final RMSNorm gain (model.norm.weight, Qwen3-VL's
-                                           model.language_model.norm.weight): zero-mean, because
-                                           with a positive gain a tied model's hidden state, which
-                                           holds the input token's own embedding, makes every token
-                                           predict itself (greedy answers of one repeated token)
-               1 + 0.1u                    the other 1-D weights (RMSNorm and LayerNorm gains,
-                                           Qwen3-VL's q_norm and k_norm)
-               u * sqrt(3)                 embed_tokens (unit-variance rows)
-               0.5u                        InternViT's cls_token and position_embeddings (the
-                                           fan-in rule would make a position table of 1025 rows
-                                           vanish next to the patches)
-               u * 4 * sqrt(3 / hidden)    lm_head: logits of std ~4, as tied ones have, so greedy
-                                           margins stay far above float32 rounding
-               u * sqrt(3 / fan_in)        other matrices, fan_in = product of the dims after the
-                                           first (unit-variance outputs from unit-variance inputs;
-                                           Qwen3-VL's pos_embed.weight, 2-D, takes this rule too)
+  u(name, i) = top 24 bits of splitmix64((seed ^ fnv1a64(name)) + i), mapped to [-1, 1) exactly,
+  times a per-tensor scale (norm gains 1 + 0.1u, biases 0.05u, matrices u * sqrt(3 / fan_in), a
+  zero-mean final norm gain, ...): seeded.py, the module shared with make_fixtures.py and
+  golden_served.py, has the table and why each scale.
 
-all in float32 with one rounding per operation. Pixel values use the same generator under the
+The sweep checkpoints store the float32 values (F32). Pixel values use the same generator under the
 name "pixels/<image>" with value 0.15 + 1.95u (the range of normalised CLIP pixels): rows of
 channels x frames x patch x patch values, for InternVL the rows of its 448-pixel tiles (Grid.T
 tiles of 32x32 patches in raster order, 3 x 14 x 14 values a row), which the script reassembles
@@ -81,6 +67,7 @@ from transformers import (
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_preprocess import QWEN2_VL_TEMPLATE, QWEN3_VL_TEMPLATE  # noqa: E402 (the chat templates)
+from seeded import seeded_pixels, seeded_tensor  # noqa: E402 (the seeded rule, shared with Go)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOKENIZER_DIR = os.path.join(ROOT, ".build", "tokenizer", "qwen3")
@@ -218,61 +205,6 @@ INTERNVL_MODELS = [
     ("g2-h60-d12", (3, 6, 3, 12, 60, 109, 1e6, False), (2, 3, 8, 70, 1e-6)),
     ("g3-h54b", (2, 9, 3, None, 54, 83, 1e6, True), (2, 7, 4, 59, 1e-6)),
 ]
-
-M64 = (1 << 64) - 1
-
-# The final RMSNorm gain, zero-mean (see the module doc), by checkpoint layout.
-FINAL_NORMS = ("model.norm.weight", "model.language_model.norm.weight", "language_model.model.norm.weight")
-LM_HEADS = ("lm_head.weight", "language_model.lm_head.weight")
-
-
-def fnv1a64(s):
-    h = 0xCBF29CE484222325
-    for b in s.encode():
-        h = ((h ^ b) * 0x100000001B3) & M64
-    return h
-
-
-def uniform(seed, name, n):
-    """n values u in [-1, 1), exact multiples of 2^-23 (see the module doc)."""
-    key = np.uint64((seed ^ fnv1a64(name)) & M64)
-    out = np.empty(n, dtype=np.float32)
-    chunk = 1 << 22
-    for lo in range(0, n, chunk):
-        z = np.arange(lo, min(n, lo + chunk), dtype=np.uint64) + key  # wraps mod 2^64
-        z += np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-        top = (z >> np.uint64(40)).astype(np.int64) - (1 << 23)
-        out[lo : lo + len(z)] = top.astype(np.float32) / np.float32(1 << 23)
-    return out
-
-
-def seeded_tensor(seed, name, shape):
-    u = uniform(seed, name, int(np.prod(shape)))
-    if name.endswith(".bias"):
-        v = np.float32(0.05) * u
-    elif name in FINAL_NORMS:
-        v = np.float32(math.sqrt(3.0)) * u
-    elif name.endswith("embeddings.cls_token") or name.endswith("embeddings.position_embeddings"):
-        v = np.float32(0.5) * u
-    elif len(shape) == 1:
-        v = np.float32(1) + np.float32(0.1) * u
-    elif name.endswith("embed_tokens.weight"):
-        v = np.float32(math.sqrt(3.0)) * u
-    elif name in LM_HEADS:
-        v = np.float32(4 * math.sqrt(3.0 / shape[1])) * u
-    else:
-        fan_in = int(np.prod(shape[1:]))
-        v = np.float32(math.sqrt(3.0 / fan_in)) * u
-    return v.astype(np.float32).reshape(shape)
-
-
-def seeded_pixels(seed, image, rows, cols):
-    u = uniform(seed, "pixels/" + image, rows * cols)
-    return (np.float32(1.95) * u + np.float32(0.15)).astype(np.float32).reshape(rows, cols)
-
 
 def sha256_f32(a):
     return hashlib.sha256(np.ascontiguousarray(a, dtype="<f4").tobytes()).hexdigest()
