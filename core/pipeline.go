@@ -419,6 +419,21 @@ func registerScheduler(reg prometheus.Registerer, s *engine.Scheduler) error {
 			Help:        "Wall time of the engine's scheduler loop by phase: gather (waiting for the running requests' next inputs: the device idles), vision, prefill, decode.",
 			ConstLabels: prometheus.Labels{"phase": phase},
 		}, func() float64 { return s.Stats().Spent[i].Seconds() }))
+		if phase == "gather" {
+			continue
+		}
+		for c, class := range engine.BatchClasses {
+			labels := prometheus.Labels{"phase": phase, "batch": class}
+			collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "iris_engine_batch_passes_total",
+				Help:        "The scheduler's passes by phase and batch size (vision: the images of a round), in classes of powers of two.",
+				ConstLabels: labels,
+			}, func() float64 { return float64(s.Stats().ByBatch[i][c].Passes) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "iris_engine_batch_seconds_total",
+				Help:        "Their wall time: over iris_engine_batch_passes_total, the mean pass of a phase at a batch size (a decode pass is bound by reading the weights, so it should cost about the same at 1 and at 32).",
+				ConstLabels: labels,
+			}, func() float64 { return s.Stats().ByBatch[i][c].Spent.Seconds() }))
+		}
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

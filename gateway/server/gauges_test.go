@@ -239,6 +239,10 @@ func TestRealModelMetrics(t *testing.T) {
 			`iris_engine_seconds_total{bundle="tiny-untied",phase="vision"}`,
 			`iris_engine_seconds_total{bundle="tiny-untied",phase="prefill"}`,
 			`iris_engine_seconds_total{bundle="tiny-untied",phase="decode"}`,
+			// one request: its passes are batches of one
+			`iris_engine_batch_passes_total{batch="1",bundle="tiny-untied",phase="decode"}`,
+			`iris_engine_batch_seconds_total{batch="1",bundle="tiny-untied",phase="prefill"}`,
+			`iris_engine_batch_passes_total{batch="1",bundle="tiny-untied",phase="vision"}`,
 		} {
 			if v := m[sample]; v <= 0 {
 				t.Errorf("%s = %v, want > 0 (scraped %d samples)", sample, v, len(m))
@@ -246,6 +250,9 @@ func TestRealModelMetrics(t *testing.T) {
 		}
 		if _, has := m[`iris_engine_seconds_total{bundle="tiny-untied",phase="gather"}`]; !has {
 			t.Error("no gather phase")
+		}
+		if v, has := m[`iris_engine_batch_passes_total{batch="2-3",bundle="tiny-untied",phase="decode"}`]; !has || v != 0 {
+			t.Errorf("decode passes of 2-3 = %v (exposed %v), want 0 after one request", v, has)
 		}
 	})
 }

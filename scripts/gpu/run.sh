@@ -180,6 +180,21 @@ t_end=$((SECONDS + ${IRIS_BUDGET_S:-560}))
 fit() { local left=$((t_end - SECONDS - 15)); if ((left < $1)); then echo $((left > 1 ? left : 1)); else echo "$1"; fi; }
 # budgeted <name> <seconds> <command...>: the command under timeout fit(seconds) and its verdict;
 # SKIP when under 10 s are left
+# pass_table METRICS: the scheduler's passes by phase and batch class and their mean wall time
+# (iris_engine_batch_{passes,seconds}_total), from a saved /metrics scrape.
+pass_table() {
+  echo "phase    batch   passes   mean ms"
+  awk -F'[{}]' '/^iris_engine_batch_(passes|seconds)_total/ {
+      ph = $2; sub(/.*phase="/, "", ph); sub(/".*/, "", ph)
+      b = $2; sub(/.*batch="/, "", b); sub(/".*/, "", b)
+      k = ph " " b; split($3, v, " ")
+      if ($1 ~ /passes/) n[k] = v[1]; else t[k] = v[1]
+    }
+    END {
+      for (k in n) if (n[k] > 0) { split(k, p, " "); printf "%-8s %-6s %8d %9.2f\n", p[1], p[2], n[k], 1000 * t[k] / n[k] }
+    }' "$1" | sort -k1,1 -k3,3nr
+}
+
 budgeted() {
   local name=$1 to
   to=$(fit "$2")
@@ -635,7 +650,9 @@ if [[ $phase == throughput ]]; then
     for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
     budgeted "http-$who" 200 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
       -question "$photo_q" -runs "${IRIS_RUNS:-30}" -seconds "${IRIS_SECS:-6}" -concurrency "$conc" -out "$OUT/throughput-$who.json"
-    curl -fs 127.0.0.1:18080/metrics 2>/dev/null | grep -E '^iris_engine_pass|^iris_engine_vision|^iris_engine_seconds|^iris_kv_cache' | head -12
+    curl -fs 127.0.0.1:18080/metrics >"$OUT/metrics-$who.txt" 2>/dev/null
+    grep -E '^iris_engine_pass|^iris_engine_vision|^iris_engine_seconds|^iris_kv_cache' "$OUT/metrics-$who.txt" | head -12
+    pass_table "$OUT/metrics-$who.txt"
     kill "$srv"; wait "$srv" 2>/dev/null
     grep -iE 'error|panic' "$work/serve-$who.log" | head -5
   done

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,8 @@ type Scheduler struct {
 	passes, inputs, encoded     atomic.Int64
 	visionPasses, visionRetries atomic.Int64
 	spent                       [phases]atomic.Int64 // nanoseconds the loop spent in each phase
+	// by batch-size class (BatchClasses): the passes (rounds of the tower) and their nanoseconds
+	classPasses, classSpent [phases][batchClasses]atomic.Int64
 }
 
 // The phases of the loop's time: waiting for inputs (the device idles), the vision tower,
@@ -99,11 +102,30 @@ const (
 // PhaseNames name the phases of SchedulerStats.Spent, in order.
 var PhaseNames = [phases]string{"gather", "vision", "prefill", "decode"}
 
-// timed runs fn and adds its wall time to the phase.
-func (s *Scheduler) timed(phase int, fn func()) {
+// BatchClasses name the batch-size classes of SchedulerStats.ByBatch, powers of two: where a
+// phase's time goes by the size of its passes (a decode pass of 40 rows should cost about one of
+// 1: the weights are read once).
+var BatchClasses = [batchClasses]string{"1", "2-3", "4-7", "8-15", "16-31", "32-63", "64+"}
+
+const batchClasses = 7
+
+// batchClass is n's index in BatchClasses.
+func batchClass(n int) int {
+	return min(max(bits.Len(uint(n))-1, 0), batchClasses-1)
+}
+
+// timed runs fn, a pass of n inputs (images for the tower; 0: not a pass), and adds its wall
+// time to the phase and to the phase's batch class.
+func (s *Scheduler) timed(phase, n int, fn func()) {
 	t0 := time.Now()
 	fn()
-	s.spent[phase].Add(int64(time.Since(t0)))
+	d := int64(time.Since(t0))
+	s.spent[phase].Add(d)
+	if n > 0 {
+		c := batchClass(n)
+		s.classPasses[phase][c].Add(1)
+		s.classSpent[phase][c].Add(d)
+	}
 }
 
 // job is one input waiting for, or in, a pass.
@@ -184,6 +206,15 @@ type SchedulerStats struct {
 	// Spent is the loop's wall time in each phase (PhaseNames): where a loaded server's time
 	// goes, and how long the device sat waiting for the requests' next inputs (gather).
 	Spent [phases]time.Duration
+	// ByBatch splits the vision, prefill and decode phases by the size of their passes
+	// (BatchClasses; for vision, the images of a round).
+	ByBatch [phases][batchClasses]PassStats
+}
+
+// PassStats are the passes of one phase and batch class, and their wall time.
+type PassStats struct {
+	Passes int64
+	Spent  time.Duration
 }
 
 // Stats reports the scheduler's counters.
@@ -192,6 +223,9 @@ func (s *Scheduler) Stats() SchedulerStats {
 		VisionPasses: s.visionPasses.Load(), VisionRetries: s.visionRetries.Load()}
 	for i := range st.Spent {
 		st.Spent[i] = time.Duration(s.spent[i].Load())
+		for c := range st.ByBatch[i] {
+			st.ByBatch[i][c] = PassStats{Passes: s.classPasses[i][c].Load(), Spent: time.Duration(s.classSpent[i][c].Load())}
+		}
 	}
 	return st
 }
@@ -339,10 +373,10 @@ func (s *Scheduler) loop() {
 			return
 		}
 		for {
-			s.timed(phaseGather, s.gather)
+			s.timed(phaseGather, 0, s.gather)
 			busy := false
 			if imgs := s.takeImages(); len(imgs) > 0 {
-				s.timed(phaseVision, func() { s.encode(imgs) })
+				s.timed(phaseVision, len(imgs), func() { s.encode(imgs) })
 				busy = true
 			}
 			for _, decode := range []bool{false, true} {
@@ -351,7 +385,7 @@ func (s *Scheduler) loop() {
 					if decode {
 						phase = phaseDecode
 					}
-					s.timed(phase, func() { s.run(batch) })
+					s.timed(phase, len(batch), func() { s.run(batch) })
 					busy = true
 				}
 			}

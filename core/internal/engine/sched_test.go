@@ -147,6 +147,35 @@ func TestSchedulerAdmitsByBlocks(t *testing.T) {
 	if slices.Max(m.sizes) < 2 {
 		t.Errorf("passes of %v inputs: no pass held two requests", m.sizes)
 	}
+	// the passes by batch class are the model's passes by size, and their time is the phases'
+	// (after Close: a pass's time is added after its outputs went back)
+	s.Close()
+	st := s.Stats()
+	var want, got [batchClasses]int64
+	for _, n := range m.sizes {
+		want[batchClass(n)]++
+	}
+	for _, ph := range []int{phasePrefill, phaseDecode} {
+		var spent time.Duration
+		for c, ps := range st.ByBatch[ph] {
+			got[c] += ps.Passes
+			spent += ps.Spent
+		}
+		if spent != st.Spent[ph] {
+			t.Errorf("%s: %v by batch class, %v in all", PhaseNames[ph], spent, st.Spent[ph])
+		}
+	}
+	if got != want || st.Passes != int64(len(m.sizes)) {
+		t.Errorf("passes by batch class %v (of %d), want %v from the model's pass sizes %v", got, st.Passes, want, m.sizes)
+	}
+}
+
+func TestBatchClass(t *testing.T) {
+	for n, want := range map[int]string{1: "1", 2: "2-3", 3: "2-3", 4: "4-7", 7: "4-7", 8: "8-15", 31: "16-31", 32: "32-63", 63: "32-63", 64: "64+", 1000: "64+"} {
+		if got := BatchClasses[batchClass(n)]; got != want {
+			t.Errorf("batch %d in class %q, want %q", n, got, want)
+		}
+	}
 }
 
 // A request waiting for blocks is admitted before later ones that would fit sooner: short
