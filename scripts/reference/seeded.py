@@ -117,11 +117,6 @@ def bf16_bits(v):
     return ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
 
 
-def bf16_to_f32(bits):
-    """bfloat16 bit patterns as the float32 values they are (exact)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
-
-
 def safetensors_header(tensors, dtype="BF16", size=2):
     """The header safetensors (0.7, transformers' save_pretrained) writes for tensors [(name,
     shape)] stored in this order: compact JSON, metadata {"format": "pt"} first, padded with
