@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
@@ -263,7 +264,7 @@ func printReport(w io.Writer, rep *report, warm int) {
 		res.Requests, res.Concurrency, rep.URL, rep.Model, rep.Seed, res.Duration.Round(time.Millisecond), float64(res.Requests)/res.Duration.Seconds())
 	for _, kind := range []string{"good", "bad", "cancel"} {
 		var parts []string
-		for _, outcome := range slices.Sorted(mapKeys(res.Counts[kind])) {
+		for _, outcome := range slices.Sorted(maps.Keys(res.Counts[kind])) {
 			parts = append(parts, fmt.Sprintf("%s %d", outcome, res.Counts[kind][outcome]))
 		}
 		p("  %-6s %s", kind, strings.Join(parts, ", "))
@@ -271,7 +272,7 @@ func printReport(w io.Writer, rep *report, warm int) {
 	l := res.Latency
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
 	p("  good answers' latency (n=%d): p50 %s, p90 %s, p99 %s, max %s", l.N, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max))
-	for _, im := range slices.Sorted(mapKeys(res.LatencyByImage)) {
+	for _, im := range slices.Sorted(maps.Keys(res.LatencyByImage)) {
 		l := res.LatencyByImage[im]
 		p("    %-28s n=%-4d p50 %s, p99 %s, max %s", im, l.N, ms(l.P50), ms(l.P99), ms(l.Max))
 	}
@@ -284,20 +285,10 @@ func printReport(w io.Writer, rep *report, warm int) {
 	}
 	if len(rep.EngineSeconds) > 0 {
 		var parts []string
-		for _, ph := range slices.Sorted(mapKeys(rep.EngineSeconds)) {
+		for _, ph := range slices.Sorted(maps.Keys(rep.EngineSeconds)) {
 			parts = append(parts, fmt.Sprintf("%s %.2f", ph, rep.EngineSeconds[ph]))
 		}
 		p("  iris_engine_seconds_total by phase (since the server started): %s", strings.Join(parts, ", "))
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
