@@ -46,10 +46,8 @@ def features(model, ip, seed, count):
             labels.setdefault(k, []).append(v)
         width = torch.zeros(mh * mw)
         for o in sc["objects"]:  # the centre token as token_labels finds it
-            x0, y0, x1, y1 = o["box"]
-            cy = min(mh - 1, int((y0 + y1) / 2 / sc["height"] * mh))
-            cx = min(mw - 1, int((x0 + x1) / 2 / sc["width"] * mw))
-            width[cy * mw + cx] = (x1 - x0) / sc["width"] * mw
+            cy, cx = train.centre_token(o["box"], sc["width"], sc["height"], mh, mw)
+            width[cy * mw + cx] = (o["box"][2] - o["box"][0]) / sc["width"] * mw
         widths.append(width)
     return torch.cat(xs), {k: torch.cat(v) for k, v in labels.items()}, torch.cat(widths)
 

@@ -180,8 +180,18 @@ SIGN_WORDS = sorted(set(scenes.WORDS))
 # centre falls in it
 AUX = {"shape": len(scenes.SHAPES) + 1, "colour": len(scenes.COLOURS) + 1, "sign": len(SIGN_WORDS) + 1,
        "half": 2, "centre": 2}
+# every auxiliary loss (--aux-head-weights): the per-token heads and the pooled sign word
+HEADS = list(AUX) + ["sign_word"]
 SAMPLES = 8  # label samples per merged token side
 LENGTH_GROUPS = 4
+
+
+def centre_token(box, width, height, merged_h, merged_w):
+    """(row, column) of the merged token holding the centre of box (x0, y0, x1, y1) in an image of
+    width x height."""
+    x0, y0, x1, y1 = box
+    return (min(merged_h - 1, int((y0 + y1) / 2 / height * merged_h)),
+            min(merged_w - 1, int((x0 + x1) / 2 / width * merged_w)))
 
 
 def token_labels(item, merged_h, merged_w):
@@ -216,10 +226,7 @@ def token_labels(item, merged_h, merged_w):
         on = best == k + 1
         shape[on] = scenes.SHAPES.index(o["shape"]) + 1
         colour[on] = list(scenes.COLOURS).index(o["colour"]) + 1
-        x0, y0, x1, y1 = o["box"]
-        cy = min(merged_h - 1, int((y0 + y1) / 2 / h * merged_h))
-        cx = min(merged_w - 1, int((x0 + x1) / 2 / w * merged_w))
-        centre[cy, cx] = 1
+        centre[centre_token(o["box"], w, h, merged_h, merged_w)] = 1
     if sign is not None:
         word[best == 255] = SIGN_WORDS.index(sign["text"]) + 1
     half = np.broadcast_to((np.arange(merged_w) * 2 + 1 > merged_w).astype(np.int64), best.shape)
@@ -682,8 +689,8 @@ def main():
     ap.add_argument("--aux-weight", type=float, default=0.5,
                     help="weight of the auxiliary per-token heads' loss (0: answers only)")
     ap.add_argument("--aux-head-weights", default="",
-                    help="per-head multipliers of the auxiliary loss, e.g. sign=4,sign_word=4 (heads: "
-                         f"{', '.join(list(AUX) + ['sign_word'])}; default 1 each)")
+                    help="per-head multipliers of the auxiliary loss, e.g. sign_word=0.25 (heads: "
+                         f"{', '.join(HEADS)}; default 1 each)")
     ap.add_argument("--vision-seconds", type=float, default=0,
                     help="train the tower and the auxiliary heads alone for the first this many seconds of "
                          "--max-seconds (no language model: several times the scenes a second), then everything")
@@ -700,8 +707,8 @@ def main():
     head_weights = {}
     for part in filter(None, args.aux_head_weights.split(",")):
         name, _, value = part.partition("=")
-        if name not in list(AUX) + ["sign_word"]:
-            ap.error(f"--aux-head-weights: no head {name!r} (heads: {', '.join(list(AUX) + ['sign_word'])})")
+        if name not in HEADS:
+            ap.error(f"--aux-head-weights: no head {name!r} (heads: {', '.join(HEADS)})")
         try:
             head_weights[name] = float(value)
         except ValueError:
