@@ -178,8 +178,6 @@ serve_stop() {
 t_end=$((SECONDS + ${IRIS_BUDGET_S:-560}))
 # fit <seconds>: a step's timeout, cut to what is left of the budget (15 s kept for the summary)
 fit() { local left=$((t_end - SECONDS - 15)); if ((left < $1)); then echo $((left > 1 ? left : 1)); else echo "$1"; fi; }
-# budgeted <name> <seconds> <command...>: the command under timeout fit(seconds) and its verdict;
-# SKIP when under 10 s are left
 # pass_table METRICS: the scheduler's passes by phase and batch class and their mean wall time
 # (iris_engine_batch_{passes,seconds}_total), from a saved /metrics scrape.
 pass_table() {
@@ -195,6 +193,8 @@ pass_table() {
     }' "$1" | sort -k1,1 -k3,3nr
 }
 
+# budgeted <name> <seconds> <command...>: the command under timeout fit(seconds) and its verdict;
+# SKIP when under 10 s are left
 budgeted() {
   local name=$1 to
   to=$(fit "$2")
@@ -368,7 +368,7 @@ fi
 # checkpoint), demo-results.tgz (the training report, answers, the accuracy JSONs), the log.
 # IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH (scenes a step), IRIS_LR,
 # IRIS_MIN_PIXELS, IRIS_AUX (--aux-weight), IRIS_AUX_HEADS (--aux-head-weights, e.g.
-# sign=4,sign_word=4), IRIS_QUESTIONS (all|one), IRIS_VISION_S
+# sign_word=0.25), IRIS_QUESTIONS (all|one), IRIS_VISION_S
 # (--vision-seconds: the tower alone first), IRIS_PROFILE_AT (--profile-at) and IRIS_VISION_FP32=1
 # (--vision-fp32) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
 # tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
