@@ -167,8 +167,13 @@ def font(size):
     return ImageFont.load_default(size=size)
 
 
-def scene(seed, index):
-    """The scene (seed, index): a dict with the PIL image, its objects, sign and questions."""
+SIGN_RATE = 0.35  # the share of scenes (of a short side >= 40 px) that get a sign
+
+
+def scene(seed, index, sign_rate=SIGN_RATE):
+    """The scene (seed, index): a dict with the PIL image, its objects, sign and questions.
+    sign_rate other than SIGN_RATE (train.py --sign-rate: more signs to read in training) changes
+    which scenes have a sign; the held-out scenes always use the default."""
     rng = random.Random(f"{seed}:{index}")
     w, h = pick_size(rng)
     short = min(w, h)
@@ -187,7 +192,7 @@ def scene(seed, index):
     gap = max(2, short // 24)
     # the layout first (the sign needs the most room, so it goes first), then the drawing
     sign_plan = None
-    if short >= 40 and rng.random() < 0.35:
+    if short >= 40 and rng.random() < sign_rate:
         word = WORDS[rng.randrange(len(WORDS))]
         fsize = max(12, min(int(short * rng.uniform(0.16, 0.3)), 48))
         l, t, r, b = d.textbbox((0, 0), word, font=font(fsize))

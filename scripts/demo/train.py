@@ -93,12 +93,12 @@ GENERATION_CONFIG = {"bos_token_id": 151643, "pad_token_id": 151643, "eos_token_
 TEMPLATE_DIR = os.path.join(ROOT, "core", "internal", "engine", "testdata", "qwen2_5_vl", "tiny-untied")
 
 
-def model_config():
+def model_config(text_layers=4):
     return Qwen2_5_VLConfig(
         text_config=dict(
             hidden_size=64,
             intermediate_size=256,
-            num_hidden_layers=4,
+            num_hidden_layers=text_layers,
             num_attention_heads=4,
             num_key_value_heads=2,
             vocab_size=151936,
@@ -120,6 +120,50 @@ def model_config():
         ),
         tie_word_embeddings=True,
     )
+
+
+def grow_text_layers(src, dst, layers, seed):
+    """Copy the checkpoint src to dst with its language model grown to `layers` decoder layers: the
+    new ones are interleaved after the old (spread evenly) and start as the identity (o_proj and
+    down_proj zero, so each adds nothing to the residual stream), their other products drawn like
+    a fresh model's (normal, std 0.02, seeded). The grown model answers exactly as src does until
+    training moves the new layers. Returns the new order: the old layer's index, or None for a new one."""
+    from safetensors.torch import load_file, save_file
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    text = cfg["text_config"]
+    old = text["num_hidden_layers"]
+    if layers < old:
+        raise SystemExit(f"--text-layers {layers}: the checkpoint has {old} already (layers are only added)")
+    weights = load_file(os.path.join(src, "model.safetensors"))
+    gen = torch.Generator().manual_seed(seed)
+    extra, order = layers - old, []
+    for i in range(old):
+        order.append(i)
+        order += [None] * (extra // old + (i < extra % old))
+    prefix = "model.layers."
+    grown = {k: v for k, v in weights.items() if not k.startswith(prefix)}
+    template = {k[len(prefix + "0."):]: v for k, v in weights.items() if k.startswith(prefix + "0.")}
+    for j, i in enumerate(order):
+        for name, like in template.items():
+            if i is not None:
+                grown[f"{prefix}{j}.{name}"] = weights[f"{prefix}{i}.{name}"]
+            elif name.endswith("layernorm.weight"):
+                grown[f"{prefix}{j}.{name}"] = torch.ones_like(like)
+            elif name.endswith("bias") or name in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+                grown[f"{prefix}{j}.{name}"] = torch.zeros_like(like)
+            else:
+                grown[f"{prefix}{j}.{name}"] = (torch.randn(like.shape, generator=gen) * 0.02).to(like.dtype)
+    os.makedirs(dst, exist_ok=True)
+    for name in os.listdir(src):
+        if name != "model.safetensors" and os.path.isfile(os.path.join(src, name)):
+            shutil.copy(os.path.join(src, name), dst)
+    text["num_hidden_layers"] = layers
+    text["layer_types"] = ["full_attention"] * layers
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    save_file(grown, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
+    return order
 
 
 def log(f, msg):
@@ -152,18 +196,19 @@ class Examples(torch.utils.data.Dataset):
     --questions one: one of them, the type drawn uniformly), its objects and its sign (the
     auxiliary labels are drawn from them)."""
 
-    def __init__(self, seed, n, only=None, one=False):
+    def __init__(self, seed, n, only=None, one=False, sign_rate=scenes.SIGN_RATE):
         self.seed, self.n, self.only, self.one = seed, n, set(only or scenes.TYPES), one
+        self.sign_rate = sign_rate
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        sc = scenes.scene(self.seed, i)
+        sc = scenes.scene(self.seed, i, self.sign_rate)
         k = 0
         while not self.only & {t for t, _, _ in sc["qa"]}:  # --types: another scene of the same stream
             k += 1
-            sc = scenes.scene(self.seed, f"{i}.{k}")
+            sc = scenes.scene(self.seed, f"{i}.{k}", self.sign_rate)
         qa = [x for x in sc["qa"] if x[0] in self.only]
         if self.one:
             rng = random.Random(f"pick:{self.seed}:{i}")
@@ -699,6 +744,11 @@ def main():
                          "shapes learn slowly, and its residual stream is bf16 under autocast")
     ap.add_argument("--profile-at", type=int, default=0,
                     help="profile steps N to N+4 with torch.profiler into REPORT/profile.txt (0: off)")
+    ap.add_argument("--sign-rate", type=float, default=scenes.SIGN_RATE,
+                    help="share of training scenes given a sign (the held-out scenes keep scenes.py's)")
+    ap.add_argument("--text-layers", type=int, default=0,
+                    help="language-model layers (default 4); with --init, grow the checkpoint to this many "
+                         "by interleaving identity-initialised layers")
     ap.add_argument("--init", help="start from this checkpoint's model.safetensors (a previous run's --out) "
                                    "instead of the seeded initialisation")
     args = ap.parse_args()
@@ -724,7 +774,13 @@ def main():
 
     random.seed(args.seed)
     torch.manual_seed(args.seed)
-    config = model_config()
+    if args.text_layers and args.init:
+        grown = args.out.rstrip("/") + "-grown"
+        order = grow_text_layers(args.init, grown, args.text_layers, args.seed)
+        log(logf, f"grew {args.init}'s language model to {args.text_layers} layers in {grown}: "
+                  f"{['new' if i is None else i for i in order]} (the new ones start as the identity)")
+        args.init = grown
+    config = Qwen2_5_VLConfig.from_pretrained(args.init) if args.init else model_config(args.text_layers or 4)
     with torch.device("meta"):
         n_meta = sum(p.numel() for p in Qwen2_5_VLForConditionalGeneration._from_config(config).parameters())
     size = 2 * n_meta
@@ -755,7 +811,7 @@ def main():
     if not args.stock_paths:
         check_fast_attention(model, Collate(args.tokenizer, args.template), args.device, logf)
     ds = Examples(args.train_seed, args.steps * args.batch, args.types.split(",") if args.types else None,
-                  one=args.questions == "one")
+                  one=args.questions == "one", sign_rate=args.sign_rate)
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=False, num_workers=args.workers,
                                      collate_fn=Collate(args.tokenizer, args.template),
                                      prefetch_factor=4 if args.workers > 0 else None,

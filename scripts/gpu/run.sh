@@ -373,6 +373,10 @@ fi
 # (--vision-fp32) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
 # tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
 # skips the engine's agreement (a continuation call that carries no iris: tokenizer only).
+# IRIS_ALT="train.py arguments" trains a second model beside the first on the same GPU, the
+# loader's workers split between them, with those arguments added (e.g. "--text-layers 8"); the
+# better of the two on the held-out scenes (transformers fp32) is packed, served and reported, the
+# other's log and accuracy go to the report's other/.
 # IRIS_CPU=1: a few steps on the CPU.
 demo_phase() {
   local model=$work/demo-model rep=$work/demo-report held=$work/heldout train_s=${IRIS_TRAIN_S:-400}
@@ -399,9 +403,37 @@ demo_phase() {
       mv "$work/init.tmp/demo-model" "$work/init" && targs+=(--init "$work/init")
   fi
   if [[ -n ${IRIS_INIT:-} && ! -f $work/init/model.safetensors ]]; then echo "FAIL demo: no starting checkpoint"; return; fi
-  step "train the demo model (scripts/demo/train.py, $train_s s of training)"
-  budgeted train $((train_s + 120)) "$py" "$root/scripts/demo/train.py" --device "$dev" --max-seconds "$train_s" \
-    --eval-count "$count" "${targs[@]}" --out "$model" --report "$rep" --pack "$OUT"
+  if [[ -n ${IRIS_ALT:-} ]]; then
+    # two runs side by side on the one GPU (a step of this tiny model leaves it mostly idle), the
+    # loader's workers split between them; the better on the held-out scenes is packed and served
+    local v best=a alt acc_a acc_b half=$(($(nproc) / 2 - 1)) pids=()
+    read -ra alt <<<"$IRIS_ALT"
+    step "train two demo models side by side ($train_s s each): a, and b with: ${alt[*]}"
+    for v in a b; do
+      local extra=()
+      [[ $v == b ]] && extra=("${alt[@]}")
+      rm -rf "$model-$v" "$model-$v-grown" "$rep-$v" "$work/pack-$v" && mkdir -p "$work/pack-$v"
+      budgeted "train-$v" $((train_s + 150)) "$py" "$root/scripts/demo/train.py" --device "$dev" \
+        --max-seconds "$train_s" --eval-count "$count" "${targs[@]}" --workers "$((half < 1 ? 1 : half))" \
+        "${extra[@]}" --out "$model-$v" --report "$rep-$v" --pack "$work/pack-$v" >"$work/train-$v.out" 2>&1 &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    cat "$work/train-a.out" "$work/train-b.out"
+    acc_a=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["accuracy"]["overall"]["accuracy"])' "$rep-a/accuracy.json" 2>/dev/null || echo 0)
+    acc_b=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["accuracy"]["overall"]["accuracy"])' "$rep-b/accuracy.json" 2>/dev/null || echo 0)
+    awk -v a="${acc_a:-0}" -v b="${acc_b:-0}" 'BEGIN { exit !(b > a) }' && best=b
+    echo "held-out (transformers fp32): a $acc_a, b $acc_b (${alt[*]}): b's the better? $([[ $best == b ]] && echo yes || echo no)"
+    rm -rf "$model" "$rep" && cp -r "$model-$best" "$model" && cp -r "$rep-$best" "$rep" || return
+    local other=a
+    [[ $best == a ]] && other=b
+    mkdir -p "$rep/other" && cp "$rep-$other"/{train.log,accuracy.json,report.md} "$rep/other/" 2>/dev/null
+    echo "$best" >"$rep/chosen" && cp "$work/pack-$best"/demo-model.tgz.* "$OUT/"
+  else
+    step "train the demo model (scripts/demo/train.py, $train_s s of training)"
+    budgeted train $((train_s + 120)) "$py" "$root/scripts/demo/train.py" --device "$dev" --max-seconds "$train_s" \
+      --eval-count "$count" "${targs[@]}" --out "$model" --report "$rep" --pack "$OUT"
+  fi
   if [[ ! -f $model/model.safetensors ]]; then echo "FAIL demo: no checkpoint"; return; fi
   step "held-out scenes (seed 2, $count)"
   if [[ -n ${IRIS_TRAIN_ONLY:-} ]]; then tar czf "$OUT/demo-results.tgz" -C "$rep" .; return; fi
