@@ -170,10 +170,11 @@ def font(size):
 SIGN_RATE = 0.35  # the share of scenes (of a short side >= 40 px) that get a sign
 
 
-def scene(seed, index, sign_rate=SIGN_RATE):
+def scene(seed, index, sign_rate=SIGN_RATE, dense=False):
     """The scene (seed, index): a dict with the PIL image, its objects, sign and questions.
     sign_rate other than SIGN_RATE (train.py --sign-rate: more signs to read in training) changes
-    which scenes have a sign; the held-out scenes always use the default."""
+    which scenes have a sign, dense (see questions) the questions asked; the held-out scenes always
+    use the defaults."""
     rng = random.Random(f"{seed}:{index}")
     w, h = pick_size(rng)
     short = min(w, h)
@@ -240,11 +241,14 @@ def scene(seed, index, sign_rate=SIGN_RATE):
         draw_shape(d, o["shape"], o["colour"], o["box"])
 
     return {"seed": seed, "index": index, "width": w, "height": h, "image": img, "objects": objects, "sign": sign,
-            "qa": questions(rng, w, h, objects, sign)}
+            "qa": questions(rng, w, h, objects, sign, dense)}
 
 
-def questions(rng, w, h, objects, sign):
-    """Every question of the scene whose answer is unambiguous: [(type, question, answer)]."""
+def questions(rng, w, h, objects, sign, dense=False):
+    """Every question of the scene whose answer is unambiguous: [(type, question, answer)]. A scene
+    asks one count, colour and side question (a shape drawn at random); dense (train.py --dense)
+    asks them of every shape that has an answer, so one scene holds questions whose answers differ
+    (the circle on the left, the square on the right): an answer read off the whole scene fails."""
     counts = {s: 0 for s in SHAPES}
     for o in objects:
         counts[o["shape"]] += 1
@@ -254,7 +258,8 @@ def questions(rng, w, h, objects, sign):
         qa.append(("shape", "What shape is this?", f"a {o['colour']} {o['shape']}"))
     present = [s for s in SHAPES if counts[s]]
     s = present[rng.randrange(len(present))]
-    qa.append(("count", f"How many {PLURAL[s]} are there?", str(counts[s])))
+    for s in present if dense else [s]:
+        qa.append(("count", f"How many {PLURAL[s]} are there?", str(counts[s])))
     absent = [s for s in SHAPES if not counts[s]]
     if absent and rng.random() < 0.2:
         s = absent[rng.randrange(len(absent))]
@@ -262,8 +267,9 @@ def questions(rng, w, h, objects, sign):
     single = [s for s in SHAPES if counts[s] == 1]
     if single:
         s = single[rng.randrange(len(single))]
-        o = next(o for o in objects if o["shape"] == s)
-        qa.append(("colour", f"What colour is the {s}?", o["colour"]))
+        for s in single if dense else [s]:
+            o = next(o for o in objects if o["shape"] == s)
+            qa.append(("colour", f"What colour is the {s}?", o["colour"]))
     if w > h:
         sides = []
         for s in single:
@@ -275,7 +281,8 @@ def questions(rng, w, h, objects, sign):
                 sides.append((s, "right"))
         if sides:
             s, side = sides[rng.randrange(len(sides))]
-            qa.append(("side", f"Which side is the {s} on?", side))
+            for s, side in sides if dense else [(s, side)]:
+                qa.append(("side", f"Which side is the {s} on?", side))
     if sign is not None:
         qa.append(("sign", "What does the sign say?", sign["text"]))
     if len(objects) > 1 or sign is not None:

@@ -196,19 +196,19 @@ class Examples(torch.utils.data.Dataset):
     --questions one: one of them, the type drawn uniformly), its objects and its sign (the
     auxiliary labels are drawn from them)."""
 
-    def __init__(self, seed, n, only=None, one=False, sign_rate=scenes.SIGN_RATE):
+    def __init__(self, seed, n, only=None, one=False, sign_rate=scenes.SIGN_RATE, dense=False):
         self.seed, self.n, self.only, self.one = seed, n, set(only or scenes.TYPES), one
-        self.sign_rate = sign_rate
+        self.sign_rate, self.dense = sign_rate, dense
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        sc = scenes.scene(self.seed, i, self.sign_rate)
+        sc = scenes.scene(self.seed, i, self.sign_rate, self.dense)
         k = 0
         while not self.only & {t for t, _, _ in sc["qa"]}:  # --types: another scene of the same stream
             k += 1
-            sc = scenes.scene(self.seed, f"{i}.{k}", self.sign_rate)
+            sc = scenes.scene(self.seed, f"{i}.{k}", self.sign_rate, self.dense)
         qa = [x for x in sc["qa"] if x[0] in self.only]
         if self.one:
             rng = random.Random(f"pick:{self.seed}:{i}")
@@ -746,6 +746,9 @@ def main():
                     help="profile steps N to N+4 with torch.profiler into REPORT/profile.txt (0: off)")
     ap.add_argument("--sign-rate", type=float, default=scenes.SIGN_RATE,
                     help="share of training scenes given a sign (the held-out scenes keep scenes.py's)")
+    ap.add_argument("--dense", action="store_true",
+                    help="training scenes ask the count, colour and side of every shape with an answer "
+                         "(scenes.questions dense), not of one drawn at random")
     ap.add_argument("--text-layers", type=int, default=0,
                     help="language-model layers (default 4); with --init, grow the checkpoint to this many "
                          "by interleaving identity-initialised layers")
@@ -811,7 +814,7 @@ def main():
     if not args.stock_paths:
         check_fast_attention(model, Collate(args.tokenizer, args.template), args.device, logf)
     ds = Examples(args.train_seed, args.steps * args.batch, args.types.split(",") if args.types else None,
-                  one=args.questions == "one", sign_rate=args.sign_rate)
+                  one=args.questions == "one", sign_rate=args.sign_rate, dense=args.dense)
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=False, num_workers=args.workers,
                                      collate_fn=Collate(args.tokenizer, args.template),
                                      prefetch_factor=4 if args.workers > 0 else None,
