@@ -540,12 +540,14 @@ def aux_total(losses, weights):
     return sum(weights.get(k, 1.0) * v for k, v in losses.items())
 
 
-def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_fp32=False, head_weights=None):
+def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_fp32=False, head_weights=None,
+              seq_weights=None):
     """Cross-entropy on the answer tokens (the logits computed at those positions alone: the full
     [sequences, length, 151936] would be most of a step), plus aux_weight x the auxiliary heads'.
     The tower runs once per scene; each of the scene's questions is a sequence whose image tokens
     are gathered from its output. vision_only: the tower and the auxiliary heads alone (answer None).
-    vision_fp32: the tower outside bf16 autocast (its residual stream in fp32)."""
+    vision_fp32: the tower outside bf16 autocast (its residual stream in fp32). seq_weights: a
+    weight per sequence (--type-weights) for its answer tokens, the mean taken over the weights."""
     with torch.autocast(batch["pixel_values"].device.type, enabled=False) if vision_fp32 else contextlib.nullcontext():
         vis = model.model.visual(batch["pixel_values"], grid_thw=batch["image_grid_thw"]).pooler_output
     if vision_only:
@@ -569,8 +571,14 @@ def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_
         target = batch["labels"][idx, 1:n]
         keep = target != -100
         logits = model.lm_head(hidden[:, :-1][keep])
-        total_loss = total_loss + torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="sum")
-        count = count + keep.sum()
+        if seq_weights is None:
+            total_loss = total_loss + torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="sum")
+            count = count + keep.sum()
+        else:
+            w = seq_weights[idx].unsqueeze(1).expand_as(keep)[keep]
+            ce = torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="none")
+            total_loss = total_loss + (ce * w).sum()
+            count = count + w.sum()
     answer = total_loss / count.clamp(min=1)
     aux_losses = aux(vis, batch) if aux is not None else {}
     total = answer + aux_weight * aux_total(aux_losses, head_weights or {}) if aux_losses else answer
@@ -746,6 +754,9 @@ def main():
                     help="profile steps N to N+4 with torch.profiler into REPORT/profile.txt (0: off)")
     ap.add_argument("--sign-rate", type=float, default=scenes.SIGN_RATE,
                     help="share of training scenes given a sign (the held-out scenes keep scenes.py's)")
+    ap.add_argument("--type-weights", default="",
+                    help="per-type multipliers of the answer loss, e.g. side=3 (the logged answer loss is "
+                         "then the weighted mean)")
     ap.add_argument("--dense", action="store_true",
                     help="training scenes ask the count, colour and side of every shape with an answer "
                          "(scenes.questions dense), not of one drawn at random")
@@ -766,6 +777,15 @@ def main():
             head_weights[name] = float(value)
         except ValueError:
             ap.error(f"--aux-head-weights: {part!r} is not head=number")
+    type_weights = {}
+    for part in filter(None, args.type_weights.split(",")):
+        name, _, value = part.partition("=")
+        if name not in scenes.TYPES:
+            ap.error(f"--type-weights: no question type {name!r} (types: {', '.join(scenes.TYPES)})")
+        try:
+            type_weights[name] = float(value)
+        except ValueError:
+            ap.error(f"--type-weights: {part!r} is not type=number")
     report = args.report or args.out.rstrip("/") + "-report"
     os.makedirs(report, exist_ok=True)
     logf = open(os.path.join(report, "train.log"), "w")
@@ -845,7 +865,11 @@ def main():
             g["lr"] = lr_at(progress, args.lr, args.warmup)
         vision_only = elapsed < args.vision_seconds
         vision_steps += vision_only
-        n_questions = len(batch.pop("types"))
+        types = batch.pop("types")
+        n_questions = len(types)
+        seq_weights = None
+        if type_weights:
+            seq_weights = torch.tensor([type_weights.get(t, 1.0) for t in types], device=args.device)
         seen += 0 if vision_only else n_questions
         if args.profile_at and step == args.profile_at:
             prof, prof_t0 = start_profile(args.device)
@@ -853,7 +877,7 @@ def main():
         batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()}
         with autocast:
             loss, answer, aux_losses = step_loss(model, aux, batch, args.aux_weight, lengths, vision_only,
-                                                 args.vision_fp32, head_weights)
+                                                 args.vision_fp32, head_weights, seq_weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_([p for _, p in named], 1.0)

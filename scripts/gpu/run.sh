@@ -368,7 +368,8 @@ fi
 # checkpoint), demo-results.tgz (the training report, answers, the accuracy JSONs), the log.
 # IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH (scenes a step), IRIS_LR,
 # IRIS_MIN_PIXELS, IRIS_AUX (--aux-weight), IRIS_AUX_HEADS (--aux-head-weights, e.g.
-# sign_word=0.25), IRIS_SIGN_RATE (--sign-rate), IRIS_DENSE=1 (--dense), IRIS_QUESTIONS (all|one), IRIS_VISION_S
+# sign_word=0.25), IRIS_SIGN_RATE (--sign-rate), IRIS_DENSE=1 (--dense), IRIS_TYPE_WEIGHTS
+# (--type-weights, e.g. side=3), IRIS_QUESTIONS (all|one), IRIS_VISION_S
 # (--vision-seconds: the tower alone first), IRIS_PROFILE_AT (--profile-at) and IRIS_VISION_FP32=1
 # (--vision-fp32) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
 # tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
@@ -391,6 +392,7 @@ demo_phase() {
   [[ -n ${IRIS_AUX_HEADS:-} ]] && targs+=(--aux-head-weights "$IRIS_AUX_HEADS")
   [[ -n ${IRIS_SIGN_RATE:-} ]] && targs+=(--sign-rate "$IRIS_SIGN_RATE")
   [[ -n ${IRIS_DENSE:-} ]] && targs+=(--dense)
+  [[ -n ${IRIS_TYPE_WEIGHTS:-} ]] && targs+=(--type-weights "$IRIS_TYPE_WEIGHTS")
   [[ -n ${IRIS_QUESTIONS:-} ]] && targs+=(--questions "$IRIS_QUESTIONS")
   [[ -n ${IRIS_VISION_S:-} ]] && targs+=(--vision-seconds "$IRIS_VISION_S")
   [[ -n ${IRIS_PROFILE_AT:-} ]] && targs+=(--profile-at "$IRIS_PROFILE_AT")
