@@ -279,6 +279,41 @@ def token_labels(item, merged_h, merged_w):
     return {k: torch.from_numpy(np.array(v, dtype=np.int64).reshape(-1)) for k, v in out.items()}
 
 
+BIND_TYPES = ("side", "colour")  # questions about one named shape
+BIND_LAYERS = (2, 3)  # where run 11's colour answers attend to the named shape (scripts/demo/probe.py --attention)
+
+
+def named_shape(typ, question):
+    """SHAPES index + 1 of the one shape a side or colour question names, else 0."""
+    if typ not in BIND_TYPES:
+        return 0
+    word = question.rstrip("?").split()[-2 if typ == "side" else -1]  # "...the circle on?", "...the circle?"
+    return scenes.SHAPES.index(word) + 1
+
+
+def bind_loss(attn, inputs, rows, target, key_mask):
+    """[m]: -log of the attention mass (mean over heads) that the positions `rows` [m] put on the tokens
+    `target` [m, n] in one decoder layer's self-attention, recomputed from that layer's inputs
+    (hidden_states [m, n, d] after its input norm, position_embeddings (cos, sin)): the scores as
+    the layer computes them (projections, M-RoPE, GQA, scaling), keys limited to key_mask [m, n]
+    and to positions <= the row."""
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import apply_rotary_pos_emb
+    hidden, (cos, sin) = inputs
+    m, n, _ = hidden.shape
+    d = attn.head_dim
+    ar = torch.arange(m, device=hidden.device)
+    q = attn.q_proj(hidden[ar, rows]).view(m, -1, 1, d)  # [m, heads, 1, d]
+    k = attn.k_proj(hidden).view(m, n, -1, d).transpose(1, 2)  # [m, kv heads, n, d]
+    q, _ = apply_rotary_pos_emb(q, q, cos[ar, rows].unsqueeze(1), sin[ar, rows].unsqueeze(1))
+    _, k = apply_rotary_pos_emb(k, k, cos, sin)
+    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    scores = (q * attn.scaling * k).sum(-1).float()  # [m, heads, n]
+    allowed = key_mask.bool() & (torch.arange(n, device=hidden.device)[None, :] <= rows[:, None])
+    p = scores.masked_fill(~allowed[:, None, :], float("-inf")).softmax(-1)
+    mass = (p * target[:, None, :].to(p.dtype)).sum(-1).mean(1)
+    return -torch.log(mass + 1e-6)
+
+
 class Collate:
     """A batch of scenes: their pixels once, one sequence per (scene, question), the index of each
     sequence's image tokens into the tower's output, and the tokens' auxiliary labels."""
@@ -300,7 +335,7 @@ class Collate:
             self._init()
         px = self.ip(images=[b["image"] for b in batch], return_tensors="pt")
         grids = px["image_grid_thw"]
-        seqs, labels, seq_grids, gather, types = [], [], [], [], []
+        seqs, labels, seq_grids, gather, types, bind = [], [], [], [], [], []
         aux = {k: [] for k in AUX}
         aux["scene"] = []
         offset = 0
@@ -308,6 +343,7 @@ class Collate:
             mh, mw = int(g[1]) // 2, int(g[2]) // 2
             n = int(g.prod()) // 4
             for typ, q, a in item["qa"]:
+                bind.append(named_shape(typ, q))
                 p, ans = self.framer.prompt_ids(q, n), self.framer.answer_ids(a)
                 seqs.append(p + ans)
                 labels.append([-100] * len(p) + ans)
@@ -338,6 +374,7 @@ class Collate:
             "image_gather": torch.cat(gather),
             "position_ids": rope_index(ids, mask, seq_grids, self.config),
             "types": types,
+            "bind_shape": torch.tensor(bind, dtype=torch.long),
         }
         for k, v in aux.items():
             out["aux_" + k] = torch.cat(v)
@@ -541,13 +578,15 @@ def aux_total(losses, weights):
 
 
 def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_fp32=False, head_weights=None,
-              seq_weights=None):
+              seq_weights=None, bind_weight=0.0):
     """Cross-entropy on the answer tokens (the logits computed at those positions alone: the full
     [sequences, length, 151936] would be most of a step), plus aux_weight x the auxiliary heads'.
     The tower runs once per scene; each of the scene's questions is a sequence whose image tokens
     are gathered from its output. vision_only: the tower and the auxiliary heads alone (answer None).
     vision_fp32: the tower outside bf16 autocast (its residual stream in fp32). seq_weights: a
-    weight per sequence (--type-weights) for its answer tokens, the mean taken over the weights."""
+    weight per sequence (--type-weights) for its answer tokens, the mean taken over the weights.
+    bind_weight: plus that times bind_loss in BIND_LAYERS for the side and colour questions (the
+    position that predicts the answer attending to the named shape's tokens), reported as aux "bind"."""
     with torch.autocast(batch["pixel_values"].device.type, enabled=False) if vision_fp32 else contextlib.nullcontext():
         vis = model.model.visual(batch["pixel_values"], grid_thw=batch["image_grid_thw"]).pooler_output
     if vision_only:
@@ -561,6 +600,17 @@ def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_
     # one 640x480 scene (391 image tokens) would otherwise pad a batch's ~1,000 sequences to its length
     order = torch.argsort(lengths)  # on the CPU (no sync): the sequences' lengths
     total_loss, count = 0.0, 0
+    binds, captured, hooks = [], {}, []
+    if bind_weight > 0:
+        rows_of = torch.full(ids.shape, -1, dtype=torch.long, device=ids.device)
+        rows_of[ids == IMAGE_PAD] = batch["image_gather"]  # the tower row of each image position
+        tok_shape = torch.where(rows_of >= 0, batch["aux_shape"][rows_of.clamp(min=0)], 0)
+        layers = model.model.language_model.layers
+        for L in BIND_LAYERS:
+            hooks.append(layers[L].self_attn.register_forward_pre_hook(
+                lambda mod, args, kwargs, L=L: captured.__setitem__(L, (kwargs["hidden_states"],
+                                                                        kwargs["position_embeddings"])),
+                with_kwargs=True))
     for idx in torch.tensor_split(order, min(LENGTH_GROUPS, len(order))):
         if idx.numel() == 0:
             continue
@@ -569,6 +619,17 @@ def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_
         hidden = model.model.language_model(inputs_embeds=emb[idx, :n], position_ids=batch["position_ids"][:, idx, :n],
                                             attention_mask=batch["attention_mask"][idx, :n]).last_hidden_state
         target = batch["labels"][idx, 1:n]
+        if bind_weight > 0:
+            named = batch["bind_shape"][idx]
+            sel = (named > 0).nonzero()[:, 0]
+            if sel.numel():
+                rows = (target[sel] != -100).int().argmax(1)  # the position that predicts the answer's first token
+                on = tok_shape[idx[sel], :n] == named[sel, None]
+                for L in BIND_LAYERS:
+                    h, (cos, sin) = captured[L]
+                    binds.append(bind_loss(model.model.language_model.layers[L].self_attn,
+                                           (h[sel], (cos[sel], sin[sel])), rows, on,
+                                           batch["attention_mask"][idx[sel], :n]))
         keep = target != -100
         logits = model.lm_head(hidden[:, :-1][keep])
         if seq_weights is None:
@@ -579,9 +640,14 @@ def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_
             ce = torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="none")
             total_loss = total_loss + (ce * w).sum()
             count = count + w.sum()
+    for hk in hooks:
+        hk.remove()
     answer = total_loss / count.clamp(min=1)
     aux_losses = aux(vis, batch) if aux is not None else {}
     total = answer + aux_weight * aux_total(aux_losses, head_weights or {}) if aux_losses else answer
+    if binds:
+        aux_losses["bind"] = torch.cat(binds).mean()
+        total = total + bind_weight * aux_losses["bind"]
     return total, answer, aux_losses
 
 
@@ -757,6 +823,10 @@ def main():
     ap.add_argument("--type-weights", default="",
                     help="per-type multipliers of the answer loss, e.g. side=3 (the logged answer loss is "
                          "then the weighted mean)")
+    ap.add_argument("--bind-weight", type=float, default=0.0,
+                    help="weight of the training-only attention loss: in the language model's layers "
+                         f"{BIND_LAYERS}, the position that answers a side or colour question attends to "
+                         "the named shape's tokens (0: off)")
     ap.add_argument("--dense", action="store_true",
                     help="training scenes ask the count, colour and side of every shape with an answer "
                          "(scenes.questions dense), not of one drawn at random")
@@ -877,7 +947,7 @@ def main():
         batch = {k: v.to(args.device, non_blocking=True) for k, v in batch.items()}
         with autocast:
             loss, answer, aux_losses = step_loss(model, aux, batch, args.aux_weight, lengths, vision_only,
-                                                 args.vision_fp32, head_weights, seq_weights)
+                                                 args.vision_fp32, head_weights, seq_weights, args.bind_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_([p for _, p in named], 1.0)
