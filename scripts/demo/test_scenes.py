@@ -63,47 +63,65 @@ class ScenesTest(unittest.TestCase):
         self.assertNotEqual(c["00000.png"], a["00000.png"])
 
     def test_answers_follow_from_objects(self):
-        plural = {v: k for k, v in scenes.PLURAL.items()}
         types = set()
         for r in self.lines:
-            objs, sign, q, a, t = r["objects"], r["sign"], r["question"], r["answer"], r["type"]
-            types.add(t)
-            shapes = [o["shape"] for o in objs]
-            self.assertTrue(1 <= len(objs) <= 6, r)
-            for o in objs:
-                self.assertIn(o["shape"], scenes.SHAPES)
-                self.assertIn(o["colour"], scenes.COLOURS)
-            if t == "shape":
-                self.assertEqual(q, "What shape is this?")
-                self.assertEqual(len(objs), 1, r)
-                self.assertIsNone(sign, r)
-                self.assertEqual(a, f"a {objs[0]['colour']} {objs[0]['shape']}")
-            elif t == "count":
-                s = plural[q.removeprefix("How many ").removesuffix(" are there?")]
-                self.assertEqual(a, str(shapes.count(s)), r)
-            elif t == "colour":
-                s = q.removeprefix("What colour is the ").removesuffix("?")
-                self.assertEqual(shapes.count(s), 1, r)
-                self.assertEqual(a, objs[shapes.index(s)]["colour"])
-            elif t == "side":
-                s = q.removeprefix("Which side is the ").removesuffix(" on?")
-                self.assertEqual(shapes.count(s), 1, r)
-                self.assertGreater(r["width"], r["height"], r)
-                box = objs[shapes.index(s)]["box"]
-                cx = (box[0] + box[2]) / 2
-                self.assertEqual(a, "left" if cx < 0.4 * r["width"] else "right" if cx > 0.6 * r["width"] else None, r)
-            elif t == "sign":
-                self.assertEqual(q, "What does the sign say?")
-                self.assertIsNotNone(sign, r)
-                self.assertEqual(a, sign["text"])
-            elif t == "total":
-                self.assertEqual(q, "How many shapes are there?")
-                self.assertEqual(a, str(len(objs)))
-            else:
-                self.fail(f"unknown type {t}")
-            self.assertEqual(r["text"], r["prompt"] + a + "<|im_end|>")
-            self.assertEqual(r["prompt"], scenes.prompt_text(q))
+            types.add(r["type"])
+            self.check_answer(r)
         self.assertEqual(types, set(scenes.TYPES))
+
+    def test_dense_questions(self):
+        """train.py --dense: the count, colour and side of every shape with an answer, each
+        following from the objects; the same scene (image, objects, sign) as the default."""
+        more = 0
+        for i in range(COUNT):
+            sc, dense = scenes.scene(SEED, i), scenes.scene(SEED, i, dense=True)
+            self.assertEqual(scenes.png_bytes(sc["image"]), scenes.png_bytes(dense["image"]))
+            qs = [q for _, q, _ in dense["qa"]]
+            self.assertEqual(len(qs), len(set(qs)), qs)
+            self.assertTrue({q for _, q, _ in sc["qa"]} <= set(qs), (sc["qa"], qs))
+            more += len(dense["qa"]) > len(sc["qa"])
+            for r in scenes.records(dense, "x.png"):
+                self.check_answer(r)
+        self.assertGreater(more, COUNT // 4)
+
+    def check_answer(self, r):
+        plural = {v: k for k, v in scenes.PLURAL.items()}
+        objs, sign, q, a, t = r["objects"], r["sign"], r["question"], r["answer"], r["type"]
+        shapes = [o["shape"] for o in objs]
+        self.assertTrue(1 <= len(objs) <= 6, r)
+        for o in objs:
+            self.assertIn(o["shape"], scenes.SHAPES)
+            self.assertIn(o["colour"], scenes.COLOURS)
+        if t == "shape":
+            self.assertEqual(q, "What shape is this?")
+            self.assertEqual(len(objs), 1, r)
+            self.assertIsNone(sign, r)
+            self.assertEqual(a, f"a {objs[0]['colour']} {objs[0]['shape']}")
+        elif t == "count":
+            s = plural[q.removeprefix("How many ").removesuffix(" are there?")]
+            self.assertEqual(a, str(shapes.count(s)), r)
+        elif t == "colour":
+            s = q.removeprefix("What colour is the ").removesuffix("?")
+            self.assertEqual(shapes.count(s), 1, r)
+            self.assertEqual(a, objs[shapes.index(s)]["colour"])
+        elif t == "side":
+            s = q.removeprefix("Which side is the ").removesuffix(" on?")
+            self.assertEqual(shapes.count(s), 1, r)
+            self.assertGreater(r["width"], r["height"], r)
+            box = objs[shapes.index(s)]["box"]
+            cx = (box[0] + box[2]) / 2
+            self.assertEqual(a, "left" if cx < 0.4 * r["width"] else "right" if cx > 0.6 * r["width"] else None, r)
+        elif t == "sign":
+            self.assertEqual(q, "What does the sign say?")
+            self.assertIsNotNone(sign, r)
+            self.assertEqual(a, sign["text"])
+        elif t == "total":
+            self.assertEqual(q, "How many shapes are there?")
+            self.assertEqual(a, str(len(objs)))
+        else:
+            self.fail(f"unknown type {t}")
+        self.assertEqual(r["text"], r["prompt"] + a + "<|im_end|>")
+        self.assertEqual(r["prompt"], scenes.prompt_text(q))
 
     def test_drawn_as_recorded(self):
         seen = set()
