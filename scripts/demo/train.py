@@ -280,7 +280,7 @@ def token_labels(item, merged_h, merged_w):
 
 
 BIND_TYPES = ("side", "colour")  # questions about one named shape
-BIND_LAYERS = (2, 3)  # where run 11's colour answers attend to the named shape (scripts/demo/probe.py --attention)
+BIND_LAYERS = (2, 3)  # where run 11's colour answers attend to the named shape (scripts/demo/binding.py)
 
 
 def named_shape(typ, question):
