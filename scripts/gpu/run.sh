@@ -369,7 +369,7 @@ fi
 # IRIS_TRAIN_S (default 400) is the training loop's budget; IRIS_BATCH (scenes a step), IRIS_LR,
 # IRIS_MIN_PIXELS, IRIS_AUX (--aux-weight), IRIS_AUX_HEADS (--aux-head-weights, e.g.
 # sign_word=0.25), IRIS_SIGN_RATE (--sign-rate), IRIS_DENSE=1 (--dense), IRIS_TYPE_WEIGHTS
-# (--type-weights, e.g. side=3), IRIS_QUESTIONS (all|one), IRIS_VISION_S
+# (--type-weights, e.g. side=3), IRIS_BIND (--bind-weight, e.g. 0.3), IRIS_QUESTIONS (all|one), IRIS_VISION_S
 # (--vision-seconds: the tower alone first), IRIS_PROFILE_AT (--profile-at) and IRIS_VISION_FP32=1
 # (--vision-fp32) pass to train.py; IRIS_INIT continues training from a checkpoint: `committed` (scripts/demo/model, in the
 # tree) or a directory holding an earlier call's demo-model.tgz.NN (carried); IRIS_TRAIN_ONLY=1
@@ -393,6 +393,7 @@ demo_phase() {
   [[ -n ${IRIS_SIGN_RATE:-} ]] && targs+=(--sign-rate "$IRIS_SIGN_RATE")
   [[ -n ${IRIS_DENSE:-} ]] && targs+=(--dense)
   [[ -n ${IRIS_TYPE_WEIGHTS:-} ]] && targs+=(--type-weights "$IRIS_TYPE_WEIGHTS")
+  [[ -n ${IRIS_BIND:-} ]] && targs+=(--bind-weight "$IRIS_BIND")
   [[ -n ${IRIS_QUESTIONS:-} ]] && targs+=(--questions "$IRIS_QUESTIONS")
   [[ -n ${IRIS_VISION_S:-} ]] && targs+=(--vision-seconds "$IRIS_VISION_S")
   [[ -n ${IRIS_PROFILE_AT:-} ]] && targs+=(--profile-at "$IRIS_PROFILE_AT")
