@@ -18,7 +18,7 @@ Measured on run 11 (docs/demo-model.md): colour 132 of 132 right, side 78 of 132
 side whatever the shape: 0 of 25 for a shape alone beside two or three others); colour questions
 put 0.39-0.93 of each head's attention in layers 2 and 3 on the named shape, side questions
 0.00-0.18. train.py --bind-weight trains that attention for side (and colour) questions: on run
-12 (run 11 with --bind-weight 0.3) side is 132 of 132 and both kinds put 0.94-0.99 there.
+12 (run 11 with --bind-weight 0.3) and run 13 side is 132 of 132 and both kinds put 0.94-0.99 there.
 """
 
 import argparse
