@@ -627,7 +627,7 @@ def step_loss(model, aux, batch, aux_weight, lengths, vision_only=False, vision_
                 on = tok_shape[idx[sel], :n] == named[sel, None]
                 for L in BIND_LAYERS:
                     h, (cos, sin) = captured[L]
-                    binds.append(bind_loss(model.model.language_model.layers[L].self_attn,
+                    binds.append(bind_loss(layers[L].self_attn,
                                            (h[sel], (cos[sel], sin[sel])), rows, on,
                                            batch["attention_mask"][idx[sel], :n]))
         keep = target != -100
@@ -776,6 +776,20 @@ def pack(ckpt, dest, part=15 << 20):
     return names
 
 
+def parse_weights(ap, flag, text, what, names):
+    """{name: weight} from "name=number,..." (the flag's value), each name one of names."""
+    weights = {}
+    for part in filter(None, text.split(",")):
+        name, _, value = part.partition("=")
+        if name not in names:
+            ap.error(f"{flag}: no {what} {name!r} ({what}s: {', '.join(names)})")
+        try:
+            weights[name] = float(value)
+        except ValueError:
+            ap.error(f"{flag}: {part!r} is not {what.split()[-1]}=number")
+    return weights
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -838,24 +852,8 @@ def main():
     args = ap.parse_args()
     if args.vision_seconds > 0 and args.aux_weight <= 0:
         ap.error("--vision-seconds trains the auxiliary heads: it needs --aux-weight > 0")
-    head_weights = {}
-    for part in filter(None, args.aux_head_weights.split(",")):
-        name, _, value = part.partition("=")
-        if name not in HEADS:
-            ap.error(f"--aux-head-weights: no head {name!r} (heads: {', '.join(HEADS)})")
-        try:
-            head_weights[name] = float(value)
-        except ValueError:
-            ap.error(f"--aux-head-weights: {part!r} is not head=number")
-    type_weights = {}
-    for part in filter(None, args.type_weights.split(",")):
-        name, _, value = part.partition("=")
-        if name not in scenes.TYPES:
-            ap.error(f"--type-weights: no question type {name!r} (types: {', '.join(scenes.TYPES)})")
-        try:
-            type_weights[name] = float(value)
-        except ValueError:
-            ap.error(f"--type-weights: {part!r} is not type=number")
+    head_weights = parse_weights(ap, "--aux-head-weights", args.aux_head_weights, "head", HEADS)
+    type_weights = parse_weights(ap, "--type-weights", args.type_weights, "question type", scenes.TYPES)
     report = args.report or args.out.rstrip("/") + "-report"
     os.makedirs(report, exist_ok=True)
     logf = open(os.path.join(report, "train.log"), "w")

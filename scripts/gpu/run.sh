@@ -411,7 +411,8 @@ demo_phase() {
   if [[ -n ${IRIS_ALT:-} ]]; then
     # two runs side by side on the one GPU (a step of this tiny model leaves it mostly idle), the
     # loader's workers split between them; the better on the held-out scenes is packed and served
-    local v best=a alt acc_a acc_b half=$(($(nproc) / 2 - 1)) pids=()
+    local v best=a alt half=$(($(nproc) / 2 - 1)) pids=()
+    local -A acc=()
     read -ra alt <<<"$IRIS_ALT"
     step "train two demo models side by side ($train_s s each): a, and b with: ${alt[*]}"
     for v in a b; do
@@ -425,10 +426,11 @@ demo_phase() {
     done
     wait "${pids[@]}"
     cat "$work/train-a.out" "$work/train-b.out"
-    acc_a=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["accuracy"]["overall"]["accuracy"])' "$rep-a/accuracy.json" 2>/dev/null || echo 0)
-    acc_b=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["accuracy"]["overall"]["accuracy"])' "$rep-b/accuracy.json" 2>/dev/null || echo 0)
-    awk -v a="${acc_a:-0}" -v b="${acc_b:-0}" 'BEGIN { exit !(b > a) }' && best=b
-    echo "held-out (transformers fp32): a $acc_a, b $acc_b (${alt[*]}): b's the better? $([[ $best == b ]] && echo yes || echo no)"
+    for v in a b; do
+      acc[$v]=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["accuracy"]["overall"]["accuracy"])' "$rep-$v/accuracy.json" 2>/dev/null || echo 0)
+    done
+    awk -v a="${acc[a]:-0}" -v b="${acc[b]:-0}" 'BEGIN { exit !(b > a) }' && best=b
+    echo "held-out (transformers fp32): a ${acc[a]}, b ${acc[b]} (${alt[*]}): b's the better? $([[ $best == b ]] && echo yes || echo no)"
     rm -rf "$model" "$rep" && cp -r "$model-$best" "$model" && cp -r "$rep-$best" "$rep" || return
     local other=a
     [[ $best == a ]] && other=b
