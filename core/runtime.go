@@ -44,6 +44,9 @@ type Config struct {
 	// VisionAlone runs the vision tower on one image at a time instead of the images of a
 	// scheduler round in one pass (batched vision, the default).
 	VisionAlone bool
+	// DecodeApart runs decode steps in passes of their own instead of beside a round's prefill
+	// chunks (engine.SchedulerOptions.DecodeApart).
+	DecodeApart bool
 	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default
 	// DefaultQueueDepth).
 	QueueDepth int
@@ -195,7 +198,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		}
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
-		env.VisionAlone = cfg.VisionAlone
+		env.VisionAlone, env.DecodeApart = cfg.VisionAlone, cfg.DecodeApart
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)
 		if m.HasTask(bundles.TaskVisionLanguage) {

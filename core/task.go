@@ -98,6 +98,8 @@ type TaskEnv struct {
 	KVCacheTokens int
 	// VisionAlone turns batched vision off: the tower takes one image at a time.
 	VisionAlone bool
+	// DecodeApart keeps decode steps out of prefill passes.
+	DecodeApart bool
 	// Registerer takes the task's Prometheus collectors (never nil).
 	Registerer prometheus.Registerer
 	// Tracer starts the task's spans (never nil).

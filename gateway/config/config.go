@@ -78,7 +78,7 @@ type Runtime struct {
 	// Workers is how many requests of one model run at once; the engine batches their passes
 	// (continuous batching), so it is also the largest batch.
 	Workers int `toml:"workers"`
-	// BatchTokens caps the tokens of one engine pass: decodes first, then prefill chunks.
+	// BatchTokens caps the tokens of one engine pass: prefill chunks, and decodes in the room left.
 	BatchTokens int `toml:"batch_tokens"`
 	// KVCacheTokens sizes each model's KV-cache pool in tokens; 0 takes the engine's default
 	// (the larger of one context and the smaller of 16 contexts and 1 GiB of cache).
@@ -86,6 +86,9 @@ type Runtime struct {
 	// VisionAlone runs the vision tower on one image at a time instead of a scheduler round's
 	// images in one pass (batched vision: measured on the CPU, not yet on the GPU).
 	VisionAlone bool `toml:"vision_alone"`
+	// DecodeApart runs decode steps in passes of their own instead of beside the prefill chunks
+	// of the same round (engine.SchedulerOptions.DecodeApart).
+	DecodeApart bool `toml:"decode_apart"`
 	// QueueDepth is how many more may wait; beyond it requests get 429 (0 takes the runtime's
 	// default, core.DefaultQueueDepth). A waiting request holds its image file's bytes.
 	QueueDepth int `toml:"queue_depth"`
@@ -98,7 +101,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, DecodeApart: r.DecodeApart, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }

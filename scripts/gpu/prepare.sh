@@ -15,7 +15,7 @@ flags=(-tags cuda -trimpath -ldflags '-s -w')
 #   check    the test binaries of the cuda packages (run.sh check)
 #   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare)
 #   qwen3    iris, gpucheck, httpbench and the qwen3_vl plugin (run.sh qwen3 2b|8b|tiny, run.sh vl)
-#   throughput  iris, httpbench, soak, cuda.test, the qwen2_5_vl plugin, and IRIS_BASE's build when
+#   throughput  iris, httpbench, soak, cuda.test, gpucheck, the qwen2_5_vl plugin, and IRIS_BASE's build when
 #            set (run.sh throughput, run.sh soak)
 #   internvl the same with the internvl plugin (run.sh internvl 2b|8b|tiny [parity|speed])
 #   demo     iris, accuracy and the qwen2_5_vl plugin (run.sh demo: issue 15's training call)
@@ -35,6 +35,7 @@ if [[ $phase == throughput ]]; then
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
   go build -trimpath -ldflags '-s -w' -o "$out/bin/soak" ./benchmark/cmd/soak # issue 14's soak (run.sh soak)
+  go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck # run.sh throughput's passes
 fi
 if [[ $phase == demo ]]; then
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris

@@ -26,9 +26,12 @@
 #                                   2B, ~6 for the 8B, 1-2 for tiny (estimates; IRIS_PHASE=qwen3
 #                                   `just gpu-bench` carries it)
 #   bash scripts/gpu/run.sh throughput [family size]
-#                                   continuous batching (issue 14): iris serve at its defaults,
-#                                   distinct JPEGs at c=1..128, the base build's c=1, transformers
-#                                   batch 16 (default the Qwen2.5-VL 3B; ~6 min)
+#                                   continuous batching (issue 14): the engine's passes by kind
+#                                   and size with an op profile of one round (gpucheck passes;
+#                                   IRIS_NO_PASSES=1 skips), iris serve at its defaults, distinct
+#                                   JPEGs at c=1..128 (each level's passes by phase and batch size),
+#                                   the base build's c=1, transformers batch 16 (default the
+#                                   Qwen2.5-VL 3B; ~7 min)
 #   bash scripts/gpu/run.sh soak [family size]
 #                                   issue 14's soak at full size: iris serve at its defaults on the
 #                                   random checkpoint (default the Qwen2.5-VL 3B), 2,000 mixed
@@ -191,6 +194,11 @@ pass_table() {
     END {
       for (k in n) if (n[k] > 0) { split(k, p, " "); printf "%-8s %-6s %8d %9.2f\n", p[1], p[2], n[k], 1000 * t[k] / n[k] }
     }' "$1" | sort -k1,1 -k3,3nr
+}
+
+# metrics_diff BEFORE AFTER: the counters of AFTER less those of BEFORE (two /metrics scrapes)
+metrics_diff() {
+  awk 'NR == FNR { if ($1 !~ /^#/) v[$1] = $2; next } $1 !~ /^#/ { printf "%s %.9g\n", $1, $2 - v[$1] }' "$1" "$2"
 }
 
 # budgeted <name> <seconds> <command...>: the command under timeout fit(seconds) and its verdict;
@@ -552,7 +560,7 @@ engine_benches() {
 
 model=$work/qwen25vl-3b
 cases=$work/cases
-make_checkpoint "$ref/gpu_qwen2_5_vl_3b.config.json" "$model" 300
+[[ $phase != throughput ]] && make_checkpoint "$ref/gpu_qwen2_5_vl_3b.config.json" "$model" 300 # throughput makes its own
 
 if [[ ( $phase == full || $phase == compare ) && ! -f $cases/index.json ]]; then
   timeout 90 python3 "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only; verdict cases $?
@@ -664,8 +672,13 @@ if [[ $phase == throughput ]]; then
     budgeted cases 90 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only
   fi
   if [[ -x $bin/cuda.test ]]; then
-    step "fp32: scheduled = alone, batch = single and batched vision = alone on the GPU (tiny fixtures)"
-    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 120 "$bin/cuda.test" -test.run 'TestBatchEqualsSingle|TestVisionBatch' -test.count 1 | tail -3)
+    step "the cuda tests: kernels, parity sweeps, fp32 scheduled = alone, batch = single and batched vision = alone (tiny fixtures)"
+    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|Sweep' -test.count 1 2>&1 | tail -40)
+  fi
+  if [[ -x $bin/gpucheck && -z ${IRIS_NO_PASSES:-} ]]; then
+    step "engine passes by kind and size (gpucheck passes: vision, prefill, decode, rounds, ops)"
+    pb=(); [[ -n $cpu ]] && pb=(-backend cpu -precision fp32 -iters 3 -images 1,2 -prompts 1,2 -decodes 1,4 -round 2,2,4)
+    budgeted passes 150 "$bin/gpucheck" passes -model "$model" -cases "$cases" -ops "${IRIS_OPS:-16}" "${pb[@]}" ${IRIS_PASSES_ARGS:-} 2>&1 | tee "$work/passes.txt"
   fi
   unpack_base
   step "bundles (this build; the base build when carried)"
@@ -678,17 +691,42 @@ if [[ $phase == throughput ]]; then
       --name "$name" --context 4096 "${plugin[@]}" >/dev/null
   done
   printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/defaults.toml"
-  for who in base new; do
-    b=$bin; [[ $who == base ]] && b=$base
-    [[ -d $work/bundle-$who ]] || continue
+  printf '[runtime]\nembedding_cache_bytes = 0\ndecode_apart = true\n' >"$work/apart.toml"
+  # apart (IRIS_AB_APART=1): this build again with decode steps in passes of their own, at
+  # IRIS_APART_CONC (default 64): what carrying them in the prefill passes gives, same call
+  whos=(base new); [[ -n ${IRIS_AB_APART:-} ]] && whos+=(apart)
+  for who in "${whos[@]}"; do
+    b=$bin cfg=$work/defaults.toml bundle=$work/bundle-$who
+    [[ $who == base ]] && b=$base
+    [[ $who == apart ]] && cfg=$work/apart.toml bundle=$work/bundle-new
+    [[ -d $bundle && -z ${IRIS_NO_HTTP:-} ]] || continue
     step "HTTP, $who build: iris serve at its defaults, distinct JPEGs"
     conc=${IRIS_CONC:-1,8,32,64,128} workers=()
     [[ $who == base ]] && conc=1 workers=(--workers 1) # one request at a time: only its c=1 latency matters
-    "$b/iris" serve -config "$work/defaults.toml" --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-$who.log" 2>&1 &
+    [[ $who == apart ]] && conc=${IRIS_APART_CONC:-64}
+    "$b/iris" serve -config "$cfg" --bundle "$bundle" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-$who.log" 2>&1 &
     srv=$!
     for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
-    budgeted "http-$who" 200 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
-      -question "$photo_q" -runs "${IRIS_RUNS:-30}" -seconds "${IRIS_SECS:-6}" -concurrency "$conc" -out "$OUT/throughput-$who.json"
+    if [[ $who != base ]]; then
+      # one httpbench a level, the passes of each level apart (the counters' differences)
+      curl -fs 127.0.0.1:18080/metrics >"$work/m0.txt" 2>/dev/null
+      runs=${IRIS_RUNS:-30} # the c=1 latency figures with the first level only
+      [[ $who == apart ]] && runs=0
+      for c in ${conc//,/ }; do
+        budgeted "http-$who-c$c" 100 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
+          -question "$photo_q" -runs "$runs" -seconds "${IRIS_SECS:-6}" -concurrency "$c" -out "$work/throughput-$who-c$c.json"
+        runs=0
+        curl -fs 127.0.0.1:18080/metrics >"$work/m1.txt" 2>/dev/null
+        echo "passes at c=$c:"
+        pass_table <(metrics_diff "$work/m0.txt" "$work/m1.txt")
+        mv "$work/m1.txt" "$work/m0.txt"
+      done
+      "$py" -c 'import json,sys; json.dump([json.load(open(f)) for f in sys.argv[2:]], open(sys.argv[1], "w"), indent=1)' \
+        "$OUT/throughput-$who.json" $(for c in ${conc//,/ }; do echo "$work/throughput-$who-c$c.json"; done)
+    else
+      budgeted "http-$who" 200 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
+        -question "$photo_q" -runs "${IRIS_RUNS:-30}" -seconds "${IRIS_SECS:-6}" -concurrency "$conc" -out "$OUT/throughput-$who.json"
+    fi
     curl -fs 127.0.0.1:18080/metrics >"$OUT/metrics-$who.txt" 2>/dev/null
     grep -E '^iris_engine_pass|^iris_engine_vision|^iris_engine_seconds|^iris_kv_cache' "$OUT/metrics-$who.txt" | head -12
     pass_table "$OUT/metrics-$who.txt"
@@ -697,7 +735,7 @@ if [[ $phase == throughput ]]; then
   done
   step "transformers baseline (bf16; batch 1 and 16)"
   dev=cuda; [[ -n $cpu ]] && dev=cpu
-  budgeted baseline 240 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs "${IRIS_BRUNS:-6}" \
+  [[ -z ${IRIS_SKIP_BASELINE:-} ]] && budgeted baseline 240 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs "${IRIS_BRUNS:-6}" \
     --caches dynamic --device "$dev" --out "$OUT/baseline.json"
 fi
 

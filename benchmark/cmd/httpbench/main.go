@@ -128,7 +128,7 @@ func httpBench(args []string) error {
 	model := fs.String("model", "", "model name")
 	image := fs.String("image", "", "PNG or JPEG file to send")
 	question := fs.String("question", "Describe the picture.", "question")
-	runs := fs.Int("runs", 30, "requests per latency figure")
+	runs := fs.Int("runs", 30, "requests per latency figure (0: no c=1 latency figures)")
 	conc := fs.String("concurrency", "1,8,32,64,128", "concurrencies for images/s")
 	distinct := fs.Int("distinct", 512, "distinct variants of the image, sent in turn (1: the file itself every time)")
 	secs := fs.Float64("seconds", 5, "seconds per throughput figure")
@@ -170,6 +170,9 @@ func httpBench(args []string) error {
 	}
 	res := map[string]any{"image": *image, "bytes": len(img), "distinct": len(urls)}
 	for _, n := range []int{3, 10} {
+		if *runs <= 0 { // -runs 0: the concurrency levels only
+			break
+		}
 		var tot, first []float64
 		stages := map[string][]float64{}
 		tpot := 0.0

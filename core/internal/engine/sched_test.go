@@ -375,3 +375,41 @@ func TestSchedulerEncodesImagesTogether(t *testing.T) {
 		t.Errorf("VisionAlone took the batch path: batches %v", m.batches)
 	}
 }
+
+// TestSchedulerTake checks the passes' inputs: a prefill pass carries the decode steps waiting,
+// first, in the room its chunks leave (the chunks get what a pass of their own would), and the
+// decode pass has the rest; DecodeApart keeps them apart.
+func TestSchedulerTake(t *testing.T) {
+	chunk := func(n int) *job { return &job{in: Input{IDs: make([]int32, n)}} }
+	dec := func() *job { return &job{in: Input{IDs: []int32{1}}, decode: true} }
+	for _, tc := range []struct {
+		name          string
+		opts          SchedulerOptions
+		prefill, rest []int // indexes into the queue below
+	}{
+		{"decodes ride along, first", SchedulerOptions{}, []int{1, 2, 4, 0, 3}, nil},
+		{"apart", SchedulerOptions{DecodeApart: true}, []int{0, 3}, []int{1, 2, 4}},
+		{"the room the chunks leave: inputs", SchedulerOptions{MaxBatch: 3}, []int{1, 0, 3}, []int{2, 4}},
+		{"the room the chunks leave: tokens", SchedulerOptions{StepTokens: 7}, []int{1, 0, 3}, []int{2, 4}},
+		{"a chunk over the budget still goes", SchedulerOptions{StepTokens: 2}, []int{0}, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			queue := []*job{chunk(3), dec(), dec(), chunk(3), dec()}
+			s := &Scheduler{opts: tc.opts.withDefaults(), ready: slices.Clone(queue)}
+			var prefill, rest []int
+			for _, j := range s.take(false) {
+				prefill = append(prefill, slices.Index(queue, j))
+			}
+			for _, j := range s.take(true) {
+				rest = append(rest, slices.Index(queue, j))
+			}
+			if !slices.Equal(prefill, tc.prefill) || !slices.Equal(rest, tc.rest) {
+				t.Errorf("prefill pass %v, decode pass %v; want %v, %v", prefill, rest, tc.prefill, tc.rest)
+			}
+		})
+	}
+	s := &Scheduler{opts: SchedulerOptions{}.withDefaults(), ready: []*job{dec(), dec()}}
+	if got := s.take(false); len(got) != 0 {
+		t.Errorf("a prefill pass of %d inputs with no chunk waiting", len(got))
+	}
+}

@@ -436,6 +436,26 @@ template <typename T> __device__ void silu_mul(T *out, const T *gu, int rows, in
         }
         return;
     }
+    if (I % 2 == 0 && ldo % 2 == 0) { // pairs (the vision MLP's 3,420): 4-byte (bf16) loads
+        struct alignas(2 * sizeof(T)) pair { T v[2]; };
+        ROWS(r, c, rows, ldo / 2) {
+            int j = 2 * c;
+            const T *row = gu + (size_t)r * 2 * I;
+            pair o;
+            if (j < I) {
+                pair g2 = *(const pair *)(row + j), u2 = *(const pair *)(row + I + j);
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float g = ld(g2.v[e]);
+                    o.v[e] = st<T>(rnd<T>(g / (1.0f + expf(-g))) * ld(u2.v[e]));
+                }
+            } else {
+                o.v[0] = o.v[1] = st<T>(0.f);
+            }
+            *(pair *)(out + (size_t)r * ldo + j) = o;
+        }
+        return;
+    }
     ROWS(r, j, rows, ldo) {
         const T *row = gu + (size_t)r * 2 * I;
         float v = 0.f;
@@ -826,7 +846,9 @@ extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, in
 //      splits, hd + 2];
 //   E. the last split of (row, head) to finish (a ticket each, reset by it for the next step)
 //      merges: out[r, h] = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
-// Needs hd <= 256 and hd a multiple of 8, and 16-byte aligned rows.
+// Needs hd <= 256 and hd a multiple of 8, and 16-byte aligned rows. Four blocks an SM (64
+// registers, no spills; 71 unbounded let three fit): a decode step of 54 rows launches 3,456
+// blocks, so the blocks resident at once set its time.
 #define DEC_SK 64
 #define DEC_THREADS 256
 template <typename T>
@@ -1027,11 +1049,11 @@ __device__ void attn_pool(T *out, int ldo, float *part, int *ticket, const T *qm
     T *out, int ldo, float *part, int *ticket, const T *q, int ldq, const T *k, int ldk, const T *v, int ldv, const float *cos,     \
         const float *sin, int ldc, T *kpool, T *vpool, const int *slots, const int *spans, int heads, int kvh, int hd, float scale, \
         const T *qnw, const T *knw, float eps
-extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_pool_f32(ATTN_POOL_ARGS(float)) {
+extern "C" __global__ void __launch_bounds__(DEC_THREADS, 4) iris_attn_pool_f32(ATTN_POOL_ARGS(float)) {
     attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale, qnw,
               knw, eps);
 }
-extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_pool_bf16(ATTN_POOL_ARGS(bf16)) {
+extern "C" __global__ void __launch_bounds__(DEC_THREADS, 4) iris_attn_pool_bf16(ATTN_POOL_ARGS(bf16)) {
     attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale, qnw,
               knw, eps);
 }
@@ -1283,10 +1305,16 @@ __device__ void top2_block(const float *logits, const int *ids, int lo, int hi, 
         __syncthreads();
     }
 }
-extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_part(float *pv, int *pi, const float *logits, int n) {
+// Both run over gridDim.y rows at once (a decode step's sequences): row y's logits at y * ld,
+// its parts at y * 2 * gridDim.x of pv/pi (iris_argmax_part); its inputs at y * n of logits and
+// ids and its results at y * ostride of out and vals (iris_argmax_top2).
+extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_part(float *pv, int *pi, const float *logits, int n, long ld) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     __shared__ float bv[ARGMAX_MAX_THREADS], sv[ARGMAX_MAX_THREADS];
     __shared__ int bi[ARGMAX_MAX_THREADS], si[ARGMAX_MAX_THREADS];
+    logits += blockIdx.y * ld;
+    pv += (size_t)blockIdx.y * 2 * gridDim.x;
+    pi += (size_t)blockIdx.y * 2 * gridDim.x;
     int chunk = (n + gridDim.x - 1) / gridDim.x;
     int lo = min(n, blockIdx.x * chunk);
     top2_block(logits, NULL, lo, min(n, lo + chunk), bv, bi, sv, si);
@@ -1295,10 +1323,15 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_par
         pv[2 * blockIdx.x + 1] = sv[0], pi[2 * blockIdx.x + 1] = si[0];
     }
 }
-extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_top2(int *out, float *vals, const float *logits, const int *ids, int n) {
+extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_top2(int *out, float *vals, const float *logits, const int *ids, int n,
+                                                                             int ostride) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     __shared__ float bv[ARGMAX_MAX_THREADS], sv[ARGMAX_MAX_THREADS];
     __shared__ int bi[ARGMAX_MAX_THREADS], si[ARGMAX_MAX_THREADS];
+    logits += (size_t)blockIdx.y * n;
+    if (ids) ids += (size_t)blockIdx.y * n;
+    out += (size_t)blockIdx.y * ostride;
+    vals += (size_t)blockIdx.y * ostride;
     top2_block(logits, ids, 0, n, bv, bi, sv, si);
     if (threadIdx.x == 0) {
         out[0] = bi[0], out[1] = si[0];

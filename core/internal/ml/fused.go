@@ -105,6 +105,20 @@ type Grapher interface {
 	Graph(key string, fn func(replay bool))
 }
 
+// KeyBucket is the cache length up to which a recorded decode step serves: the power of two at
+// or above n keys (the longest cache in the step), at least 64. A decode step's graph key
+// carries it, so a step whose caches outgrow the bucket records another graph, and a backend
+// sizes the attention's launch for the bucket rather than for the longest cache any graph may
+// meet (a grid for 8,192 keys over 54 caches of 200 keys was mostly empty blocks: ~14 ms of a
+// decode step on the H200).
+func KeyBucket(n int) int {
+	b := 64
+	for b < n {
+		b *= 2
+	}
+	return b
+}
+
 // Graph runs fn through b's graphs under key when b records graphs (key not empty), else plainly.
 // fn must issue the same ops on the same buffers every time it is called with the key; called
 // with replay set, it issues only its inputs (Input, Ints) and its outputs (Read, Argmax), in

@@ -101,6 +101,11 @@ type Ints struct {
 	Host []int32
 }
 
+// Slice is v's values [i, j) (its device address moved to i).
+func (v Ints) Slice(i, j int) Ints {
+	return Ints{Addr: v.Addr + uintptr(4*i), Len: j - i, Host: v.Host[i:j]}
+}
+
 // Attn describes one attention: heads of q over key/value heads of k and v (grouped when
 // KVHeads < Heads), HeadDim each.
 type Attn struct {

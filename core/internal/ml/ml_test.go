@@ -97,3 +97,11 @@ func TestWiden(t *testing.T) {
 		t.Error("I8 accepted")
 	}
 }
+
+func TestKeyBucket(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{{0, 64}, {1, 64}, {64, 64}, {65, 128}, {200, 256}, {256, 256}, {257, 512}, {8192, 8192}, {8193, 16384}} {
+		if got := KeyBucket(tc.n); got != tc.want {
+			t.Errorf("KeyBucket(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+}

@@ -37,6 +37,30 @@ func gqaPointers(dt dtype, a attnArgs, s, p gpu.DevPtr) []uint64 {
 	return out
 }
 
+// groupPointers is gqaPointers for several segments of one shape in one batch: each of the six
+// arrays holds segment 0's heads, then segment 1's, and so on, their scores and probabilities
+// one chunk after another in s and p.
+func groupPointers(dt dtype, segs []attnArgs, s, p gpu.DevPtr) []uint64 {
+	a := segs[0]
+	e := dt.size()
+	h, r, area := a.heads, a.heads/a.kvh, int64(a.nq)*int64(a.nk)
+	n := h * len(segs)
+	out := make([]uint64, 6*n)
+	for m, g := range segs {
+		for i := range h {
+			j := m*h + i
+			kv := int64(i/r) * int64(g.hd) * e
+			out[j] = uint64(g.k.Add(kv))
+			out[n+j] = uint64(g.q.Add(int64(i*g.hd) * e))
+			out[2*n+j] = uint64(s.Add(int64(j) * area * 4))
+			out[3*n+j] = uint64(g.v.Add(kv))
+			out[4*n+j] = uint64(p.Add(int64(j) * area * e))
+			out[5*n+j] = uint64(g.out.Add(int64(i*g.hd) * e))
+		}
+	}
+	return out
+}
+
 // gemmAttnMin is the segment size (queries x keys) from which attention goes through cuBLAS
 // (tensor cores, scores materialised) instead of the flash kernel on CUDA cores.
 const gemmAttnMin = 128 * 128

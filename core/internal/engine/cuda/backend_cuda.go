@@ -687,18 +687,18 @@ func (b *Backend) Argmax(dst []int32, x ml.Tensor) {
 		b.fail(fmt.Errorf("cuda argmax: %dx%d %s into %d values: %w", x.Rows, x.Cols, x.DType, len(dst), engine.ErrInvalidInput))
 		return
 	}
-	part := b.scratchT("argmax.part", 1, 2*argmaxParts*2, ml.F32)
+	// every row in the same two launches: the parts of row r at r*2*argmaxParts of pv and pi,
+	// its pick (index, runner-up, their values) in row r of pick
+	part := b.scratchT("argmax.part", x.Rows, 2*argmaxParts*2, ml.F32)
 	pick := b.scratchT("argmax.pick", x.Rows, 4, ml.F32)
 	if b.err != nil {
 		return
 	}
-	pv, pi := dp(part), dp(part).Add(2*argmaxParts*4)
-	for r := range x.Rows {
-		row := dp(x.RowsAt(r, 1))
-		out := dp(pick).Add(int64(r) * 16)
-		b.launchDep(b.k.argmaxPart, gpu.Dim3{X: argmaxParts}, gpu.Dim3{X: argmaxThreads}, 0, gpu.P(pv), gpu.P(pi), gpu.P(row), gpu.I(x.Cols))
-		b.launchDep(b.k.argmax, gpu.Dim3{X: 1}, gpu.Dim3{X: argmaxThreads}, 0, gpu.P(out), gpu.P(out.Add(8)), gpu.P(pv), gpu.P(pi), gpu.I(2*argmaxParts))
-	}
+	pv, pi := dp(part), dp(part).Add(int64(x.Rows)*2*argmaxParts*4)
+	b.launchDep(b.k.argmaxPart, gpu.Dim3{X: argmaxParts, Y: x.Rows}, gpu.Dim3{X: argmaxThreads}, 0, gpu.P(pv), gpu.P(pi), gpu.P(dp(x)),
+		gpu.I(x.Cols), gpu.L(int64(x.Stride)))
+	b.launchDep(b.k.argmax, gpu.Dim3{X: 1, Y: x.Rows}, gpu.Dim3{X: argmaxThreads}, 0, gpu.P(dp(pick)), gpu.P(dp(pick).Add(8)), gpu.P(pv), gpu.P(pi),
+		gpu.I(2*argmaxParts), gpu.I(4))
 	at, ok := b.download(dp(pick), int64(x.Rows)*16)
 	if ok {
 		b.reads = append(b.reads, pendingRead{at: at, i32: dst, count: x.Cols})

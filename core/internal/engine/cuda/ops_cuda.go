@@ -21,7 +21,9 @@ func (b *Backend) launch(f *gpu.Function, grid, block gpu.Dim3, shmem int, args 
 	if !b.live() {
 		return
 	}
+	b.opStart()
 	b.fail(f.Launch(grid, block, shmem, b.stream, args...))
+	b.opEnd(f.Name())
 	b.afterKernel = true
 }
 
@@ -33,7 +35,7 @@ func (b *Backend) launchDep(f *gpu.Function, grid, block gpu.Dim3, shmem int, ar
 	if !b.live() {
 		return
 	}
-	if !b.opts.NoPDL && b.afterKernel {
+	if !b.opts.NoPDL && b.afterKernel && !b.opsProfiled() {
 		b.fail(f.LaunchDependent(grid, block, shmem, b.stream, args...))
 		return
 	}
@@ -193,7 +195,15 @@ func (b *Backend) linear(x ml.Tensor, o ml.Out) {
 		y = b.scratchT("linear.y", M, N, b.dt.ml())
 	}
 	xp, ldx := dp(x), x.Stride
-	if o.W.Stride != o.W.Cols { // a padded weight: the input padded to match (zero columns)
+	switch {
+	case o.W.Stride != o.W.Cols && x.Stride == o.W.Stride && x.Addr%16 == 0:
+		// a padded weight (rows of whole 16-byte chunks for the tensor cores) over an input the
+		// family allocated at the weight's stride, whose columns past K its producer zeroed
+		// (SiluMul does): the product over the padded K, as it is. (K itself, 3,420 for the
+		// vision MLP, took cuBLASLt to a kernel 3x slower: 135 against 42 us.)
+		K = o.W.Stride
+	case o.W.Stride != o.W.Cols:
+		// over any other input: the input padded to match (zero columns)
 		if !x.Contiguous() {
 			b.bad("linear: a padded weight over a strided input")
 			return
@@ -216,10 +226,15 @@ func (b *Backend) linear(x ml.Tensor, o ml.Out) {
 			b.launchDep(b.k.bias, grid2(M, N), gpu.Dim3{X: 256}, 0, gpu.P(dp(y)), gpu.P(dp(o.B)), gpu.I(M), gpu.I(N), gpu.I(y.Stride))
 		}
 		if b.err == nil {
+			b.opStart()
 			b.fail(b.blas.linear(b.dt, dp(y), y.Stride, xp, ldx, dp(o.W), M, N, K, o.B.Valid()))
 		}
 	} else {
+		b.opStart()
 		b.fail(b.blas.ltLinear(b.dt, dp(y), y.Stride, xp, ldx, dp(o.W), dp(o.B), M, N, K))
+	}
+	if b.opsProfiled() {
+		b.opEnd(fmt.Sprintf("linear %dx%dx%d", M, N, K))
 	}
 	b.afterKernel = true // cuBLAS ends with its kernel
 	if y != o.Y {
@@ -354,9 +369,12 @@ func (b *Backend) SiluMul(y, gate, up ml.Tensor) {
 		b.bad("silu: gate and up are not the halves of one matrix")
 		return
 	}
-	cols := I
-	if per := int(16 / b.dt.size()); I%per == 0 && y.Stride%per == 0 {
+	cols := y.Stride // the kernel's paths (iris.cu): columns, padding included
+	switch per := int(16 / b.dt.size()); {
+	case I%per == 0 && y.Stride == I:
 		cols = I / per // 16-byte chunks
+	case I%2 == 0 && y.Stride%2 == 0:
+		cols = y.Stride / 2 // pairs
 	}
 	b.launchDep(b.k.siluMul, grid2(y.Rows, cols), gpu.Dim3{X: 256}, 0, gpu.P(dp(y)), gpu.P(dp(gate)), gpu.I(y.Rows), gpu.I(I), gpu.I(y.Stride))
 }
@@ -504,8 +522,7 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 	if !b.same("attention", out, q, k, v) {
 		return
 	}
-	b.attend(attnArgs{out: dp(out), q: dp(q), k: dp(k), v: dp(v), ldo: out.Stride, ldq: q.Stride, ldk: k.Stride, ldv: v.Stride,
-		nq: q.Rows, nk: k.Rows, heads: a.Heads, kvh: a.KVHeads, hd: a.HeadDim, causal: a.Causal, scale: a.Scale})
+	b.attend(b.attnArgs(out, q, k, v, a))
 }
 
 // attend runs one segment (the flash kernel reads its bounds from the device).
@@ -528,7 +545,9 @@ func (b *Backend) attend(a attnArgs) {
 				return
 			}
 			b.flush()
+			b.opStart()
 			b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), a.heads))
+			b.opEndAttn(a)
 			b.afterKernel = true
 			return
 		}
@@ -537,7 +556,9 @@ func (b *Backend) attend(a attnArgs) {
 		p := b.scratchT("attn.p", chunk, int(area), b.dt.ml())
 		if b.err == nil {
 			b.flush()
+			b.opStart()
 			b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), chunk))
+			b.opEndAttn(a)
 			b.afterKernel = true
 		}
 		return
@@ -555,6 +576,72 @@ func (b *Backend) attend(a attnArgs) {
 	b.launchDep(f, gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
 		gpu.P(gpu.DevPtr(seg.Addr)), gpu.P(gpu.DevPtr(seg.Addr).Add(8)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
+}
+
+// attendAll runs segments of attention, those of one shape (queries, keys, causal) that go
+// through cuBLAS as one batch of pointers a product (every segment's heads in one launch, not a
+// launch each: the prompts of a prefill pass, the frames of a vision pass). segs must have q0 =
+// k0 = 0 (their pointers at their first rows).
+func (b *Backend) attendAll(segs []attnArgs) {
+	type shape struct {
+		nq, nk int
+		causal bool
+	}
+	groups := map[shape][]attnArgs{}
+	var order []shape
+	for _, a := range segs {
+		k := shape{a.nq, a.nk, a.causal}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], a)
+	}
+	for _, k := range order {
+		g := groups[k]
+		a := g[0]
+		area := int64(a.nq) * int64(a.nk)
+		if len(g) == 1 || b.opts.FlashOnly || (area < gemmAttnMin && b.k.flash[a.hd] != nil) || a.heads%a.kvh != 0 {
+			for _, a := range g {
+				b.attend(a)
+			}
+			continue
+		}
+		// as many segments a batch as the scores' budget holds
+		per := int(max(1, gemmAttnBudget/(area*int64(a.heads)*(4+b.dt.size()))))
+		for i := 0; i < len(g); i += per {
+			b.attendGroup(g[i:min(len(g), i+per)])
+		}
+	}
+}
+
+// attendGroup runs segments of one shape as one batch of pointers a product (attnGemm).
+func (b *Backend) attendGroup(segs []attnArgs) {
+	if len(segs) == 1 {
+		b.attend(segs[0])
+		return
+	}
+	if !b.live() {
+		return
+	}
+	a := segs[0]
+	area := int64(a.nq) * int64(a.nk)
+	n := len(segs) * a.heads
+	s := b.scratchT("attn.s", n, int(area), ml.F32)
+	p := b.scratchT("attn.p", n, int(area), b.dt.ml())
+	if b.err != nil {
+		return
+	}
+	v := groupPointers(b.dt, segs, dp(s), dp(p))
+	a.ptrs = b.input(unsafe.Pointer(&v[0]), int64(len(v))*8)
+	a.heads = n // attnGemm's pointer path: one batch of n matrices a product
+	if b.err != nil {
+		return
+	}
+	b.flush()
+	b.opStart()
+	b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), n))
+	b.opEndAttn(a)
+	b.afterKernel = true
 }
 
 // ptrKey is what an attention's pointer arrays are computed from.
@@ -648,11 +735,19 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 			gpu.P(gpu.DevPtr(bd.Addr)), gpu.P(gpu.DevPtr(bd.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.I(0), gpu.F(a.Scale))
 		return
 	}
-	a.Causal = false
+	all := make([]attnArgs, segs)
 	for i := range segs {
 		r0, n := int(bounds[i]), int(bounds[i+1]-bounds[i])
-		b.Attention(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)
+		all[i] = b.attnArgs(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)
+		all[i].causal = false
 	}
+	b.attendAll(all)
+}
+
+// attnArgs is the segment of Attention's arguments.
+func (b *Backend) attnArgs(out, q, k, v ml.Tensor, a ml.Attn) attnArgs {
+	return attnArgs{out: dp(out), q: dp(q), k: dp(k), v: dp(v), ldo: out.Stride, ldq: q.Stride, ldk: k.Stride, ldv: v.Stride,
+		nq: q.Rows, nk: k.Rows, heads: a.Heads, kvh: a.KVHeads, hd: a.HeadDim, causal: a.Causal, scale: a.Scale}
 }
 
 // maxSegment is the longest of the segments between bounds.
@@ -689,6 +784,19 @@ func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPo
 		b.poolAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a) // the norms inside
 		return
 	}
+	if d := leadingDecodeRows(spans.Host); d > 0 && b.mode == plain && b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
+		// a prefill pass that carries decode steps (engine.Scheduler puts them first): those
+		// rows in the pool kernel, the prefill chunks after them per sequence
+		all := q.Rows
+		rows := func(t ml.Tensor, r0, n int) ml.Tensor { return t.RowsAt(r0, n) }
+		b.poolAttention(rows(out, 0, d), rows(q, 0, d), rows(k, 0, d), rows(v, 0, d),
+			ml.Rotary{Cos: rows(rot.Cos, 0, d), Sin: rows(rot.Sin, 0, d), RoundOnce: rot.RoundOnce},
+			kPool, vPool, slots.Slice(0, d), spans.Slice(0, 2*d), a)
+		n := all - d
+		out, q, k, v = rows(out, d, n), rows(q, d, n), rows(k, d, n), rows(v, d, n)
+		rot = ml.Rotary{Cos: rows(rot.Cos, d, n), Sin: rows(rot.Sin, d, n), RoundOnce: rot.RoundOnce}
+		slots, spans = slots.Slice(d, all), spans.Slice(2*d, 2*all)
+	}
 	ml.HeadNorms(b, q, k, a)
 	b.rows(b.k.ropeKV, q.Rows, gpu.P(dp(q)), gpu.I(q.Stride), gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride),
 		gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride), gpu.I(roundOnce(rot)), gpu.P(dp(kPool)), gpu.P(dp(vPool)),
@@ -716,6 +824,21 @@ func (b *Backend) decodeRows(spans ml.Ints) bool {
 	return true
 }
 
+// leadingDecodeRows counts the rows at the start of spans that are each a sequence of their own
+// (one new token: a decode step) when a sequence of several rows follows them; 0 otherwise.
+func leadingDecodeRows(sp []int32) int {
+	rows := len(sp) / 2
+	for i := range rows {
+		if i+1 < rows && sp[2*i+2] == sp[2*i] { // row i+1 continues row i's sequence
+			if i == 0 {
+				return 0
+			}
+			return i
+		}
+	}
+	return 0 // every row its own sequence (decodeRows), or none
+}
+
 // poolKernelOK reports whether iris_attn_pool serves these rows: head dims of whole 16-byte
 // loads up to 256, rows 16-byte aligned.
 func (b *Backend) poolKernelOK(a ml.Attn, ts ...ml.Tensor) bool {
@@ -727,8 +850,8 @@ func (b *Backend) poolKernelOK(a ml.Attn, ts ...ml.Tensor) bool {
 	return a.HeadDim <= 256 && a.HeadDim%8 == 0 && a.Heads%a.KVHeads == 0
 }
 
-// graphSplits is the decode attention's key splits in a recorded graph: every cache length up to
-// graphSplits*decSK keys; a longer one runs plainly.
+// graphSplits is the decode attention's most key splits in a recorded graph: cache lengths up
+// to graphSplits*decSK keys; a longer one runs plainly.
 const graphSplits = 8192 / decSK
 
 // poolAttention is RopeCachedAttention for decode rows: iris_attn_pool, its key spans and new
@@ -745,11 +868,13 @@ func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vP
 	}
 	splits := (longest + decSK - 1) / decSK
 	if b.mode != plain {
+		// a graph serves every step of its key, whose caches reach at most ml.KeyBucket keys
+		// (the decoder's key carries the bucket): splits for the bucket
+		splits = (ml.KeyBucket(longest) + decSK - 1) / decSK
 		if splits > graphSplits {
-			b.fail(errMoved) // a graph's grid covers graphSplits: run this step plainly
+			b.fail(errNoGraph) // this bucket's steps run plainly
 			return
 		}
-		splits = graphSplits
 	}
 	rows := q.Rows
 	// sized for a graph's splits in any case, so that a plain run makes what a recording needs
@@ -778,12 +903,13 @@ func (b *Backend) sequenceAttention(out, q, kPool, vPool ml.Tensor, spans ml.Int
 		b.bad("attention: %v", err)
 		return
 	}
-	for _, r := range runs {
-		c := a
-		c.Causal, c.Past = true, r.Past
+	segs := make([]attnArgs, len(runs))
+	for i, r := range runs {
 		keys := r.Past + r.Rows
-		b.Attention(out.RowsAt(r.Row, r.Rows), q.RowsAt(r.Row, r.Rows), kPool.RowsAt(r.Start, keys), vPool.RowsAt(r.Start, keys), c)
+		segs[i] = b.attnArgs(out.RowsAt(r.Row, r.Rows), q.RowsAt(r.Row, r.Rows), kPool.RowsAt(r.Start, keys), vPool.RowsAt(r.Start, keys), a)
+		segs[i].causal = true
 	}
+	b.attendAll(segs)
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -886,6 +1012,7 @@ func (b *Backend) reset() {
 
 // profiler accumulates GPU time between named marks of a pass.
 type profiler struct {
+	ops    bool // an event after every op (SetProfileOps), not at the marks
 	events []*gpu.Event
 	names  []string
 	n      int
@@ -896,17 +1023,39 @@ type profiler struct {
 // Mark implements ml.Marker (with Options.Profile or SetProfile; graphs are off then).
 func (b *Backend) Mark(stage string) {
 	p := b.prof
-	if p == nil || b.mode != plain || b.err != nil {
+	if p == nil || p.ops || b.mode != plain || b.err != nil {
 		return
-	}
-	if p.totals == nil {
-		p.totals, p.counts = map[string]float64{}, map[string]int{}
 	}
 	if p.n == 0 { // the pass's opening event
 		b.record(p, "")
 	}
 	b.record(p, stage)
 	b.afterKernel = false
+}
+
+// opsProfiled reports whether every op is timed (SetProfileOps).
+func (b *Backend) opsProfiled() bool { return b.prof != nil && b.prof.ops && b.mode == plain }
+
+// opStart opens a pass's op-level profile before its first op.
+func (b *Backend) opStart() {
+	if b.opsProfiled() && b.prof.n == 0 && b.err == nil {
+		b.record(b.prof, "")
+	}
+}
+
+// opEnd ends the op just issued: its time is from the previous op's end to this event, the gap
+// between launches included (what the op costs the pass).
+func (b *Backend) opEnd(name string) {
+	if b.opsProfiled() && b.err == nil {
+		b.record(b.prof, name)
+	}
+}
+
+// opEndAttn is opEnd for a segment's attention through cuBLAS (two products and a softmax).
+func (b *Backend) opEndAttn(a attnArgs) {
+	if b.opsProfiled() {
+		b.opEnd(fmt.Sprintf("attention %dx%d h%d/%d (cuBLAS)", a.nq, a.nk, a.heads, a.kvh))
+	}
 }
 
 // record records the pass's next event, for the stage that ends at it.
@@ -934,6 +1083,9 @@ func (b *Backend) collect() {
 	if p == nil || p.n == 0 {
 		return
 	}
+	if p.totals == nil {
+		p.totals, p.counts = map[string]float64{}, map[string]int{}
+	}
 	for i := 1; i < p.n; i++ {
 		if d, err := p.events[i].Since(p.events[i-1]); err == nil {
 			p.totals[p.names[i]] += float64(d.Microseconds()) / 1e3
@@ -959,6 +1111,21 @@ func (b *Backend) SetProfile(on bool) {
 		case !on && b.prof != nil:
 			b.prof.destroy()
 			b.prof = nil
+		}
+		return nil
+	})
+}
+
+// SetProfileOps is SetProfile timing every op (a kernel, a product, a segment's attention) in
+// place of the stages; dependent launches are off meanwhile, so that each op's time is its own.
+func (b *Backend) SetProfileOps(on bool) {
+	_ = b.Do(func() error {
+		if b.prof != nil {
+			b.prof.destroy()
+			b.prof = nil
+		}
+		if on {
+			b.prof = &profiler{ops: true}
 		}
 		return nil
 	})

@@ -29,7 +29,14 @@ func (m *Model) VisionOps(imgs []engine.Image, res ml.Tensor) {
 	att := b.Scratch("v.att", N, VH)
 	t := b.Scratch("v.t", N, VH)
 	gu := b.Scratch("v.gu", N, 2*VI)
-	act := b.Scratch("v.act", N, VI)
+	// the down product's input at the weight's row stride, its columns past VI zeroed by SiluMul:
+	// a backend that pads the weight's rows (3,420 values are not whole 16-byte chunks) takes it
+	// as it is, without a padded copy
+	actStride := VI
+	if len(w.blocks) > 0 {
+		actStride = max(VI, w.blocks[0].down.Stride)
+	}
+	act := b.Scratch("v.act", N, actStride).ColsAt(0, VI)
 	rope := b.Input(p.Rope, 2*N, vhd/2) // cos rows, then sin rows
 	rot := ml.Rotary{Cos: rope.RowsAt(0, N), Sin: rope.RowsAt(N, N), RoundOnce: true}
 	h1 := b.Scratch("v.h1", units, unit*VH)

@@ -31,7 +31,9 @@ type device struct {
 	graphs func() (int, error)
 	// setProfile turns per-stage GPU timing on or off; stages returns and clears it.
 	setProfile func(bool)
-	stages     func() []stageTime
+	// setOps turns per-op GPU timing on or off (stages then returns ops).
+	setOps func(bool)
+	stages func() []stageTime
 }
 
 // stageTime is the GPU time of one stage (cuda.StageTime).
@@ -73,13 +75,15 @@ func load(dir, backend string, opts cuda.Options) (engine.Model, *device, error)
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: gpucheck parity|bench [flags]")
+		return errors.New("usage: gpucheck parity|bench|passes [flags]")
 	}
 	switch args[0] {
 	case "parity":
 		return parity(args[1:])
 	case "bench":
 		return bench(args[1:])
+	case "passes":
+		return passes(args[1:])
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }

@@ -17,6 +17,7 @@ func openCUDA(opts cuda.Options) (ml.Backend, *device, error) {
 		name:       b.Info().Name,
 		graphs:     func() (int, error) { return b.GraphRuns(), b.GraphError() },
 		setProfile: b.SetProfile,
+		setOps:     b.SetProfileOps,
 		stages: func() []stageTime {
 			var out []stageTime
 			for _, s := range b.Profile() {

@@ -186,10 +186,14 @@ func (m *Base) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, err
 		}
 	}
 	// A decode step of a given batch size issues the same ops on the same buffers every time:
-	// backends that record graphs replay it.
+	// backends that record graphs replay it, one recording per bucket of cache lengths.
 	key := ""
 	if p.decode {
-		key = fmt.Sprintf("decode/%d", nb)
+		longest := 0
+		for i := 1; i < len(p.spans); i += 2 {
+			longest = max(longest, int(p.spans[i]))
+		}
+		key = fmt.Sprintf("decode/%d/%d", nb, ml.KeyBucket(longest))
 		for _, o := range outs {
 			if o.Logits != nil { // the logits' copies are part of the recording
 				key += "+"
