@@ -26,12 +26,16 @@
 #                                   2B, ~6 for the 8B, 1-2 for tiny (estimates; IRIS_PHASE=qwen3
 #                                   `just gpu-bench` carries it)
 #   bash scripts/gpu/run.sh throughput [family size]
-#                                   continuous batching (issue 14): the engine's passes by kind
-#                                   and size with an op profile of one round (gpucheck passes;
-#                                   IRIS_NO_PASSES=1 skips), iris serve at its defaults, distinct
-#                                   JPEGs at c=1..128 (each level's passes by phase and batch size),
-#                                   the base build's c=1, transformers batch 16 (default the
-#                                   Qwen2.5-VL 3B; ~7 min)
+#                                   continuous batching (issue 14): the cuda tests, the engine's
+#                                   passes by kind and size with an op profile of one round
+#                                   (gpucheck passes; IRIS_NO_PASSES=1 skips, IRIS_OPS=<n> ops a
+#                                   pass, IRIS_PASSES_ARGS more flags), iris serve at its defaults,
+#                                   distinct JPEGs at IRIS_CONC (default c=1,8,32,64,128; each
+#                                   level's passes by phase and batch size; IRIS_NO_HTTP=1 skips),
+#                                   the base build's c=1 (IRIS_BASE at prepare), IRIS_AB_APART=1
+#                                   this build again with runtime.decode_apart at IRIS_APART_CONC
+#                                   (64), transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
+#                                   default the Qwen2.5-VL 3B; ~4 min
 #   bash scripts/gpu/run.sh soak [family size]
 #                                   issue 14's soak at full size: iris serve at its defaults on the
 #                                   random checkpoint (default the Qwen2.5-VL 3B), 2,000 mixed
