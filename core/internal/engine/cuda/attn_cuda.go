@@ -22,24 +22,12 @@ type attnArgs struct {
 // and k0 0) with every head in one chunk of scores s and probabilities p: six arrays of heads
 // device pointers, those of Q K^T (K, Q, S) then of P V (V, P, out).
 func gqaPointers(dt dtype, a attnArgs, s, p gpu.DevPtr) []uint64 {
-	e := dt.size()
-	h, r, area := a.heads, a.heads/a.kvh, int64(a.nq)*int64(a.nk)
-	out := make([]uint64, 6*h)
-	for i := range h {
-		kv := int64(i/r) * int64(a.hd) * e
-		out[i] = uint64(a.k.Add(kv))
-		out[h+i] = uint64(a.q.Add(int64(i*a.hd) * e))
-		out[2*h+i] = uint64(s.Add(int64(i) * area * 4))
-		out[3*h+i] = uint64(a.v.Add(kv))
-		out[4*h+i] = uint64(p.Add(int64(i) * area * e))
-		out[5*h+i] = uint64(a.out.Add(int64(i*a.hd) * e))
-	}
-	return out
+	return groupPointers(dt, []attnArgs{a}, s, p)
 }
 
-// groupPointers is gqaPointers for several segments of one shape in one batch: each of the six
-// arrays holds segment 0's heads, then segment 1's, and so on, their scores and probabilities
-// one chunk after another in s and p.
+// groupPointers lays out gqaPointers' six arrays for several segments of one shape in one
+// batch: each array holds segment 0's heads, then segment 1's, and so on, their scores and
+// probabilities one chunk after another in s and p.
 func groupPointers(dt dtype, segs []attnArgs, s, p gpu.DevPtr) []uint64 {
 	a := segs[0]
 	e := dt.size()

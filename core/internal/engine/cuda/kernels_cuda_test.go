@@ -1530,6 +1530,29 @@ func devTensor(b *Backend, rows, cols int, v []float32) ml.Tensor {
 	return m
 }
 
+// forBackends runs fn on a new backend of each precision.
+func forBackends(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	for _, prec := range []string{"fp32", "bf16"} {
+		t.Run(prec, func(t *testing.T) {
+			b, err := NewBackend(Options{Precision: prec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			fn(t, b)
+		})
+	}
+}
+
+// widen is v in float64: another run's output as the reference.
+func widen(v []float32) []float64 {
+	w := make([]float64, len(v))
+	for i, x := range v {
+		w[i] = float64(x)
+	}
+	return w
+}
+
 // readBack enqueues a read of m; the values are there after the next Sync.
 func readBack(b *Backend, m ml.Tensor) []float32 {
 	v := make([]float32, m.Rows*m.Cols)
@@ -1606,13 +1629,6 @@ func TestKernelBackendQKNorm(t *testing.T) {
 				}
 				out, pool := run(true)
 				wantOut, wantPool := run(false)
-				widen := func(v []float32) []float64 {
-					w := make([]float64, len(v))
-					for i, x := range v {
-						w[i] = float64(x)
-					}
-					return w
-				}
 				// the same kernels on the same values: equal but for any reordering of sums
 				check(t, tc.name+": attention with the norms in Attn", out, widen(wantOut), tolFor(dt)/4)
 				if pool != nil {
@@ -1660,143 +1676,122 @@ func TestKernelBackendInputsOutliveALargeWrite(t *testing.T) {
 // past), each segment against float64, with a segment of another shape beside them; the op
 // profile shows that the equal ones ran as one batch.
 func TestKernelGroupedAttention(t *testing.T) {
-	for _, prec := range []string{"fp32", "bf16"} {
-		t.Run(prec, func(t *testing.T) {
-			b, err := NewBackend(Options{Precision: prec})
-			if err != nil {
-				t.Fatal(err)
+	forBackends(t, func(t *testing.T, b *Backend) {
+		dt := b.dt
+		r := rand.New(rand.NewPCG(37, 38))
+		const hd = 64
+		// frames: 3 of 130 rows and one of 140, 4 heads
+		bounds := []int32{0, 130, 260, 390, 530}
+		const fh, fRows = 4, 530
+		fd := fh * hd
+		fq, fk, fv := randn(r, dt, fRows*fd, 1), randn(r, dt, fRows*fd, 1), randn(r, dt, fRows*fd, 1)
+		// sequences: two of 130 rows after 20 cached keys, one of 140 without; 8 heads over 2
+		type seq struct{ start, past, rows int }
+		seqs := []seq{{0, 20, 130}, {200, 20, 130}, {400, 0, 140}}
+		const sh, skv, poolRows = 8, 2, 600
+		sqd, skd := sh*hd, skv*hd
+		var spans []int32
+		qRows := 0
+		for _, s := range seqs {
+			for j := range s.rows {
+				spans = append(spans, int32(s.start), int32(s.past+j+1))
 			}
-			t.Cleanup(func() { _ = b.Close() })
-			dt := b.dt
-			r := rand.New(rand.NewPCG(37, 38))
-			const hd = 64
-			// frames: 3 of 130 rows and one of 140, 4 heads
-			bounds := []int32{0, 130, 260, 390, 530}
-			const fh, fRows = 4, 530
-			fd := fh * hd
-			fq, fk, fv := randn(r, dt, fRows*fd, 1), randn(r, dt, fRows*fd, 1), randn(r, dt, fRows*fd, 1)
-			// sequences: two of 130 rows after 20 cached keys, one of 140 without; 8 heads over 2
-			type seq struct{ start, past, rows int }
-			seqs := []seq{{0, 20, 130}, {200, 20, 130}, {400, 0, 140}}
-			const sh, skv, poolRows = 8, 2, 600
-			sqd, skd := sh*hd, skv*hd
-			var spans []int32
-			qRows := 0
-			for _, s := range seqs {
-				for j := range s.rows {
-					spans = append(spans, int32(s.start), int32(s.past+j+1))
-				}
-				qRows += s.rows
-			}
-			sq, kp, vp := randn(r, dt, qRows*sqd, 1), randn(r, dt, poolRows*skd, 1), randn(r, dt, poolRows*skd, 1)
-			scale := 1 / math.Sqrt(hd)
+			qRows += s.rows
+		}
+		sq, kp, vp := randn(r, dt, qRows*sqd, 1), randn(r, dt, poolRows*skd, 1), randn(r, dt, poolRows*skd, 1)
+		scale := 1 / math.Sqrt(hd)
 
-			b.SetProfileOps(true)
-			var gotF, gotS []float32
-			err = b.Do(func() error {
-				tensor := func(rows, cols int, v []float32) ml.Tensor { return devTensor(b, rows, cols, v) }
-				fo := b.Scratch("frames.out", fRows, fd)
-				b.SegmentAttention(fo, tensor(fRows, fd, fq), tensor(fRows, fd, fk), tensor(fRows, fd, fv), bounds,
-					ml.Attn{Heads: fh, KVHeads: fh, HeadDim: hd, Scale: float32(scale)})
-				so := b.Scratch("seqs.out", qRows, sqd)
-				b.CachedAttention(so, tensor(qRows, sqd, sq), tensor(poolRows, skd, kp), tensor(poolRows, skd, vp), b.Ints(spans),
-					ml.Attn{Heads: sh, KVHeads: skv, HeadDim: hd, Causal: true, Scale: float32(scale)})
-				gotF, gotS = readBack(b, fo), readBack(b, so)
-				return b.Sync()
-			})
-			ops := b.Profile()
-			b.SetProfileOps(false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range len(bounds) - 1 {
-				r0, n := int(bounds[i]), int(bounds[i+1]-bounds[i])
-				want := attnRef(fq[r0*fd:], fk[r0*fd:], fv[r0*fd:], n, n, fh, fh, hd, fd, fd, fd, false, scale)
-				check(t, fmt.Sprintf("frame %d", i), gotF[r0*fd:(r0+n)*fd], want, 2*tolFor(dt))
-			}
-			row := 0
-			for i, s := range seqs {
-				nk := s.past + s.rows
-				want := attnRef(sq[row*sqd:], kp[s.start*skd:], vp[s.start*skd:], s.rows, nk, sh, skv, hd, sqd, skd, skd, true, scale)
-				check(t, fmt.Sprintf("sequence %d", i), gotS[row*sqd:(row+s.rows)*sqd], want, 2*tolFor(dt))
-				row += s.rows
-			}
-			var names []string
-			for _, o := range ops {
-				names = append(names, o.Stage)
-			}
-			for _, want := range []string{"attention 130x130 h12/4 (cuBLAS)", "attention 130x150 h16/2 (cuBLAS)"} {
-				if !slices.Contains(names, want) {
-					t.Errorf("no op %q among %q: the equal segments did not run as one batch", want, names)
-				}
-			}
+		b.SetProfileOps(true)
+		var gotF, gotS []float32
+		err := b.Do(func() error {
+			tensor := func(rows, cols int, v []float32) ml.Tensor { return devTensor(b, rows, cols, v) }
+			fo := b.Scratch("frames.out", fRows, fd)
+			b.SegmentAttention(fo, tensor(fRows, fd, fq), tensor(fRows, fd, fk), tensor(fRows, fd, fv), bounds,
+				ml.Attn{Heads: fh, KVHeads: fh, HeadDim: hd, Scale: float32(scale)})
+			so := b.Scratch("seqs.out", qRows, sqd)
+			b.CachedAttention(so, tensor(qRows, sqd, sq), tensor(poolRows, skd, kp), tensor(poolRows, skd, vp), b.Ints(spans),
+				ml.Attn{Heads: sh, KVHeads: skv, HeadDim: hd, Causal: true, Scale: float32(scale)})
+			gotF, gotS = readBack(b, fo), readBack(b, so)
+			return b.Sync()
 		})
-	}
+		ops := b.Profile()
+		b.SetProfileOps(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range len(bounds) - 1 {
+			r0, n := int(bounds[i]), int(bounds[i+1]-bounds[i])
+			want := attnRef(fq[r0*fd:], fk[r0*fd:], fv[r0*fd:], n, n, fh, fh, hd, fd, fd, fd, false, scale)
+			check(t, fmt.Sprintf("frame %d", i), gotF[r0*fd:(r0+n)*fd], want, 2*tolFor(dt))
+		}
+		row := 0
+		for i, s := range seqs {
+			nk := s.past + s.rows
+			want := attnRef(sq[row*sqd:], kp[s.start*skd:], vp[s.start*skd:], s.rows, nk, sh, skv, hd, sqd, skd, skd, true, scale)
+			check(t, fmt.Sprintf("sequence %d", i), gotS[row*sqd:(row+s.rows)*sqd], want, 2*tolFor(dt))
+			row += s.rows
+		}
+		var names []string
+		for _, o := range ops {
+			names = append(names, o.Stage)
+		}
+		for _, want := range []string{"attention 130x130 h12/4 (cuBLAS)", "attention 130x150 h16/2 (cuBLAS)"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("no op %q among %q: the equal segments did not run as one batch", want, names)
+			}
+		}
+	})
 }
 
 // TestKernelMixedPassAttention checks a prefill pass that carries decode steps (the scheduler
 // puts them first): its leading one-row sequences go through the pool kernel and the prefill
 // chunk after them per sequence, giving the outputs and pools of the two run apart.
 func TestKernelMixedPassAttention(t *testing.T) {
-	for _, prec := range []string{"fp32", "bf16"} {
-		t.Run(prec, func(t *testing.T) {
-			b, err := NewBackend(Options{Precision: prec})
+	forBackends(t, func(t *testing.T, b *Backend) {
+		dt := b.dt
+		r := rand.New(rand.NewPCG(43, 44))
+		const heads, kvh, hd, poolRows, rows = 4, 2, 64, 24, 5
+		qd, kvd := heads*hd, kvh*hd
+		ld := qd + 2*kvd
+		// two decode steps (3 and 1 keys), then a chunk of 3 rows after 2 cached keys
+		slots := []int32{2, 8, 14, 15, 16}
+		spans := []int32{0, 3, 8, 1, 12, 3, 12, 4, 12, 5}
+		qkv, kp, vp := randn(r, dt, rows*ld, 2), randn(r, dt, poolRows*kvd, 1), randn(r, dt, poolRows*kvd, 1)
+		cs := make([]float32, rows*hd)
+		for i := range rows * hd / 2 {
+			a := r.Float64() * 2 * math.Pi
+			cs[i], cs[rows*hd/2+i] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+		a := ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Causal: true, Scale: 0.125}
+		run := func(parts [][2]int) (out, kOut, vOut []float32) {
+			err := b.Do(func() error {
+				m := devTensor(b, rows, ld, qkv)
+				q, k, v := m.ColsAt(0, qd), m.ColsAt(qd, kvd), m.ColsAt(qd+kvd, kvd)
+				rope := b.Input(cs, 2*rows, hd/2)
+				kPool, vPool := devTensor(b, poolRows, kvd, kp), devTensor(b, poolRows, kvd, vp)
+				att := b.Scratch("att", rows, qd)
+				sl, sp := b.Ints(slots), b.Ints(spans)
+				for _, p := range parts {
+					r0, n := p[0], p[1]
+					at := func(t ml.Tensor) ml.Tensor { return t.RowsAt(r0, n) }
+					rot := ml.Rotary{Cos: rope.RowsAt(r0, n), Sin: rope.RowsAt(rows+r0, n)}
+					ml.RopeCachedAttention(b, at(att), at(q), at(k), at(v), rot, kPool, vPool, sl.Slice(r0, r0+n), sp.Slice(2*r0, 2*(r0+n)), a)
+				}
+				out, kOut, vOut = readBack(b, att), readBack(b, kPool), readBack(b, vPool)
+				return b.Sync()
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = b.Close() })
-			dt := b.dt
-			r := rand.New(rand.NewPCG(43, 44))
-			const heads, kvh, hd, poolRows, rows = 4, 2, 64, 24, 5
-			qd, kvd := heads*hd, kvh*hd
-			ld := qd + 2*kvd
-			// two decode steps (3 and 1 keys), then a chunk of 3 rows after 2 cached keys
-			slots := []int32{2, 8, 14, 15, 16}
-			spans := []int32{0, 3, 8, 1, 12, 3, 12, 4, 12, 5}
-			qkv, kp, vp := randn(r, dt, rows*ld, 2), randn(r, dt, poolRows*kvd, 1), randn(r, dt, poolRows*kvd, 1)
-			cs := make([]float32, rows*hd)
-			for i := range rows * hd / 2 {
-				a := r.Float64() * 2 * math.Pi
-				cs[i], cs[rows*hd/2+i] = float32(math.Cos(a)), float32(math.Sin(a))
-			}
-			a := ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Causal: true, Scale: 0.125}
-			run := func(parts [][2]int) (out, kOut, vOut []float32) {
-				err := b.Do(func() error {
-					m := devTensor(b, rows, ld, qkv)
-					q, k, v := m.ColsAt(0, qd), m.ColsAt(qd, kvd), m.ColsAt(qd+kvd, kvd)
-					rope := b.Input(cs, 2*rows, hd/2)
-					kPool, vPool := devTensor(b, poolRows, kvd, kp), devTensor(b, poolRows, kvd, vp)
-					att := b.Scratch("att", rows, qd)
-					sl, sp := b.Ints(slots), b.Ints(spans)
-					for _, p := range parts {
-						r0, n := p[0], p[1]
-						at := func(t ml.Tensor) ml.Tensor { return t.RowsAt(r0, n) }
-						rot := ml.Rotary{Cos: rope.RowsAt(r0, n), Sin: rope.RowsAt(rows+r0, n)}
-						ml.RopeCachedAttention(b, at(att), at(q), at(k), at(v), rot, kPool, vPool, sl.Slice(r0, r0+n), sp.Slice(2*r0, 2*(r0+n)), a)
-					}
-					out, kOut, vOut = readBack(b, att), readBack(b, kPool), readBack(b, vPool)
-					return b.Sync()
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return out, kOut, vOut
-			}
-			if d := leadingDecodeRows(spans); d != 2 {
-				t.Fatalf("leadingDecodeRows = %d, want 2", d)
-			}
-			out, k1, v1 := run([][2]int{{0, rows}})
-			wantOut, k2, v2 := run([][2]int{{0, 2}, {2, 3}})
-			widen := func(v []float32) []float64 {
-				w := make([]float64, len(v))
-				for i, x := range v {
-					w[i] = float64(x)
-				}
-				return w
-			}
-			check(t, "attention of the mixed pass", out, widen(wantOut), 0)
-			check(t, "keys in the pool", k1, widen(k2), 0)
-			check(t, "values in the pool", v1, widen(v2), 0)
-		})
-	}
+			return out, kOut, vOut
+		}
+		if d := leadingDecodeRows(spans); d != 2 {
+			t.Fatalf("leadingDecodeRows = %d, want 2", d)
+		}
+		out, k1, v1 := run([][2]int{{0, rows}})
+		wantOut, k2, v2 := run([][2]int{{0, 2}, {2, 3}})
+		check(t, "attention of the mixed pass", out, widen(wantOut), 0)
+		check(t, "keys in the pool", k1, widen(k2), 0)
+		check(t, "values in the pool", v1, widen(v2), 0)
+	})
 }

@@ -452,12 +452,23 @@ func request(ctx context.Context, gen generator, c *caseFile, n int) (total, ttf
 	return time.Since(start), first, err
 }
 
+// modelFlags are the flags of the timing commands (bench, passes): the checkpoint, the case and
+// the backend.
+type modelFlags struct{ model, cases, name, prec, backend *string }
+
+func addModelFlags(fs *flag.FlagSet, defaultCase string) modelFlags {
+	return modelFlags{
+		model:   fs.String("model", "", "checkpoint directory"),
+		cases:   fs.String("cases", "", "case directory"),
+		name:    fs.String("case", defaultCase, "case to time (its image and prompt)"),
+		prec:    fs.String("precision", "bf16", "bf16 or fp32"),
+		backend: fs.String("backend", "cuda", "cuda, or cpu (-precision fp32: a dry run without a GPU)"),
+	}
+}
+
 func bench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	model := fs.String("model", "", "checkpoint directory")
-	cases := fs.String("cases", "", "case directory")
-	name := fs.String("case", "vga_640x480", "case to time")
-	prec := fs.String("precision", "bf16", "bf16 or fp32")
+	mf := addModelFlags(fs, "vga_640x480")
 	runs := fs.Int("runs", 30, "requests per latency figure")
 	conc := fs.String("concurrency", "1,8,32", "concurrencies for images/s")
 	secs := fs.Float64("seconds", 4, "seconds per throughput figure")
@@ -465,22 +476,21 @@ func bench(args []string) error {
 	decodeCuBLAS := fs.Bool("decode-cublas", false, "one-row products of decode steps through cuBLAS (not the fused gemv kernel)")
 	noPDL := fs.Bool("no-pdl", false, "decode kernels launched plainly (not as programmatic dependent launches)")
 	gemmEx := fs.Bool("gemm-ex", false, "linear layers through cublasGemmEx with a bias kernel (not timed cuBLASLt plans)")
-	backend := fs.String("backend", "cuda", "cuda, or cpu (-precision fp32: a dry run without a GPU)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, err := loadCase(*cases, *name)
+	c, err := loadCase(*mf.cases, *mf.name)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	t := time.Now()
-	m, dev, err := load(*model, *backend, cuda.Options{Precision: *prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL, GemmEx: *gemmEx})
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL, GemmEx: *gemmEx})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	res := benchOut{Device: dev.name, ModelType: m.Config().ModelType, Precision: *prec, Case: c.Name, Prompt: len(c.InputIDs), Patches: c.PixelRows,
+	res := benchOut{Device: dev.name, ModelType: m.Config().ModelType, Precision: *mf.prec, Case: c.Name, Prompt: len(c.InputIDs), Patches: c.PixelRows,
 		LoadS: time.Since(t).Seconds(), Stages: map[string]string{}}
 	for range 3 { // warm-up: graph capture, cuBLAS heuristics, scratch growth
 		if _, _, err := request(ctx, alone(m), c, 10); err != nil {

@@ -21,11 +21,7 @@ import (
 // a decode step of 48 rows should cost about one of 1 (the weights are read once).
 func passes(args []string) error {
 	fs := flag.NewFlagSet("passes", flag.ContinueOnError)
-	model := fs.String("model", "", "checkpoint directory")
-	cases := fs.String("cases", "", "case directory")
-	name := fs.String("case", "photo_426x320", "case whose image and prompt every input uses")
-	prec := fs.String("precision", "bf16", "bf16 or fp32")
-	backend := fs.String("backend", "cuda", "cuda, or cpu (-precision fp32: a dry run without a GPU)")
+	mf := addModelFlags(fs, "photo_426x320")
 	images := fs.String("images", "1,2,4,8,12", "images per vision pass")
 	prompts := fs.String("prompts", "1,2,4,8", "prompts per prefill pass")
 	decodes := fs.String("decodes", "1,2,4,8,16,32,48,64", "sequences per decode pass")
@@ -35,12 +31,12 @@ func passes(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, err := loadCase(*cases, *name)
+	c, err := loadCase(*mf.cases, *mf.name)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*model, *backend, cuda.Options{Precision: *prec})
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec})
 	if err != nil {
 		return err
 	}
@@ -55,7 +51,7 @@ func passes(args []string) error {
 		return err
 	}
 	fmt.Printf("passes: %s, %s, case %s (%d prompt tokens, %d patches), median of %d passes\n",
-		dev.name, *prec, c.Name, len(c.InputIDs), c.PixelRows, *iters)
+		dev.name, *mf.prec, c.Name, len(c.InputIDs), c.PixelRows, *iters)
 	fmt.Printf("%-8s %5s %9s %12s\n", "pass", "size", "ms", "ms per input")
 	row := func(kind string, n int, d time.Duration) {
 		fmt.Printf("%-8s %5d %9.3f %12.3f\n", kind, n, ms(d), ms(d)/float64(n))
@@ -131,19 +127,7 @@ func (p *passBench) opProfile(ctx context.Context, dev *device, k, q, d, top int
 		run  func() error
 	}{
 		{fmt.Sprintf("vision pass of %d images", k), func() error { out, err := p.encode(ctx, k); release(out); return err }},
-		{fmt.Sprintf("prefill pass of %d prompts", q), func() error {
-			fresh, err := p.sequences(q, 1)
-			if err != nil {
-				return err
-			}
-			defer closeAll(fresh)
-			in := make([]engine.Input, q)
-			for i, s := range fresh {
-				in[i] = p.prompt(s)
-			}
-			_, err = p.b.Forward(ctx, in)
-			return err
-		}},
+		{fmt.Sprintf("prefill pass of %d prompts", q), func() error { return p.prefillOnce(ctx, q) }},
 		{fmt.Sprintf("decode pass of %d sequences", d), func() error { return p.step(ctx, seqs, toks, 0) }},
 	}
 	for _, kind := range kinds {
@@ -262,19 +246,22 @@ func (p *passBench) prompt(s engine.Sequence) engine.Input {
 }
 
 func (p *passBench) prefill(ctx context.Context, k int) (time.Duration, error) {
-	return p.median(func() error {
-		seqs, err := p.sequences(k, 1)
-		if err != nil {
-			return err
-		}
-		defer closeAll(seqs)
-		in := make([]engine.Input, k)
-		for i, s := range seqs {
-			in[i] = p.prompt(s)
-		}
-		_, err = p.b.Forward(ctx, in)
+	return p.median(func() error { return p.prefillOnce(ctx, k) })
+}
+
+// prefillOnce prefills k new sequences in one pass and closes them.
+func (p *passBench) prefillOnce(ctx context.Context, k int) error {
+	seqs, err := p.sequences(k, 1)
+	if err != nil {
 		return err
-	})
+	}
+	defer closeAll(seqs)
+	in := make([]engine.Input, k)
+	for i, s := range seqs {
+		in[i] = p.prompt(s)
+	}
+	_, err = p.b.Forward(ctx, in)
+	return err
 }
 
 // prefilled makes n sequences with room for steps decode tokens and prefills them, 8 a pass;
