@@ -73,8 +73,9 @@ if [[ -n ${IRIS_BASE:-} ]]; then
   ln -sfn "$PWD/.build" "$wt/.build"
   # the base's own plugin too: a host refuses a plugin newer than its wire format
   dest=$PWD/$out/base
+  # (throughput serves the base, and without its gpucheck both builds fit the tool's 64 MiB)
   (cd "$wt" && scripts/gpu/build-kernels.sh && go build "${flags[@]}" -o "$dest/iris" ./gateway/cmd/iris &&
-    go build "${flags[@]}" -o "$dest/gpucheck" ./core/internal/engine/cuda/gpucheck &&
+    { [[ $phase == throughput ]] || go build "${flags[@]}" -o "$dest/gpucheck" ./core/internal/engine/cuda/gpucheck; } &&
     cd plugins/qwen2_5_vl && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -o "$dest/qwen2_5_vl.wasm" .)
   git worktree remove --force "$wt"
 fi
