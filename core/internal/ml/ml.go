@@ -258,6 +258,20 @@ func Mark(b Backend, stage string) {
 	}
 }
 
+// LeadingDecodeRows counts the query rows at the start of CachedAttention's spans that are each a
+// sequence of their own (one new token: a decode step) when a sequence of several rows follows
+// them, and is 0 otherwise: a prefill pass that carries decode steps first (engine.Scheduler), whose
+// leading rows a backend may attend to as a decode step's.
+func LeadingDecodeRows(spans []int32) int {
+	rows := len(spans) / 2
+	for i := range rows - 1 {
+		if spans[2*i+2] == spans[2*i] { // row i+1 continues row i's sequence
+			return i
+		}
+	}
+	return 0 // every row its own sequence, or none
+}
+
 // SpanRun is a run of CachedAttention's query rows that continue one sequence: row Row+i sees
 // the pool rows [Start, Start+Past+1+i), a causal attention after Past cached keys.
 type SpanRun struct {

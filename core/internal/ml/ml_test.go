@@ -105,3 +105,23 @@ func TestKeyBucket(t *testing.T) {
 		}
 	}
 }
+
+func TestLeadingDecodeRows(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spans []int32 // start, keys a row
+		want  int
+	}{
+		{"none", nil, 0},
+		{"one decode row", []int32{0, 5}, 0},
+		{"decode rows only", []int32{0, 5, 8, 3, 16, 9}, 0},
+		{"a prefill only", []int32{0, 1, 0, 2, 0, 3}, 0},
+		{"two decodes, then a prefill", []int32{0, 5, 8, 3, 16, 1, 16, 2}, 2},
+		{"a decode, a prefill, a decode", []int32{8, 3, 16, 1, 16, 2, 0, 5}, 1},
+		{"a prefill, then decodes", []int32{16, 1, 16, 2, 0, 5, 8, 3}, 0},
+	} {
+		if got := LeadingDecodeRows(tc.spans); got != tc.want {
+			t.Errorf("%s: LeadingDecodeRows(%v) = %d, want %d", tc.name, tc.spans, got, tc.want)
+		}
+	}
+}

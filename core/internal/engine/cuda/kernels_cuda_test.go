@@ -1785,7 +1785,7 @@ func TestKernelMixedPassAttention(t *testing.T) {
 			}
 			return out, kOut, vOut
 		}
-		if d := leadingDecodeRows(spans); d != 2 {
+		if d := ml.LeadingDecodeRows(spans); d != 2 {
 			t.Fatalf("leadingDecodeRows = %d, want 2", d)
 		}
 		out, k1, v1 := run([][2]int{{0, rows}})

@@ -784,7 +784,7 @@ func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPo
 		b.poolAttention(out, q, k, v, rot, kPool, vPool, slots, spans, a) // the norms inside
 		return
 	}
-	if d := leadingDecodeRows(spans.Host); d > 0 && b.mode == plain && b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
+	if d := ml.LeadingDecodeRows(spans.Host); d > 0 && b.mode == plain && b.poolKernelOK(a, out, q, k, v, kPool, vPool) {
 		// a prefill pass that carries decode steps (engine.Scheduler puts them first): those
 		// rows in the pool kernel, the prefill chunks after them per sequence
 		all := q.Rows
@@ -822,21 +822,6 @@ func (b *Backend) decodeRows(spans ml.Ints) bool {
 		}
 	}
 	return true
-}
-
-// leadingDecodeRows counts the rows at the start of spans that are each a sequence of their own
-// (one new token: a decode step) when a sequence of several rows follows them; 0 otherwise.
-func leadingDecodeRows(sp []int32) int {
-	rows := len(sp) / 2
-	for i := range rows {
-		if i+1 < rows && sp[2*i+2] == sp[2*i] { // row i+1 continues row i's sequence
-			if i == 0 {
-				return 0
-			}
-			return i
-		}
-	}
-	return 0 // every row its own sequence (decodeRows), or none
 }
 
 // poolKernelOK reports whether iris_attn_pool serves these rows: head dims of whole 16-byte
