@@ -20,9 +20,9 @@ type SchedulerOptions struct {
 	// MaxBatch caps the inputs of one pass (default 64).
 	MaxBatch int
 	// StepTokens caps the tokens of one pass (default 2048): prefill chunks, and the waiting
-	// decode steps in the room they leave (take). A prompt is cut into chunks of at most this many tokens (a run of image
-	// placeholders stays whole), so a long prompt shares passes with running decodes instead of
-	// stalling them.
+	// decode steps in the room they leave (take). A prompt is cut into chunks of at most this
+	// many tokens (a run of image placeholders stays whole), so a long prompt shares passes with
+	// running decodes instead of stalling them.
 	StepTokens int
 	// Gather is how long a pass waits for running sequences that have not sent their next
 	// input yet, e.g. while a slow client takes its last token (default 2ms). A pass starts as
@@ -396,8 +396,6 @@ func (s *Scheduler) loop() {
 					busy = true
 				}
 			}
-			// (a prefill pass takes the decode steps waiting in the room its chunks leave: the
-			// decode pass has the rest, if any)
 			if !busy {
 				break
 			}

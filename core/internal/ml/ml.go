@@ -130,6 +130,12 @@ type Rotary struct {
 	RoundOnce bool
 }
 
+// RowsAt is the angles of rows [r, r+n).
+func (r Rotary) RowsAt(r0, n int) Rotary {
+	r.Cos, r.Sin = r.Cos.RowsAt(r0, n), r.Sin.RowsAt(r0, n)
+	return r
+}
+
 // GELUApprox selects GELU's form.
 type GELUApprox uint8
 
@@ -256,6 +262,17 @@ func Mark(b Backend, stage string) {
 	if m, ok := b.(Marker); ok {
 		m.Mark(stage)
 	}
+}
+
+// LongestSpan is the most keys any query row of CachedAttention's spans sees: the longest cache
+// of a decode step (its graph key's ml.KeyBucket, and the backend's attention grid, both come
+// from it).
+func LongestSpan(spans []int32) int {
+	longest := 0
+	for i := 1; i < len(spans); i += 2 {
+		longest = max(longest, int(spans[i]))
+	}
+	return longest
 }
 
 // LeadingDecodeRows counts the query rows at the start of CachedAttention's spans that are each a

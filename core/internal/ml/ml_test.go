@@ -125,3 +125,14 @@ func TestLeadingDecodeRows(t *testing.T) {
 		}
 	}
 }
+
+func TestLongestSpan(t *testing.T) {
+	for _, tc := range []struct {
+		spans []int32
+		want  int
+	}{{nil, 0}, {[]int32{0, 5}, 5}, {[]int32{0, 5, 8, 200, 16, 9}, 200}, {[]int32{16, 1, 16, 2, 16, 3}, 3}} {
+		if got := LongestSpan(tc.spans); got != tc.want {
+			t.Errorf("LongestSpan(%v) = %d, want %d", tc.spans, got, tc.want)
+		}
+	}
+}

@@ -531,35 +531,23 @@ func (b *Backend) attend(a attnArgs) {
 		return
 	}
 	area := int64(a.nq) * int64(a.nk)
-	if (area >= gemmAttnMin || b.k.flash[a.hd] == nil) && !b.opts.FlashOnly {
+	if b.viaCuBLAS(a) {
 		per := a.heads / a.kvh
 		if per == 1 {
 			per = a.heads
 		}
 		if a.kvh < a.heads && attnChunk(a.heads, area, b.dt) == a.heads {
 			// grouped kv heads: every head in one batch of pointers a product
-			s := b.scratchT("attn.s", a.heads, int(area), ml.F32)
-			p := b.scratchT("attn.p", a.heads, int(area), b.dt.ml())
+			s, p := b.attnScores(a.heads, area)
 			a.ptrs = b.pointers(a, dp(s), dp(p))
-			if b.err != nil {
-				return
+			if b.err == nil {
+				b.runAttnGemm(a, s, p, a.heads)
 			}
-			b.flush()
-			b.opStart()
-			b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), a.heads))
-			b.opEndAttn(a)
-			b.afterKernel = true
 			return
 		}
 		chunk := attnChunk(per, area, b.dt)
-		s := b.scratchT("attn.s", chunk, int(area), ml.F32)
-		p := b.scratchT("attn.p", chunk, int(area), b.dt.ml())
-		if b.err == nil {
-			b.flush()
-			b.opStart()
-			b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), chunk))
-			b.opEndAttn(a)
-			b.afterKernel = true
+		if s, p := b.attnScores(chunk, area); b.err == nil {
+			b.runAttnGemm(a, s, p, chunk)
 		}
 		return
 	}
@@ -576,6 +564,26 @@ func (b *Backend) attend(a attnArgs) {
 	b.launchDep(f, gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
 		gpu.P(gpu.DevPtr(seg.Addr)), gpu.P(gpu.DevPtr(seg.Addr).Add(8)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
+}
+
+// viaCuBLAS reports whether attend runs segment a through cuBLAS (attnGemm, the scores
+// materialised) rather than the flash kernel: large segments, or a head dim without one.
+func (b *Backend) viaCuBLAS(a attnArgs) bool {
+	return (int64(a.nq)*int64(a.nk) >= gemmAttnMin || b.k.flash[a.hd] == nil) && !b.opts.FlashOnly
+}
+
+// attnScores is the scratch of n heads' scores (F32) and probabilities of area values each.
+func (b *Backend) attnScores(n int, area int64) (s, p ml.Tensor) {
+	return b.scratchT("attn.s", n, int(area), ml.F32), b.scratchT("attn.p", n, int(area), b.dt.ml())
+}
+
+// runAttnGemm issues attnGemm over a, chunk heads a product, its scores in s and p: one op.
+func (b *Backend) runAttnGemm(a attnArgs, s, p ml.Tensor, chunk int) {
+	b.flush()
+	b.opStart()
+	b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), chunk))
+	b.opEndAttn(a)
+	b.afterKernel = true
 }
 
 // attendAll runs segments of attention, those of one shape (queries, keys, causal) that go
@@ -600,7 +608,7 @@ func (b *Backend) attendAll(segs []attnArgs) {
 		g := groups[k]
 		a := g[0]
 		area := int64(a.nq) * int64(a.nk)
-		if len(g) == 1 || b.opts.FlashOnly || (area < gemmAttnMin && b.k.flash[a.hd] != nil) || a.heads%a.kvh != 0 {
+		if len(g) == 1 || !b.viaCuBLAS(a) || a.heads%a.kvh != 0 {
 			for _, a := range g {
 				b.attend(a)
 			}
@@ -624,24 +632,17 @@ func (b *Backend) attendGroup(segs []attnArgs) {
 		return
 	}
 	a := segs[0]
-	area := int64(a.nq) * int64(a.nk)
 	n := len(segs) * a.heads
-	s := b.scratchT("attn.s", n, int(area), ml.F32)
-	p := b.scratchT("attn.p", n, int(area), b.dt.ml())
+	s, p := b.attnScores(n, int64(a.nq)*int64(a.nk))
 	if b.err != nil {
 		return
 	}
 	v := groupPointers(b.dt, segs, dp(s), dp(p))
 	a.ptrs = b.input(unsafe.Pointer(&v[0]), int64(len(v))*8)
 	a.heads = n // attnGemm's pointer path: one batch of n matrices a product
-	if b.err != nil {
-		return
+	if b.err == nil {
+		b.runAttnGemm(a, s, p, n)
 	}
-	b.flush()
-	b.opStart()
-	b.fail(attnGemm(b.dt, b.k, b.blas, b.stream, a, dp(s), dp(p), n))
-	b.opEndAttn(a)
-	b.afterKernel = true
 }
 
 // ptrKey is what an attention's pointer arrays are computed from.
@@ -788,13 +789,10 @@ func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPo
 		// a prefill pass that carries decode steps (engine.Scheduler puts them first): those
 		// rows in the pool kernel, the prefill chunks after them per sequence
 		all := q.Rows
-		rows := func(t ml.Tensor, r0, n int) ml.Tensor { return t.RowsAt(r0, n) }
-		b.poolAttention(rows(out, 0, d), rows(q, 0, d), rows(k, 0, d), rows(v, 0, d),
-			ml.Rotary{Cos: rows(rot.Cos, 0, d), Sin: rows(rot.Sin, 0, d), RoundOnce: rot.RoundOnce},
+		b.poolAttention(out.RowsAt(0, d), q.RowsAt(0, d), k.RowsAt(0, d), v.RowsAt(0, d), rot.RowsAt(0, d),
 			kPool, vPool, slots.Slice(0, d), spans.Slice(0, 2*d), a)
 		n := all - d
-		out, q, k, v = rows(out, d, n), rows(q, d, n), rows(k, d, n), rows(v, d, n)
-		rot = ml.Rotary{Cos: rows(rot.Cos, d, n), Sin: rows(rot.Sin, d, n), RoundOnce: rot.RoundOnce}
+		out, q, k, v, rot = out.RowsAt(d, n), q.RowsAt(d, n), k.RowsAt(d, n), v.RowsAt(d, n), rot.RowsAt(d, n)
 		slots, spans = slots.Slice(d, all), spans.Slice(2*d, 2*all)
 	}
 	ml.HeadNorms(b, q, k, a)
@@ -847,10 +845,7 @@ func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vP
 		b.bad("attention: %d span values for %d rows", len(sp), q.Rows)
 		return
 	}
-	longest := 0
-	for i := 1; i < len(sp); i += 2 {
-		longest = max(longest, int(sp[i]))
-	}
+	longest := ml.LongestSpan(sp)
 	splits := (longest + decSK - 1) / decSK
 	if b.mode != plain {
 		// a graph serves every step of its key, whose caches reach at most ml.KeyBucket keys

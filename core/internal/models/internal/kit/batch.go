@@ -189,11 +189,7 @@ func (m *Base) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, err
 	// backends that record graphs replay it, one recording per bucket of cache lengths.
 	key := ""
 	if p.decode {
-		longest := 0
-		for i := 1; i < len(p.spans); i += 2 {
-			longest = max(longest, int(p.spans[i]))
-		}
-		key = fmt.Sprintf("decode/%d/%d", nb, ml.KeyBucket(longest))
+		key = fmt.Sprintf("decode/%d/%d", nb, ml.KeyBucket(ml.LongestSpan(p.spans)))
 		for _, o := range outs {
 			if o.Logits != nil { // the logits' copies are part of the recording
 				key += "+"
