@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -479,6 +478,10 @@ func bench(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	ccs, err := ints("concurrency", *conc)
+	if err != nil {
+		return err
+	}
 	c, err := loadCase(*mf.cases, *mf.name)
 	if err != nil {
 		return err
@@ -551,11 +554,7 @@ func bench(args []string) error {
 		return err
 	}
 	defer sched.Close()
-	for _, f := range strings.Split(*conc, ",") {
-		cc, err := strconv.Atoi(f)
-		if err != nil {
-			return err
-		}
+	for _, cc := range ccs {
 		// concurrent requests share passes through the scheduler, as iris serve runs them
 		done, el, err := speed.ClosedLoop(cc, time.Duration(*secs*float64(time.Second)), func() error {
 			_, _, err := request(ctx, sched.Generate, c, 10)

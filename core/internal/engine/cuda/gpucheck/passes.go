@@ -31,6 +31,16 @@ func passes(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	var sizes [4][]int // images, prompts, decodes, a round
+	for i, f := range []struct{ name, v string }{{"images", *images}, {"prompts", *prompts}, {"decodes", *decodes}, {"round", *round}} {
+		var err error
+		if sizes[i], err = ints(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if r := sizes[3]; len(r) != 0 && len(r) != 3 {
+		return fmt.Errorf("-round %q: images,prompts,decodes", *round)
+	}
 	c, err := loadCase(*mf.cases, *mf.name)
 	if err != nil {
 		return err
@@ -56,7 +66,7 @@ func passes(args []string) error {
 	row := func(kind string, n int, d time.Duration) {
 		fmt.Printf("%-8s %5d %9.3f %12.3f\n", kind, n, ms(d), ms(d)/float64(n))
 	}
-	for _, k := range ints(*images) {
+	for _, k := range sizes[0] {
 		d, err := p.vision(ctx, k)
 		if err != nil {
 			return fmt.Errorf("vision pass of %d: %w", k, err)
@@ -71,7 +81,7 @@ func passes(args []string) error {
 		defer emb.Device.Release()
 	}
 	p.emb = emb
-	for _, k := range ints(*prompts) {
+	for _, k := range sizes[1] {
 		d, err := p.prefill(ctx, k)
 		if err != nil {
 			return fmt.Errorf("prefill pass of %d: %w", k, err)
@@ -85,7 +95,7 @@ func passes(args []string) error {
 		n, _ := dev.graphs()
 		return n
 	}
-	for _, n := range ints(*decodes) {
+	for _, n := range sizes[2] {
 		g0 := graphs()
 		d, err := p.decode(ctx, n)
 		if err != nil {
@@ -93,14 +103,10 @@ func passes(args []string) error {
 		}
 		row("decode", n, d)
 		if dev.graphs != nil {
-			fmt.Printf("         (%d of %d passes replayed a graph)\n", graphs()-g0, p.iters+3)
+			fmt.Printf("         (%d of %d passes replayed a graph)\n", graphs()-g0, p.iters+2)
 		}
 	}
-	if *round != "" {
-		r := ints(*round)
-		if len(r) != 3 {
-			return fmt.Errorf("-round %q: images,prompts,decodes", *round)
-		}
+	if r := sizes[3]; len(r) == 3 {
 		if err := p.rounds(ctx, r[0], r[1], r[2]); err != nil {
 			return fmt.Errorf("rounds: %w", err)
 		}
@@ -364,13 +370,18 @@ func (p *passBench) rounds(ctx context.Context, k, q, d int) error {
 	return nil
 }
 
-// ints parses a comma-separated list of positive sizes.
-func ints(s string) []int {
+// ints parses a flag's comma-separated list of positive sizes (empty: none).
+func ints(flag, s string) ([]int, error) {
 	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
-			out = append(out, n)
-		}
+	if s == "" {
+		return nil, nil
 	}
-	return out
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-%s %q: want positive whole numbers, comma-separated", flag, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
