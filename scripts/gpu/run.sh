@@ -26,10 +26,12 @@
 #                                   2B, ~6 for the 8B, 1-2 for tiny (estimates; IRIS_PHASE=qwen3
 #                                   `just gpu-bench` carries it)
 #   bash scripts/gpu/run.sh throughput [family size]
-#                                   continuous batching (issue 14): the cuda tests, the engine's
+#                                   continuous batching (issue 14): the cuda tests (IRIS_NO_TESTS=1
+#                                   skips them: a repeat of a build already tested), the engine's
 #                                   passes by kind and size with an op profile of one round
 #                                   (gpucheck passes; IRIS_NO_PASSES=1 skips, IRIS_OPS=<n> ops a
-#                                   pass, IRIS_PASSES_ARGS more flags), iris serve at its defaults,
+#                                   pass, IRIS_PASSES_ARGS more flags, IRIS_PASSES_AB flags of a
+#                                   second run, e.g. -no-mma), iris serve at its defaults,
 #                                   distinct JPEGs at IRIS_CONC (default c=1,8,32,64,128; each
 #                                   level's passes by phase and batch size; IRIS_NO_HTTP=1 skips),
 #                                   the base build's c=1 (IRIS_BASE at prepare), IRIS_AB_APART=1
@@ -106,6 +108,7 @@ if [[ -n $cpu ]]; then
 else
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
   python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, torch.cuda.get_device_name(0))'
+  echo "cpus $(nproc), load $(cut -d" " -f1-3 /proc/loadavg)" # a loaded host slows the HTTP levels and transformers
   # cuBLAS 13 for the binaries: the toolkit's, else the one beside PyTorch's wheels
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
            $(python3 -c 'import site; print(" ".join(p + "/nvidia/cu13/lib" for p in site.getsitepackages()))'); do
@@ -675,7 +678,7 @@ if [[ $phase == throughput ]]; then
   if [[ ! -f $cases/index.json ]]; then
     budgeted cases 90 "$py" "$ref/gpu_parity.py" --model "$model" --cases "$cases" --out /dev/null --prepare-only
   fi
-  if [[ -x $bin/cuda.test ]]; then
+  if [[ -x $bin/cuda.test && -z ${IRIS_NO_TESTS:-} ]]; then
     step "the cuda tests: kernels, parity sweeps, fp32 scheduled = alone, batch = single and batched vision = alone (tiny fixtures)"
     (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|Sweep' -test.count 1 2>&1 | tail -40)
   fi
@@ -683,6 +686,10 @@ if [[ $phase == throughput ]]; then
     step "engine passes by kind and size (gpucheck passes: vision, prefill, decode, rounds, ops)"
     pb=(); [[ -n $cpu ]] && pb=(-backend cpu -precision fp32 -iters 3 -images 1,2 -prompts 1,2 -decodes 1,4 -round 2,2,4)
     budgeted passes 150 "$bin/gpucheck" passes -model "$model" -cases "$cases" -ops "${IRIS_OPS:-16}" "${pb[@]}" ${IRIS_PASSES_ARGS:-} 2>&1 | tee "$work/passes.txt"
+    if [[ -n ${IRIS_PASSES_AB:-} ]]; then
+      step "the passes again with $IRIS_PASSES_AB (the same call's A/B; no op profile)"
+      budgeted passes-ab 120 "$bin/gpucheck" passes -model "$model" -cases "$cases" -ops 0 "${pb[@]}" ${IRIS_PASSES_ARGS:-} $IRIS_PASSES_AB 2>&1 | tee "$work/passes-ab.txt"
+    fi
   fi
   unpack_base
   step "bundles (this build; the base build when carried)"

@@ -414,6 +414,29 @@ template <typename T> __device__ void scale_cols(T *x, const T *w, int rows, int
 extern "C" __global__ void iris_scale_cols_f32(float *x, const float *w, int rows, int n, int ldx) { scale_cols(x, w, rows, n, ldx); }
 extern "C" __global__ void iris_scale_cols_bf16(bf16 *x, const bf16 *w, int rows, int n, int ldx) { scale_cols(x, w, rows, n, ldx); }
 
+// silu_mul_vec is silu_mul (below) over aligned vectors of N values (I and ldo multiples of N): a vector
+// lies wholly in the I columns or wholly in the padding. The grid covers ldo/N columns.
+template <typename T, int N> __device__ __forceinline__ void silu_mul_vec(T *out, const T *gu, int rows, int I, int ldo) {
+    struct alignas(N * sizeof(T)) vec { T v[N]; };
+    ROWS(r, c, rows, ldo / N) {
+        int j = N * c;
+        const T *row = gu + (size_t)r * 2 * I;
+        vec o;
+        if (j < I) {
+            vec g = *(const vec *)(row + j), u = *(const vec *)(row + I + j);
+#pragma unroll
+            for (int e = 0; e < N; e++) {
+                float x = ld(g.v[e]);
+                o.v[e] = st<T>(rnd<T>(x / (1.0f + expf(-x))) * ld(u.v[e]));
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < N; e++) o.v[e] = st<T>(0.f);
+        }
+        *(vec *)(out + (size_t)r * ldo + j) = o;
+    }
+}
+
 // a gated MLP: self.act_fn(self.gate_proj(x)) * self.up_proj(x), act_fn = silu. gu holds the gate
 // and up projections side by side ([rows, 2*I]); out is [rows, I] at row stride ldo >= I, the
 // columns past I set to zero (they meet the zero padding of a weight whose row is padded to a
@@ -436,24 +459,12 @@ template <typename T> __device__ void silu_mul(T *out, const T *gu, int rows, in
         }
         return;
     }
-    if (I % 2 == 0 && ldo % 2 == 0) { // pairs (the vision MLP's 3,420): 4-byte (bf16) loads
-        struct alignas(2 * sizeof(T)) pair { T v[2]; };
-        ROWS(r, c, rows, ldo / 2) {
-            int j = 2 * c;
-            const T *row = gu + (size_t)r * 2 * I;
-            pair o;
-            if (j < I) {
-                pair g2 = *(const pair *)(row + j), u2 = *(const pair *)(row + I + j);
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float g = ld(g2.v[e]);
-                    o.v[e] = st<T>(rnd<T>(g / (1.0f + expf(-g))) * ld(u2.v[e]));
-                }
-            } else {
-                o.v[0] = o.v[1] = st<T>(0.f);
-            }
-            *(pair *)(out + (size_t)r * ldo + j) = o;
-        }
+    if (I % 4 == 0 && ldo % 4 == 0) { // vectors of four (the vision MLP's 3,420): 8-byte (bf16) loads
+        silu_mul_vec<T, 4>(out, gu, rows, I, ldo);
+        return;
+    }
+    if (I % 2 == 0 && ldo % 2 == 0) { // pairs
+        silu_mul_vec<T, 2>(out, gu, rows, I, ldo);
         return;
     }
     ROWS(r, j, rows, ldo) {
@@ -804,6 +815,222 @@ ATTN_WINDOW(32)
 ATTN_WINDOW(64)
 ATTN_WINDOW(80)
 
+// Flash attention on tensor cores (bf16 only; FlashAttention-2's scheme on mma.sync m16n8k16)
+// for the prefill's prompts and the tower's frames: one launch for all of a pass's segments,
+// whatever their lengths, without materialising the scores.
+//   segment s: seg[4s .. 4s+3] = q0, nq, k0, nk: queries [q0, q0+nq) of q attend keys
+//   [k0, k0+nk) of k and v (a sequence's keys in the KV pool, a frame's rows)
+//   causal: local query i sees local keys j <= i + (nk - nq) (a chunk after cached tokens)
+//   GQA: query head h reads kv head h / (heads / kvh)
+// grid (query tiles of MMA_BQ, heads, segments), 4 warps of 16 query rows. Q's fragments stay in
+// registers; K and V tiles of MMA_BK keys come through shared memory by cp.async (V's load
+// overlaps the scores); S = Q K^T and O += P V accumulate in f32 on tensor cores; the softmax runs
+// online in f32, and P is rounded to bf16 before P V, as attn_flash and the flash SDPA kernels do.
+// With cs (the rope table of iris_rope_vision, N rows; frames and windows, whose queries and keys
+// are the same rows) the staged tiles of Q and K get the tower's 2-D RoPE first, as in
+// attn_window: no rope pass over q and k.
+#define MMA_BQ 64
+#define MMA_BK 64
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16 *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const bf16 *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+// c += a b for a 16x16 bf16 A (row-major fragment), a 16x8 B (b0, b1), f32 C
+__device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); // .x = lo (the lower address)
+    return *(uint32_t *)&v;
+}
+__device__ __forceinline__ void cp_async16(bf16 *dst, const bf16 *src) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// mma_tile stages rows [r0, r0+MMA_BK) of src (ld values a row, HD of them) into dst (MMA_LD a
+// row); rows at or past n are zeros (their scores are masked, and 0 x garbage could be NaN).
+template <int HD>
+__device__ __forceinline__ void mma_tile(bf16 *dst, const bf16 *src, int ld, int r0, int n) {
+    constexpr int C = HD / 8, LD = HD + 8;
+    for (int e = threadIdx.x; e < MMA_BK * C; e += blockDim.x) {
+        int i = e / C, c = e % C;
+        bf16 *d = dst + i * LD + c * 8;
+        if (r0 + i < n)
+            cp_async16(d, src + (size_t)(r0 + i) * ld + c * 8);
+        else
+            *(uint4 *)d = make_uint4(0, 0, 0, 0);
+    }
+}
+
+// mma_rope rotates rows [0, n) of a staged tile with the tower's 2-D RoPE (rope_vision's
+// arithmetic), row i at row r0 + i of cs (N rows of cos, then N of sin, HD/2 values a row).
+template <int HD>
+__device__ __forceinline__ void mma_rope(bf16 *t, int n, int r0, const float *cs, int N) {
+    constexpr int LD = HD + 8, HALF = HD / 2;
+    for (int e = threadIdx.x; e < n * HALF; e += blockDim.x) {
+        int i = e / HALF, f = e % HALF;
+        bf16 *x = t + i * LD;
+        float a = ld(x[f]), b = ld(x[f + HALF]);
+        float c = cs[(size_t)(r0 + i) * HALF + f], sn = cs[(size_t)(N + r0 + i) * HALF + f];
+        x[f] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, sn)));
+        x[f + HALF] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn)));
+    }
+}
+
+template <int HD>
+__device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
+                         const int *seg, int heads, int kvh, int causal, float scale, const float *cs, int N) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    static_assert(HD % 16 == 0, "whole k16 steps over the head");
+    constexpr int LD = HD + 8; // padded rows: ldmatrix's eight 16-byte rows fall in distinct banks
+    constexpr int C = HD / 8;
+    constexpr int NT = MMA_BK / 8; // 8-key tiles of S
+    __shared__ __align__(16) bf16 Ks[MMA_BK * LD];
+    __shared__ __align__(16) bf16 Vs[MMA_BK * LD];
+    int s = blockIdx.z, h = blockIdx.y;
+    int q0 = seg[4 * s], nq = seg[4 * s + 1], k0 = seg[4 * s + 2], nk = seg[4 * s + 3];
+    int tile = blockIdx.x * MMA_BQ;
+    if (tile >= nq) return;
+    int g = h / (heads / kvh);
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int off = nk - nq;
+    const bf16 *qb = q + (size_t)q0 * ldq + (size_t)h * HD;
+    const bf16 *kb = k + (size_t)k0 * ldk + (size_t)g * HD;
+    const bf16 *vb = v + (size_t)k0 * ldv + (size_t)g * HD;
+
+    // the query tile through Ks into A fragments: warp w holds rows [16w, 16w+16)
+    for (int e = tid; e < MMA_BQ * C; e += blockDim.x) {
+        int i = e / C, c = e % C;
+        uint4 z = make_uint4(0, 0, 0, 0);
+        if (tile + i < nq) z = *(const uint4 *)(qb + (size_t)(tile + i) * ldq + c * 8);
+        *(uint4 *)(Ks + i * LD + c * 8) = z;
+    }
+    __syncthreads();
+    if (cs) {
+        mma_rope<HD>(Ks, min(MMA_BQ, nq - tile), q0 + tile, cs, N);
+        __syncthreads();
+    }
+    uint32_t qf[HD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) ldsm_x4(qf[kk], Ks + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+    __syncthreads();
+
+    // this thread's rows of the warp's 16: r = 0 (lane / 4) and r = 1 (lane / 4 + 8)
+    int qi[2] = {tile + warp * 16 + (lane >> 2), tile + warp * 16 + (lane >> 2) + 8};
+    float o[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const float sl2 = scale * 1.4426950408889634f; // exp(x) = exp2(x log2 e)
+    int kend = causal ? min(nk, tile + MMA_BQ + off) : nk;
+    for (int kt = 0; kt < kend; kt += MMA_BK) {
+        mma_tile<HD>(Ks, kb, ldk, kt, nk);
+        cp_async_commit();
+        mma_tile<HD>(Vs, vb, ldv, kt, nk);
+        cp_async_commit();
+        cp_async_wait<1>(); // K
+        __syncthreads();
+        if (cs) {
+            mma_rope<HD>(Ks, min(MMA_BK, nk - kt), k0 + kt, cs, N);
+            __syncthreads();
+        }
+        float sc[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+#pragma unroll
+            for (int n2 = 0; n2 < NT / 2; n2++) {
+                uint32_t b[4]; // keys [16 n2, +8) then [+8, +16); dims [16 kk, +8) then [+8, +16)
+                ldsm_x4(b, Ks + (n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+                mma_16816(sc[2 * n2], qf[kk], b[0], b[1]);
+                mma_16816(sc[2 * n2 + 1], qf[kk], b[2], b[3]);
+            }
+        }
+        // mask, and the rows' new maxima (a row's values sit in the four lanes of a quad)
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = kt + n * 8 + 2 * (lane & 3) + (e & 1), r = e >> 1;
+                bool masked = key >= nk || (causal && key > qi[r] + off);
+                sc[n][e] = masked ? -INFINITY : sc[n][e] * sl2;
+                mx[r] = fmaxf(mx[r], sc[n][e]);
+            }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            corr[r] = mx[r] == -INFINITY ? 1.f : exp2f(m[r] - mx[r]);
+            m[r] = mx[r];
+            l[r] *= corr[r];
+        }
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
+        uint32_t pf[MMA_BK / 16][4]; // P as A fragments: the C layout of two 8-key tiles is A's
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int r = e >> 1;
+                p[e] = m[r] == -INFINITY ? 0.f : exp2f(sc[n][e] - m[r]);
+                l[r] += p[e];
+            }
+            pf[n / 2][(n & 1) * 2] = pack_bf16(p[0], p[1]);
+            pf[n / 2][(n & 1) * 2 + 1] = pack_bf16(p[2], p[3]);
+        }
+        cp_async_wait<0>(); // V
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < MMA_BK / 16; kk++) {
+#pragma unroll
+            for (int d2 = 0; d2 < HD / 16; d2++) {
+                uint32_t b[4]; // keys [16 kk, +16) transposed; dims [16 d2, +8) then [+8, +16)
+                ldsm_x4_t(b, Vs + (kk * 16 + (lane & 15)) * LD + d2 * 16 + (lane >> 4) * 8);
+                mma_16816(o[2 * d2], pf[kk], b[0], b[1]);
+                mma_16816(o[2 * d2 + 1], pf[kk], b[2], b[3]);
+            }
+        }
+        __syncthreads(); // every warp is done with Ks and Vs before the next tile
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        if (qi[r] >= nq) continue;
+        float inv = l[r] > 0.f ? 1.0f / l[r] : 0.f;
+        bf16 *orow = out + (size_t)(q0 + qi[r]) * ldo + (size_t)h * HD + 2 * (lane & 3);
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) *(uint32_t *)(orow + n * 8) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    }
+}
+#define ATTN_MMA(HD)                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(128) iris_attn_mma_bf16_##HD(                                         \
+        bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo, const int *seg,   \
+        int heads, int kvh, int causal, float scale, const float *cs, int N) {                                         \
+        attn_mma<HD>(out, q, k, v, ldq, ldk, ldv, ldo, seg, heads, kvh, causal, scale, cs, N);                        \
+    }
+ATTN_MMA(64)
+ATTN_MMA(80)
+ATTN_MMA(128)
+
 // Row softmax for attention through cuBLAS (long segments): S [rows, nk] F32 scores (already
 // scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq).
 // P [rows, nk] gets the probabilities in T. One block a row.
@@ -851,6 +1078,23 @@ extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, in
 // blocks, so the blocks resident at once set its time.
 #define DEC_SK 64
 #define DEC_THREADS 256
+// split_merge is flash-decoding's merge of dimension d over a head's nact key splits, ph its
+// [splits, hd + 2] partials (unnormalised output, max, sum), read past L1 (other blocks wrote
+// them): sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+__device__ __forceinline__ float split_merge(const float *ph, int nact, int hd, int d) {
+    float M = -INFINITY;
+#pragma unroll 8
+    for (int s = 0; s < nact; s++) M = fmaxf(M, __ldcg(ph + (size_t)s * (hd + 2) + hd));
+    float num = 0.f, den = 0.f;
+#pragma unroll 8
+    for (int s = 0; s < nact; s++) {
+        const float *ps = ph + (size_t)s * (hd + 2);
+        float w = expf(__ldcg(ps + hd) - M);
+        num += w * __ldcg(ps + d);
+        den += w * __ldcg(ps + hd + 1);
+    }
+    return num / den;
+}
 template <typename T>
 __device__ void attn_pool(T *out, int ldo, float *part, int *ticket, const T *qm, int ldq, const T *km, int ldk, const T *vm,
                           int ldv, const float *cos, const float *sin, int ldc, T *kpool, T *vpool, const int *slots,
@@ -1029,20 +1273,7 @@ __device__ void attn_pool(T *out, int ldo, float *part, int *ticket, const T *qm
     if (!last) return;
     __threadfence();
     const float *ph = part + (size_t)h * splits * (hd + 2);
-    for (int d = tid; d < hd; d += blockDim.x) {
-        float M = -INFINITY;
-#pragma unroll 8
-        for (int s = 0; s < nact; s++) M = fmaxf(M, __ldcg(ph + (size_t)s * (hd + 2) + hd));
-        float num = 0.f, den = 0.f;
-#pragma unroll 8
-        for (int s = 0; s < nact; s++) {
-            const float *ps = ph + (size_t)s * (hd + 2);
-            float w = expf(__ldcg(ps + hd) - M);
-            num += w * __ldcg(ps + d);
-            den += w * __ldcg(ps + hd + 1);
-        }
-        out[(size_t)h * hd + d] = st<T>(num / den);
-    }
+    for (int d = tid; d < hd; d += blockDim.x) out[(size_t)h * hd + d] = st<T>(split_merge(ph, nact, hd, d));
     if (tid == 0) ticket[h] = 0;
 }
 #define ATTN_POOL_ARGS(T)                                                                                                          \
@@ -1057,6 +1288,169 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 4) iris_attn_pool_bf16
     attn_pool(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, hd, scale, qnw,
               knw, eps);
 }
+
+// Decode attention with one block a KV group (bf16; ml.RopeCachedAttention's decode rows, as
+// attn_pool, whose block serves one query head): the split's keys and values are staged in
+// shared memory once for the group's R = heads / kvh query heads, which attn_pool read R times
+// (3,456 blocks of a 54-row step of the 3B became 432).
+//   grid (kvh, splits, rows), DEC_THREADS threads; warp w serves the group's heads w, w + 8, ...
+//   A. the split's keys and values staged (16-byte loads, all issued before any store); q of
+//      each head normalised (qnw) and rotated with attn_pool's roundings; the split holding the
+//      new token normalises and rotates its key, writes key and value to the pool and into the
+//      staged tile;
+//   B-D per warp and head, no barrier: scores (a lane a key, the padded rows conflict-free),
+//      softmax statistics with p rounded to bf16, p*v (a lane HD/32 dimensions); the split's max,
+//      sum and unnormalised output to part [rows, heads, splits, HD + 2];
+//   E. the last split of (row, group) to finish (a ticket each, reset by it) merges the group's
+//      heads as attn_pool does.
+#define GQA_MAX 16
+template <int HD>
+__device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, const bf16 *qm, int ldq, const bf16 *km, int ldk,
+                              const bf16 *vm, int ldv, const float *cos, const float *sin, int ldc, bf16 *kpool, bf16 *vpool,
+                              const int *slots, const int *spans, int heads, int kvh, float scale, const bf16 *qnw,
+                              const bf16 *knw, float eps) {
+    constexpr int HALF = HD / 2, KLD = HD + 2, C = HD / 8, NW = DEC_THREADS / 32, PER = DEC_SK * C / DEC_THREADS;
+    constexpr int DL = HD / 32; // dimensions a lane in D
+    static_assert(DEC_SK * C % DEC_THREADS == 0 && HD % 64 == 0, "whole chunks a thread, two rope pairs a lane");
+    __shared__ __align__(16) bf16 Ks[DEC_SK * KLD]; // rows padded by one word: lane i reads bank i + d/2
+    __shared__ __align__(16) bf16 Vs[DEC_SK * HD];
+    __shared__ float qs[GQA_MAX][HD];
+    __shared__ float sc[NW][DEC_SK];
+    __shared__ int last;
+    int g = blockIdx.x, sp = blockIdx.y, splits = gridDim.y, br = blockIdx.z;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int start = spans[2 * br], L = spans[2 * br + 1], slot = slots[br]; // written before the graph's first kernel
+    pdl_wait(); // q, k and v come from the previous kernel
+    pdl_launch();
+    int j0 = sp * DEC_SK;
+    if (j0 >= L) return;
+    int j1 = min(L, j0 + DEC_SK), n = j1 - j0, nact = (L + DEC_SK - 1) / DEC_SK;
+    int R = heads / kvh, kvd = kvh * HD;
+    bool has_new = L - 1 < j1;
+    const bf16 *kc = kpool + (size_t)start * kvd + (size_t)g * HD;
+    const bf16 *vc = vpool + (size_t)start * kvd + (size_t)g * HD;
+    part += (size_t)br * heads * splits * (HD + 2);
+    ticket += (size_t)br * kvh;
+    out += (size_t)br * ldo;
+
+    // A: the tile (the new token's row comes from the rotated key below)
+    {
+        uint4 kw[PER], vw[PER];
+#pragma unroll
+        for (int u = 0; u < PER; u++) {
+            int e = tid + u * DEC_THREADS, i = e / C, c = e % C;
+            if (i < n && j0 + i != L - 1) {
+                kw[u] = *(const uint4 *)(kc + (size_t)(j0 + i) * kvd + c * 8);
+                vw[u] = *(const uint4 *)(vc + (size_t)(j0 + i) * kvd + c * 8);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < PER; u++) {
+            int e = tid + u * DEC_THREADS, i = e / C, c = e % C;
+            if (i < n && j0 + i != L - 1) {
+                uint32_t *kd = (uint32_t *)(Ks + i * KLD + c * 8);
+                kd[0] = kw[u].x, kd[1] = kw[u].y, kd[2] = kw[u].z, kd[3] = kw[u].w;
+                *(uint4 *)(Vs + i * HD + c * 8) = vw[u];
+            }
+        }
+    }
+    float c0 = rnd<bf16>(cos[(size_t)br * ldc + lane]), s0 = rnd<bf16>(sin[(size_t)br * ldc + lane]);
+    float c1 = 0.f, s1 = 0.f;
+    if (HALF > 32) c1 = rnd<bf16>(cos[(size_t)br * ldc + lane + 32]), s1 = rnd<bf16>(sin[(size_t)br * ldc + lane + 32]);
+    // rotate: the pair (f, f + HALF) of x for f = lane (and lane + 32), normalised by w first
+    auto rotate = [&](const bf16 *x, const bf16 *w, float out[4]) {
+        float a0 = ld(x[lane]), b0 = ld(x[lane + HALF]), a1 = 0.f, b1 = 0.f;
+        if (HALF > 32) a1 = ld(x[lane + 32]), b1 = ld(x[lane + 32 + HALF]);
+        if (w) {
+            float inv = rsqrtf(warp_sum(a0 * a0 + b0 * b0 + a1 * a1 + b1 * b1) / (float)HD + eps);
+            a0 = rnd<bf16>(ld(w[lane]) * rnd<bf16>(a0 * inv)), b0 = rnd<bf16>(ld(w[lane + HALF]) * rnd<bf16>(b0 * inv));
+            if (HALF > 32)
+                a1 = rnd<bf16>(ld(w[lane + 32]) * rnd<bf16>(a1 * inv)), b1 = rnd<bf16>(ld(w[lane + 32 + HALF]) * rnd<bf16>(b1 * inv));
+        }
+        out[0] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(a0, c0)), rnd<bf16>(__fmul_rn(-b0, s0))));
+        out[1] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(b0, c0)), rnd<bf16>(__fmul_rn(a0, s0))));
+        out[2] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(a1, c1)), rnd<bf16>(__fmul_rn(-b1, s1))));
+        out[3] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(b1, c1)), rnd<bf16>(__fmul_rn(a1, s1))));
+    };
+    for (int hh = warp; hh < R; hh += NW) {
+        float r[4];
+        rotate(qm + (size_t)br * ldq + (size_t)(g * R + hh) * HD, qnw, r);
+        qs[hh][lane] = r[0], qs[hh][lane + HALF] = r[1];
+        if (HALF > 32) qs[hh][lane + 32] = r[2], qs[hh][lane + 32 + HALF] = r[3];
+    }
+    if (has_new && warp == NW - 1) { // the new key, rotated, and its value: to the pool and the tile
+        float r[4];
+        rotate(km + (size_t)br * ldk + (size_t)g * HD, knw, r);
+        const bf16 *vr = vm + (size_t)br * ldv + (size_t)g * HD;
+        bf16 *kw = kpool + (size_t)slot * kvd + (size_t)g * HD, *vw = vpool + (size_t)slot * kvd + (size_t)g * HD;
+        bf16 *kt = Ks + (L - 1 - j0) * KLD, *vt = Vs + (L - 1 - j0) * HD;
+        for (int f = lane, u = 0; f < HALF; f += 32, u += 2) {
+            bf16 lo = st<bf16>(r[u]), hi = st<bf16>(r[u + 1]);
+            kw[f] = kt[f] = lo, kw[f + HALF] = kt[f + HALF] = hi;
+            vw[f] = vt[f] = vr[f], vw[f + HALF] = vt[f + HALF] = vr[f + HALF];
+        }
+    }
+    __syncthreads();
+
+    // B-D: warp by warp, a head at a time
+    for (int hh = warp; hh < R; hh += NW) {
+        float s[2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int kk = lane + 32 * u;
+            float acc = 0.f;
+            if (kk < n) {
+                const __nv_bfloat162 *kr = (const __nv_bfloat162 *)(Ks + kk * KLD);
+#pragma unroll 16
+                for (int d = 0; d < HALF; d++) {
+                    float2 kv = __bfloat1622float2(kr[d]);
+                    acc = fmaf(qs[hh][2 * d], kv.x, acc);
+                    acc = fmaf(qs[hh][2 * d + 1], kv.y, acc);
+                }
+            }
+            s[u] = kk < n ? acc * scale : -INFINITY;
+        }
+        float mx = warp_max(fmaxf(s[0], s[1]));
+        float p0 = lane < n ? expf(s[0] - mx) : 0.f, p1 = lane + 32 < n ? expf(s[1] - mx) : 0.f;
+        float sum = warp_sum(p0 + p1);
+        sc[warp][lane] = rnd<bf16>(p0), sc[warp][lane + 32] = rnd<bf16>(p1);
+        __syncwarp();
+        float acc[DL];
+#pragma unroll
+        for (int e = 0; e < DL; e++) acc[e] = 0.f;
+        for (int kk = 0; kk < n; kk++) {
+            float p = sc[warp][kk];
+            const bf16 *vr = Vs + kk * HD + lane * DL;
+#pragma unroll
+            for (int e = 0; e < DL; e++) acc[e] = fmaf(p, ld(vr[e]), acc[e]);
+        }
+        float *pp = part + ((size_t)(g * R + hh) * splits + sp) * (HD + 2);
+#pragma unroll
+        for (int e = 0; e < DL; e++) pp[lane * DL + e] = acc[e];
+        if (lane == 0) pp[HD] = mx, pp[HD + 1] = sum;
+        __syncwarp(); // sc[warp] is rewritten by the warp's next head
+    }
+
+    // E
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(ticket + g, 1) == nact - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int e = tid; e < R * HD; e += DEC_THREADS) {
+        int h = g * R + e / HD, d = e % HD;
+        out[(size_t)h * HD + d] = st<bf16>(split_merge(part + (size_t)h * splits * (HD + 2), nact, HD, d));
+    }
+    if (tid == 0) ticket[g] = 0;
+}
+#define ATTN_POOL_GQA(HD)                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_pool_gqa_bf16_##HD(ATTN_POOL_ARGS(bf16)) {          \
+        attn_pool_gqa<HD>(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, \
+                          scale, qnw, knw, eps);                                                                              \
+    }
+ATTN_POOL_GQA(64)
+ATTN_POOL_GQA(128)
 
 // ---------------------------------------------------------------------------------------------
 // matrix-vector product of a decode step

@@ -33,6 +33,16 @@ func Widen(dst []float32, src []byte, from string) error {
 	return nil
 }
 
+// BF16Bits is the bfloat16 nearest x, ties to even, as its bit pattern (what a bf16 backend
+// stores of x: __float2bfloat16_rn on the GPU), infinities kept and NaN made quiet.
+func BF16Bits(x float32) uint16 {
+	b := math.Float32bits(x)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40 // NaN: keep the sign, set the quiet bit
+	}
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
 // f16 widens an IEEE half.
 func f16(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16

@@ -2,6 +2,7 @@ package ml
 
 import (
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -95,6 +96,33 @@ func TestWiden(t *testing.T) {
 	}
 	if err := Widen(got, nil, "I8"); err == nil {
 		t.Error("I8 accepted")
+	}
+}
+
+// TestBF16Bits pins the float32-to-bfloat16 rounding of the fixture writers (seeded.py's
+// bf16_bits): to nearest, ties to even, as the CUDA backend's bf16 writes (TestKernelWriteBF16).
+func TestBF16Bits(t *testing.T) {
+	for _, tc := range []struct {
+		in   uint32
+		want uint16
+	}{
+		{0x3f800000, 0x3f80}, // 1: exact
+		{0x3f807fff, 0x3f80}, // below half way: down
+		{0x3f808000, 0x3f80}, // half way, even below: down
+		{0x3f818000, 0x3f82}, // half way, odd below: up
+		{0x3f808001, 0x3f81}, // above half way: up
+		{0xbf80c000, 0xbf81}, // negative, above half way
+		{0x3f7fffff, 0x3f80}, // carries into the exponent
+		{0x00000000, 0x0000},
+		{0x80000000, 0x8000},
+		{0x7f7fffff, 0x7f80}, // the largest float rounds to infinity
+		{0xff800000, 0xff80}, // -infinity kept
+		{0x7f800001, 0x7fc0}, // a signalling NaN made quiet
+		{0xffc00001, 0xffc0}, // a NaN keeps its sign
+	} {
+		if got := BF16Bits(math.Float32frombits(tc.in)); got != tc.want {
+			t.Errorf("BF16Bits(%#08x) = %#04x, want %#04x", tc.in, got, tc.want)
+		}
 	}
 }
 

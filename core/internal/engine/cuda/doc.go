@@ -34,6 +34,12 @@ type Options struct {
 	// FlashOnly runs every attention through the flash kernel on CUDA cores, never through
 	// cuBLAS (long segments are faster through cuBLAS; the two agree to rounding).
 	FlashOnly bool
+	// NoMMA runs bf16 attention through cuBLAS and the CUDA-core flash kernel instead of the
+	// tensor-core flash kernel (iris_attn_mma); for comparison.
+	NoMMA bool
+	// NoGroupDecode runs bf16 decode attention with a block a query head (iris_attn_pool)
+	// instead of a block a KV group (iris_attn_pool_gqa); for comparison.
+	NoGroupDecode bool
 	// DecodeCuBLAS runs one-row products through cuBLAS (with separate RMSNorm and SwiGLU
 	// kernels) instead of the gemv kernel with those fused in; for comparison.
 	DecodeCuBLAS bool

@@ -22,6 +22,8 @@ type kernelSet struct {
 	softmax, attnPool                 *gpu.Function
 	flash                             map[int]*gpu.Function // by head dim
 	window                            map[int]*gpu.Function // by head dim; bf16 only
+	mma                               map[int]*gpu.Function // by head dim; bf16 only
+	poolGQA                           map[int]*gpu.Function // by head dim; bf16 only
 	argmax, argmaxPart, gemv, gemvGLU *gpu.Function
 }
 
@@ -32,12 +34,20 @@ var flashHeadDims = []int{8, 16, 32, 64, 80, 128}
 // winMax rows).
 var windowHeadDims = []int{16, 32, 64, 80}
 
+// mmaHeadDims are those of iris_attn_mma (tensor cores, bf16): the text models' 128 and 64, the
+// Qwen2.5-VL and Qwen3-VL towers' 80 and 64, InternViT's 64.
+var mmaHeadDims = []int{64, 80, 128}
+
+// poolGQAHeadDims are those of iris_attn_pool_gqa (bf16, at most gqaMax query heads a KV head).
+var poolGQAHeadDims = []int{64, 128}
+
 func loadKernels(t dtype) (*kernelSet, error) {
 	mod, err := gpu.LoadModule(kernels.Image)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kernels.Source, err)
 	}
-	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}, window: map[int]*gpu.Function{}}
+	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}, window: map[int]*gpu.Function{}, mma: map[int]*gpu.Function{},
+		poolGQA: map[int]*gpu.Function{}}
 	sfx := "_f32"
 	if t == bf16 {
 		sfx = "_bf16"
@@ -85,6 +95,16 @@ func loadKernels(t dtype) (*kernelSet, error) {
 			get(&f, fmt.Sprintf("iris_attn_window_bf16_%d", hd))
 			k.window[hd] = f
 		}
+		for _, hd := range mmaHeadDims {
+			var f *gpu.Function
+			get(&f, fmt.Sprintf("iris_attn_mma_bf16_%d", hd))
+			k.mma[hd] = f
+		}
+		for _, hd := range poolGQAHeadDims {
+			var f *gpu.Function
+			get(&f, fmt.Sprintf("iris_attn_pool_gqa_bf16_%d", hd))
+			k.poolGQA[hd] = f
+		}
 	}
 	if len(errs) > 0 {
 		_ = mod.Unload()
@@ -98,6 +118,10 @@ const (
 	attBQ      = 64  // ATT_BQ: queries per flash block (4 threads each)
 	winMax     = 64  // WIN_MAX: rows of a segment iris_attn_window holds
 	winThreads = 128 // WIN_THREADS: iris_attn_window's block
+	mmaBQ      = 64  // MMA_BQ: queries per iris_attn_mma block (four warps of 16)
+	mmaBK      = 64  // MMA_BK: keys per iris_attn_mma tile
+	mmaThreads = 128
+	gqaMax     = 16  // GQA_MAX: query heads a KV head iris_attn_pool_gqa serves
 	decSK      = 64  // DEC_SK: keys per decode split
 	decThreads = 256 // DEC_THREADS
 	gemvWarps  = 4   // GEMV_WARPS: warps per gemv block (a row each)

@@ -320,8 +320,17 @@ func TestKernelSiluAligned(t *testing.T) {
 func TestKernelSiluGelu(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(3, 4))
+	for _, sh := range []struct{ I, ldo int }{
+		{3420, 3424}, // a padded output row (the vision MLP in bf16): vectors of four
+		{3418, 3424}, // pairs
+	} {
+		t.Run(fmt.Sprint(sh.I), func(t *testing.T) { siluGelu(t, f, r, sh.I, sh.ldo) })
+	}
+}
+
+func siluGelu(t *testing.T, f *kfix, r *rand.Rand, I, ldo int) {
 	forTypes(t, func(t *testing.T, dt dtype) {
-		const rows, I, ldo = 5, 3420, 3424 // a padded output row (the vision MLP in bf16)
+		const rows = 5
 		gu := randn(r, dt, rows*2*I, 2)
 		h := randn(r, dt, rows*I, 2)
 		var got, gotG, gotP []float32
@@ -335,7 +344,7 @@ func TestKernelSiluGelu(t *testing.T) {
 				err = k.padRows.Launch(grid2(rows, ldo), gpu.Dim3{X: 256}, 0, f.s, gpu.P(padded), gpu.P(hp), gpu.I(rows), gpu.I(I), gpu.I(ldo))
 			}
 			if err == nil {
-				err = k.gelu.Launch(grid1(rows*I), gpu.Dim3{X: 256}, 0, f.s, gpu.P(hp), gpu.L(rows*I))
+				err = k.gelu.Launch(grid1(int64(rows*I)), gpu.Dim3{X: 256}, 0, f.s, gpu.P(hp), gpu.L(int64(rows*I)))
 			}
 			if err == nil {
 				err = f.s.Sync()
@@ -886,6 +895,95 @@ func TestKernelFlashAttention(t *testing.T) {
 	}
 }
 
+// TestKernelMMAAttention checks the tensor-core flash kernel (bf16) against float64 on tables of
+// segments in one launch: causal chunks after cached keys whose pool rows are out of order,
+// frames, GQA ratios of 8 and 3, one query head over one KV head, lengths that are not
+// multiples of the 16-row tiles, rows wider than the heads (a fused qkv's stride); windows and
+// frames with the tower's rope table rotated inside (rounded as rope_rows in F32 on the host).
+func TestKernelMMAAttention(t *testing.T) {
+	f := newKfix(t)
+	r := rand.New(rand.NewPCG(51, 52))
+	for _, tc := range []struct {
+		name         string
+		heads, kv    int
+		segs         []int32 // q0, nq, k0, nk each
+		causal, rope bool
+	}{
+		{"prefill-gqa8", 16, 2, []int32{0, 200, 0, 200, 200, 37, 500, 57, 237, 1, 300, 130}, true, false},
+		{"frames", 4, 4, []int32{0, 130, 0, 130, 130, 65, 130, 65, 195, 63, 195, 63}, false, false},
+		{"chunk-gqa3", 12, 4, []int32{0, 70, 0, 70, 70, 129, 80, 140}, true, false},
+		{"one-kv-head", 3, 1, []int32{0, 17, 0, 300, 17, 80, 300, 5}, false, false},
+		{"windows-rope", 3, 3, []int32{0, 64, 0, 64, 64, 64, 64, 64, 128, 48, 128, 48, 176, 16, 176, 16, 192, 1, 192, 1}, false, true},
+		{"frames-rope", 2, 2, []int32{0, 150, 0, 150, 150, 77, 150, 77}, false, true},
+	} {
+		for _, hd := range mmaHeadDims {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, hd), func(t *testing.T) {
+				dt := bf16
+				qd, kvd := tc.heads*hd, tc.kv*hd
+				ldq, ldk := qd+16, kvd+8 // padded rows, still 16-byte multiples
+				nq, nk, longest := 0, 0, 0
+				for i := 0; i < len(tc.segs); i += 4 {
+					nq, nk = max(nq, int(tc.segs[i]+tc.segs[i+1])), max(nk, int(tc.segs[i+2]+tc.segs[i+3]))
+					longest = max(longest, int(tc.segs[i+1]))
+				}
+				q, k, v := randn(r, dt, nq*ldq, 1), randn(r, dt, nk*ldk, 1), randn(r, dt, nk*ldk, 1)
+				scale := 1 / math.Sqrt(float64(hd))
+				qr, kr, cs := q, k, []float32(nil) // what the reference attends: rotated with a table
+				if tc.rope {                       // the frames' queries and keys are the same rows
+					half := hd / 2
+					cs = make([]float32, 2*nq*half)
+					for i := range nq * half {
+						a := r.Float64() * 2 * math.Pi
+						cs[i], cs[nq*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
+					}
+					qr, kr = slices.Clone(q), slices.Clone(k)
+					rot := func(x []float32, i int) {
+						for j := range half {
+							a, b, c, sn := x[j], x[j+half], cs[i*half+j], cs[nq*half+i*half+j]
+							x[j] = roundBF16(float32(a*c) + float32(-b*sn))
+							x[j+half] = roundBF16(float32(b*c) + float32(a*sn))
+						}
+					}
+					for i := range nq {
+						for h := range tc.heads {
+							rot(qr[i*ldq+h*hd:], i)
+						}
+						for h := range tc.kv {
+							rot(kr[i*ldk+h*hd:], i)
+						}
+					}
+				}
+				var got []float32
+				f.do(func() error {
+					qp, kp, vp, out := f.put(dt, q), f.put(dt, k), f.put(dt, v), f.poisoned(dt, nq*qd)
+					sp := f.putI32(tc.segs)
+					csp := gpu.DevPtr(0)
+					if tc.rope {
+						csp = f.put(f32, cs)
+					}
+					c := 0
+					if tc.causal {
+						c = 1
+					}
+					err := f.ks[dt].mma[hd].Launch(gpu.Dim3{X: (longest + mmaBQ - 1) / mmaBQ, Y: tc.heads, Z: len(tc.segs) / 4},
+						gpu.Dim3{X: mmaThreads}, 0, f.s, gpu.P(out), gpu.P(qp), gpu.P(kp), gpu.P(vp), gpu.I(ldq), gpu.I(ldk), gpu.I(ldk),
+						gpu.I(qd), gpu.P(sp), gpu.I(tc.heads), gpu.I(tc.kv), gpu.I(c), gpu.F(float32(scale)), gpu.P(csp), gpu.I(nq))
+					if err == nil {
+						err = f.s.Sync()
+					}
+					got = f.get(dt, out, nq*qd)
+					return err
+				})
+				for i := 0; i < len(tc.segs); i += 4 {
+					q0, n, k0, m := int(tc.segs[i]), int(tc.segs[i+1]), int(tc.segs[i+2]), int(tc.segs[i+3])
+					want := attnRef(qr[q0*ldq:], kr[k0*ldk:], v[k0*ldk:], n, m, tc.heads, tc.kv, hd, ldq, ldk, ldk, tc.causal, scale)
+					check(t, fmt.Sprintf("segment %d (%dx%d)", i/4, n, m), got[q0*qd:(q0+n)*qd], want, 2*tolFor(dt))
+				}
+			})
+		}
+	}
+}
+
 // TestKernelWindowAttention checks the tensor-core window kernel (bf16) on segments of at most
 // WIN_MAX rows, full and partial, against float64; with a rope table it rotates q and k first,
 // as rope_rows in F32 (RoundOnce; rounded the same way on the host).
@@ -954,7 +1052,8 @@ func TestKernelWindowAttention(t *testing.T) {
 // last split (run twice, so that the tickets must have been reset), against rope_text's rule and
 // float64 attention.
 // TestKernelPoolAttention runs iris_attn_pool on a batch of decode rows, each its own sequence
-// in one KV pool (other starts and lengths, the new key at the end), twice (the tickets reset).
+// in one KV pool (other starts and lengths, the new key at the end), twice (the tickets reset);
+// in bf16 iris_attn_pool_gqa (a block a KV group) too, GQA ratios 7, 8 and 16.
 func TestKernelPoolAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(9, 10))
@@ -970,6 +1069,7 @@ func TestKernelPoolAttention(t *testing.T) {
 		{"mha-hd16", 2, 2, 16, []int{129, 3}, 3},
 		{"gqa7-hd64", 14, 2, 64, []int{0, 70}, 4},
 		{"hd256", 4, 1, 256, []int{70}, 2},
+		{"gqa16", 16, 1, 128, []int{100, 5}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forTypes(t, func(t *testing.T, dt dtype) {
@@ -990,17 +1090,29 @@ func TestKernelPoolAttention(t *testing.T) {
 				kc := randn(r, dt, poolRows*kvd, 1)
 				vc := randn(r, dt, poolRows*kvd, 1)
 				scale := 1 / math.Sqrt(float64(hd))
-				var got [2][]float32
+				// the one-head kernel, and in bf16 the group kernel where it serves the shape,
+				// twice each on the same pool (the new keys written again are the same)
+				type launch struct {
+					name string
+					fn   *gpu.Function
+					x    int
+				}
+				k := f.ks[dt]
+				runs := []launch{{"pool attention", k.attnPool, heads}}
+				if g := k.poolGQA[hd]; g != nil && heads/kvh <= gqaMax {
+					runs = append(runs, launch{"group pool attention", g, kvh})
+				}
+				got := make([][2][]float32, len(runs))
 				var gotK, gotV []float32
 				f.do(func() error {
 					qp, kp, vp, cp := f.put(dt, qkv), f.put(dt, kc), f.put(dt, vc), f.put(f32, cs)
 					part := f.poisoned(f32, rows*heads*tc.splits*(hd+2))
 					ticket := f.putI32(make([]int32, rows*heads))
 					sl, sp := f.putI32(slots), f.putI32(spans)
-					k := f.ks[dt]
-					for i := range got {
+					for i := range 2 * len(runs) {
+						run := runs[i/2]
 						out := f.poisoned(dt, rows*qd)
-						err := k.attnPool.Launch(gpu.Dim3{X: heads, Y: tc.splits, Z: rows}, gpu.Dim3{X: decThreads}, 0, f.s,
+						err := run.fn.Launch(gpu.Dim3{X: run.x, Y: tc.splits, Z: rows}, gpu.Dim3{X: decThreads}, 0, f.s,
 							gpu.P(out), gpu.I(qd), gpu.P(part), gpu.P(ticket), gpu.P(qp), gpu.I(ld),
 							gpu.P(qp.Add(int64(qd)*dt.size())), gpu.I(ld), gpu.P(qp.Add(int64(qd+kvd)*dt.size())), gpu.I(ld),
 							gpu.P(cp), gpu.P(cp.Add(int64(rows*half)*4)), gpu.I(half), gpu.P(kp), gpu.P(vp), gpu.P(sl), gpu.P(sp),
@@ -1011,7 +1123,7 @@ func TestKernelPoolAttention(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						got[i] = f.get(dt, out, rows*qd)
+						got[i/2][i%2] = f.get(dt, out, rows*qd)
 					}
 					gotK, gotV = f.get(dt, kp, poolRows*kvd), f.get(dt, vp, poolRows*kvd)
 					return nil
@@ -1042,8 +1154,10 @@ func TestKernelPoolAttention(t *testing.T) {
 				}
 				check(t, "keys in the pool", gotK, wantK, tolFor(dt))
 				check(t, "values in the pool", gotV, wantV, 0)
-				check(t, "pool attention", got[0], want, 2*tolFor(dt))
-				check(t, "pool attention, second launch", got[1], want, 2*tolFor(dt))
+				for i, run := range runs {
+					check(t, run.name, got[i][0], want, 2*tolFor(dt))
+					check(t, run.name+", second launch", got[i][1], want, 2*tolFor(dt))
+				}
 			})
 		})
 	}
@@ -1522,6 +1636,43 @@ func TestKernelBackendOps(t *testing.T) {
 	}
 }
 
+// TestKernelWriteBF16 writes F32 values into bf16 tensors (staged, then rounded on the device),
+// small and over parallelCopyMin, and reads back exactly ml.BF16Bits of each: the host's and the
+// device's roundings agree.
+func TestKernelWriteBF16(t *testing.T) {
+	b, err := NewBackend(Options{Precision: "bf16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	r := rand.New(rand.NewPCG(61, 62))
+	for _, n := range []int{1000, 3_000_000} {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64() * 3)
+		}
+		v[0], v[1] = math.Float32frombits(0x3f808000), float32(math.Inf(-1)) // a tie, an infinity
+		got := make([]float32, n)
+		err := b.Do(func() error {
+			m, err := b.Alloc(n/1000, 1000, ml.BF16)
+			if err != nil {
+				return err
+			}
+			b.Write(m, v)
+			b.Read(got, m)
+			return b.Sync()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range v {
+			if want := fromBF16(ml.BF16Bits(v[i])); got[i] != want {
+				t.Fatalf("%d values: value %d %g read back %g, want %g", n, i, v[i], got[i], want)
+			}
+		}
+	}
+}
+
 // devTensor is a new rows x cols tensor of b's type holding v (on the device thread).
 func devTensor(b *Backend, rows, cols int, v []float32) ml.Tensor {
 	m, err := b.Alloc(rows, cols, b.dt.ml())
@@ -1674,7 +1825,8 @@ func TestKernelBackendInputsOutliveALargeWrite(t *testing.T) {
 // of pointers (attendAll): the frames of a vision pass (SegmentAttention, every head its own kv
 // head) and the prompts of a prefill pass (CachedAttention over the pool, grouped kv heads, a
 // past), each segment against float64, with a segment of another shape beside them; the op
-// profile shows that the equal ones ran as one batch.
+// profile shows that the equal ones ran as one batch (fp32), or all in one launch of the
+// tensor-core kernel (bf16).
 func TestKernelGroupedAttention(t *testing.T) {
 	forBackends(t, func(t *testing.T, b *Backend) {
 		dt := b.dt
@@ -1732,8 +1884,16 @@ func TestKernelGroupedAttention(t *testing.T) {
 			row += s.rows
 		}
 		var names []string
+		launches := map[string]int{}
 		for _, o := range ops {
 			names = append(names, o.Stage)
+			launches[o.Stage] = o.Calls
+		}
+		if dt == bf16 { // every frame in one tensor-core launch, every sequence in another
+			if n := launches["iris_attn_mma_bf16_64"]; n != 2 {
+				t.Errorf("%d launches of iris_attn_mma_bf16_64 (ops %v), want 2", n, launches)
+			}
+			return
 		}
 		for _, want := range []string{"attention 130x130 h12/4 (cuBLAS)", "attention 130x150 h16/2 (cuBLAS)"} {
 			if !slices.Contains(names, want) {

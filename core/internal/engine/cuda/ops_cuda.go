@@ -373,6 +373,8 @@ func (b *Backend) SiluMul(y, gate, up ml.Tensor) {
 	switch per := int(16 / b.dt.size()); {
 	case I%per == 0 && y.Stride == I:
 		cols = I / per // 16-byte chunks
+	case I%4 == 0 && y.Stride%4 == 0:
+		cols = y.Stride / 4 // vectors of four
 	case I%2 == 0 && y.Stride%2 == 0:
 		cols = y.Stride / 2 // pairs
 	}
@@ -525,9 +527,13 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 	b.attend(b.attnArgs(out, q, k, v, a))
 }
 
-// attend runs one segment (the flash kernel reads its bounds from the device).
+// attend runs one segment (the flash kernels read its bounds from the device).
 func (b *Backend) attend(a attnArgs) {
 	if !b.live() || a.nq == 0 {
+		return
+	}
+	if b.mmaOK(a) {
+		b.attendMMA(a, b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)}), a.nq, 0, 0)
 		return
 	}
 	area := int64(a.nq) * int64(a.nk)
@@ -564,6 +570,54 @@ func (b *Backend) attend(a attnArgs) {
 	b.launchDep(f, gpu.Dim3{X: (a.nq + attBQ - 1) / attBQ, Y: a.heads, Z: 1}, gpu.Dim3{X: 4 * attBQ}, 0,
 		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
 		gpu.P(gpu.DevPtr(seg.Addr)), gpu.P(gpu.DevPtr(seg.Addr).Add(8)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale))
+}
+
+// mmaOK reports whether iris_attn_mma serves attention over a's tensors: bf16, a head dim it is
+// built for, whole GQA groups, every pointer and row 16-byte aligned (its cp.async loads).
+func (b *Backend) mmaOK(a attnArgs) bool {
+	if b.opts.NoMMA || b.opts.FlashOnly || b.k.mma[a.hd] == nil || a.kvh <= 0 || a.heads%a.kvh != 0 {
+		return false
+	}
+	for _, t := range [...]struct {
+		at gpu.DevPtr
+		ld int
+	}{{a.out, a.ldo}, {a.q, a.ldq}, {a.k, a.ldk}, {a.v, a.ldv}} {
+		if uintptr(t.at)%16 != 0 || (int64(t.ld)*b.dt.size())%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// attendMMA runs attention over segments of a's tensors (segs: q0, nq, k0, nk each, on the
+// device; the longest has at most longest queries; a.nq and a.nk are not read) in one launch
+// of iris_attn_mma, causal as a says; with a rope table cs of n rows (cos, then sin) the kernel
+// rotates q and k first.
+func (b *Backend) attendMMA(a attnArgs, segs ml.Ints, longest int, cs gpu.DevPtr, n int) {
+	if segs.Len == 0 || longest == 0 {
+		return
+	}
+	causal := 0
+	if a.causal {
+		causal = 1
+	}
+	b.launchDep(b.k.mma[a.hd], gpu.Dim3{X: (longest + mmaBQ - 1) / mmaBQ, Y: a.heads, Z: segs.Len / 4}, gpu.Dim3{X: mmaThreads}, 0,
+		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
+		gpu.P(gpu.DevPtr(segs.Addr)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale), gpu.P(cs), gpu.I(n))
+}
+
+// segTable uploads an iris_attn_mma segment table once a pass: the table made from a host
+// slice (a pass's spans or bounds, the same for each of its layers) is kept under that slice.
+func (b *Backend) segTable(from []int32, make func() []int32) ml.Ints {
+	key := unsafe.SliceData(from)
+	if in, ok := b.segs[key]; ok {
+		return in
+	}
+	in := b.Ints(make())
+	if b.err == nil {
+		b.segs[key] = in
+	}
+	return in
 }
 
 // viaCuBLAS reports whether attend runs segment a through cuBLAS (attnGemm, the scores
@@ -714,7 +768,29 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 	segs := len(bounds) - 1
 	win := b.k.window[a.HeadDim]
 	ropeInKernel := rot.Cos.Valid() && rot.RoundOnce && rot.Cos.Stride == a.HeadDim/2 &&
-		rot.Sin.Addr == rot.Cos.Addr+uintptr(int64(rot.Cos.Rows)*int64(rot.Cos.Stride)*4)
+		rot.Sin.Addr == rot.Cos.Addr+uintptr(int64(rot.Cos.Rows)*int64(rot.Cos.Stride)*4) && rot.Cos.Rows == q.Rows
+	if base := b.attnArgs(out, q, k, v, a); b.mmaOK(base) {
+		// every segment in one tensor-core launch, queries and keys the same rows; windows of
+		// one key tile rotated inside it (54 us a layer of 5 images' windows, against 60 in
+		// iris_attn_window), longer frames before it (each block would rotate every key tile
+		// again: 267 us a full-frame layer against 106 + 2 x 14 for the rope apart)
+		cs := gpu.DevPtr(0)
+		if ropeInKernel && longest <= mmaBK {
+			cs = dp(rot.Cos)
+		} else if rot.Cos.Valid() {
+			b.Rope(q, a.Heads, a.HeadDim, rot)
+			b.Rope(k, a.KVHeads, a.HeadDim, rot)
+		}
+		base.causal = false
+		b.attendMMA(base, b.segTable(bounds, func() []int32 {
+			t := make([]int32, 0, 4*segs)
+			for i := range segs {
+				t = append(t, bounds[i], bounds[i+1]-bounds[i], bounds[i], bounds[i+1]-bounds[i])
+			}
+			return t
+		}), longest, cs, q.Rows)
+		return
+	}
 	aligned := (int64(q.Stride)*b.dt.size())%16 == 0 && (int64(out.Stride)*b.dt.size())%16 == 0 && q.Addr%16 == 0 && out.Addr%16 == 0
 	if win != nil && longest <= winMax && segs > 1 && !b.opts.FlashOnly && ropeInKernel && a.KVHeads == a.Heads && aligned {
 		bd := b.boundsInts(bounds)
@@ -837,6 +913,11 @@ func (b *Backend) poolKernelOK(a ml.Attn, ts ...ml.Tensor) bool {
 // to graphSplits*decSK keys; a longer one runs plainly.
 const graphSplits = 8192 / decSK
 
+// gqaMinBlocks is the fewest rows x KV groups for which decode attention takes a block a KV
+// group: fewer leave the GPU idle (a 1-row step of the 3B, 8 blocks: 2.88 ms against 2.39 with
+// a block a head; 54 rows: 3.63 against 4.41).
+const gqaMinBlocks = 32
+
 // poolAttention is RopeCachedAttention for decode rows: iris_attn_pool, its key spans and new
 // slots read on the device, so that a recorded graph serves every step.
 func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
@@ -863,7 +944,11 @@ func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vP
 	if b.err != nil {
 		return
 	}
-	b.launchDep(b.k.attnPool, gpu.Dim3{X: a.Heads, Y: splits, Z: rows}, gpu.Dim3{X: decThreads}, 0,
+	f, x := b.k.attnPool, a.Heads
+	if g := b.k.poolGQA[a.HeadDim]; g != nil && !b.opts.NoGroupDecode && a.Heads/a.KVHeads <= gqaMax && rows*a.KVHeads >= gqaMinBlocks {
+		f, x = g, a.KVHeads // a block a KV group, its heads' keys read once
+	}
+	b.launchDep(f, gpu.Dim3{X: x, Y: splits, Z: rows}, gpu.Dim3{X: decThreads}, 0,
 		gpu.P(dp(out)), gpu.I(out.Stride), gpu.P(dp(part)), gpu.P(dp(ticket)), gpu.P(dp(q)), gpu.I(q.Stride),
 		gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride),
 		gpu.P(dp(kPool)), gpu.P(dp(vPool)), gpu.P(gpu.DevPtr(slots.Addr)), gpu.P(gpu.DevPtr(spans.Addr)),
@@ -881,6 +966,22 @@ func (b *Backend) sequenceAttention(out, q, kPool, vPool ml.Tensor, spans ml.Int
 	runs, err := ml.SpanRuns(spans.Host, q.Rows, kPool.Rows)
 	if err != nil {
 		b.bad("attention: %v", err)
+		return
+	}
+	if base := b.attnArgs(out, q, kPool, vPool, a); b.mmaOK(base) {
+		// every sequence in one tensor-core launch: its chunk's rows over its keys in the pool
+		base.causal = true
+		longest := 0
+		for _, r := range runs {
+			longest = max(longest, r.Rows)
+		}
+		b.attendMMA(base, b.segTable(spans.Host, func() []int32 {
+			t := make([]int32, 0, 4*len(runs))
+			for _, r := range runs {
+				t = append(t, int32(r.Row), int32(r.Rows), int32(r.Start), int32(r.Past+r.Rows))
+			}
+			return t
+		}), longest, 0, 0)
 		return
 	}
 	segs := make([]attnArgs, len(runs))

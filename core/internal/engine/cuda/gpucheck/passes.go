@@ -28,6 +28,8 @@ func passes(args []string) error {
 	iters := fs.Int("iters", 20, "timed passes per size (the median is printed)")
 	round := fs.String("round", "5,5,54", "images, prompts and decodes of a scheduler round (empty: none)")
 	ops := fs.Int("ops", 12, "with a round: time every op of one round's passes and print this many costliest of each (0: none; GPU only)")
+	noMMA := fs.Bool("no-mma", false, "bf16 attention through cuBLAS and the CUDA-core flash kernel (not the tensor-core kernel)")
+	noGroup := fs.Bool("no-group-decode", false, "bf16 decode attention with a block a query head (not a block a KV group)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,7 +48,7 @@ func passes(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec})
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup})
 	if err != nil {
 		return err
 	}
