@@ -1053,7 +1053,8 @@ func TestKernelWindowAttention(t *testing.T) {
 // float64 attention.
 // TestKernelPoolAttention runs iris_attn_pool on a batch of decode rows, each its own sequence
 // in one KV pool (other starts and lengths, the new key at the end), twice (the tickets reset);
-// in bf16 iris_attn_pool_gqa (a block a KV group) too, GQA ratios 7, 8 and 16.
+// in bf16 iris_attn_pool_gqa (a block a KV group) too, GQA ratios 7, 8 and 16, and with q/k
+// norms against iris_attn_pool.
 func TestKernelPoolAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(9, 10))
@@ -1104,30 +1105,52 @@ func TestKernelPoolAttention(t *testing.T) {
 				}
 				got := make([][2][]float32, len(runs))
 				var gotK, gotV []float32
+				// with q/k norms (Qwen3's), the group kernel against the one-head kernel (whose
+				// norms TestKernelBackendQKNorm checks), each on its own copy of the pool
+				var normed [2][3][]float32 // kernel: out, keys in the pool, values in the pool
+				wq, wk := randn(r, dt, hd, 1), randn(r, dt, hd, 1)
 				f.do(func() error {
-					qp, kp, vp, cp := f.put(dt, qkv), f.put(dt, kc), f.put(dt, vc), f.put(f32, cs)
+					qp, cp := f.put(dt, qkv), f.put(f32, cs)
 					part := f.poisoned(f32, rows*heads*tc.splits*(hd+2))
 					ticket := f.putI32(make([]int32, rows*heads))
 					sl, sp := f.putI32(slots), f.putI32(spans)
-					for i := range 2 * len(runs) {
-						run := runs[i/2]
-						out := f.poisoned(dt, rows*qd)
+					pool := func(run launch, out, kp, vp, qnw, knw gpu.DevPtr) error {
 						err := run.fn.Launch(gpu.Dim3{X: run.x, Y: tc.splits, Z: rows}, gpu.Dim3{X: decThreads}, 0, f.s,
 							gpu.P(out), gpu.I(qd), gpu.P(part), gpu.P(ticket), gpu.P(qp), gpu.I(ld),
 							gpu.P(qp.Add(int64(qd)*dt.size())), gpu.I(ld), gpu.P(qp.Add(int64(qd+kvd)*dt.size())), gpu.I(ld),
 							gpu.P(cp), gpu.P(cp.Add(int64(rows*half)*4)), gpu.I(half), gpu.P(kp), gpu.P(vp), gpu.P(sl), gpu.P(sp),
-							gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)), gpu.P(0), gpu.P(0), gpu.F(0)) // no q/k norms
+							gpu.I(heads), gpu.I(kvh), gpu.I(hd), gpu.F(float32(scale)), gpu.P(qnw), gpu.P(knw), gpu.F(1e-6))
 						if err == nil {
 							err = f.s.Sync()
 						}
-						if err != nil {
+						return err
+					}
+					kp, vp := f.put(dt, kc), f.put(dt, vc)
+					for i := range 2 * len(runs) {
+						out := f.poisoned(dt, rows*qd)
+						if err := pool(runs[i/2], out, kp, vp, 0, 0); err != nil { // no q/k norms
 							return err
 						}
 						got[i/2][i%2] = f.get(dt, out, rows*qd)
 					}
 					gotK, gotV = f.get(dt, kp, poolRows*kvd), f.get(dt, vp, poolRows*kvd)
+					if len(runs) == 2 {
+						qn, kn := f.put(dt, wq), f.put(dt, wk)
+						for i, run := range runs {
+							out, kp, vp := f.poisoned(dt, rows*qd), f.put(dt, kc), f.put(dt, vc)
+							if err := pool(run, out, kp, vp, qn, kn); err != nil {
+								return err
+							}
+							normed[i] = [3][]float32{f.get(dt, out, rows*qd), f.get(dt, kp, poolRows*kvd), f.get(dt, vp, poolRows*kvd)}
+						}
+					}
 					return nil
 				})
+				if normed[1][0] != nil {
+					check(t, "group pool attention with q/k norms", normed[1][0], widen(normed[0][0]), tolFor(dt))
+					check(t, "keys in the pool with q/k norms", normed[1][1], widen(normed[0][1]), tolFor(dt)/4)
+					check(t, "values in the pool with q/k norms", normed[1][2], widen(normed[0][2]), 0)
+				}
 				// rope_rows' decoder rounding, then float64 attention per row
 				want := make([]float64, rows*qd)
 				for b, p := range tc.pasts {
