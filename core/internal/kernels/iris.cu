@@ -828,7 +828,8 @@ ATTN_WINDOW(80)
 // online in f32, and P is rounded to bf16 before P V, as attn_flash and the flash SDPA kernels do.
 // With cs (the rope table of iris_rope_vision, N rows; frames and windows, whose queries and keys
 // are the same rows) the staged tiles of Q and K get the tower's 2-D RoPE first, as in
-// attn_window: no rope pass over q and k.
+// attn_window: no rope pass over q and k. The backend passes it for windows of one key tile only
+// (a longer frame's blocks would each rotate every key tile again).
 #define MMA_BQ 64
 #define MMA_BK 64
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16 *p) {

@@ -608,12 +608,12 @@ func (b *Backend) attendMMA(a attnArgs, segs ml.Ints, longest int, cs gpu.DevPtr
 
 // segTable uploads an iris_attn_mma segment table once a pass: the table made from a host
 // slice (a pass's spans or bounds, the same for each of its layers) is kept under that slice.
-func (b *Backend) segTable(from []int32, make func() []int32) ml.Ints {
+func (b *Backend) segTable(from []int32, build func() []int32) ml.Ints {
 	key := unsafe.SliceData(from)
 	if in, ok := b.segs[key]; ok {
 		return in
 	}
-	in := b.Ints(make())
+	in := b.Ints(build())
 	if b.err == nil {
 		b.segs[key] = in
 	}
@@ -918,8 +918,9 @@ const graphSplits = 8192 / decSK
 // a block a head; 54 rows: 3.63 against 4.41).
 const gqaMinBlocks = 32
 
-// poolAttention is RopeCachedAttention for decode rows: iris_attn_pool, its key spans and new
-// slots read on the device, so that a recorded graph serves every step.
+// poolAttention is RopeCachedAttention for decode rows: iris_attn_pool (a block a query head) or
+// iris_attn_pool_gqa (a block a KV group), its key spans and new slots read on the device, so
+// that a recorded graph serves every step.
 func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
 	sp := spans.Host
 	if len(sp) != 2*q.Rows {
