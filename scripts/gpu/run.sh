@@ -33,7 +33,7 @@
 #                                   pass, IRIS_PASSES_ARGS more flags, IRIS_PASSES_AB flags of a
 #                                   second run, e.g. -no-mma), iris serve at its defaults,
 #                                   distinct JPEGs at IRIS_CONC (default c=1,8,32,64,128; each
-#                                   level's passes by phase and batch size; IRIS_NO_HTTP=1 skips),
+#                                   level's passes by phase and batch size and per image; IRIS_NO_HTTP=1 skips),
 #                                   the base build's c=1 (IRIS_BASE at prepare), IRIS_AB_APART=1
 #                                   this build again with runtime.decode_apart at IRIS_APART_CONC
 #                                   (64), transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
@@ -189,17 +189,22 @@ t_end=$((SECONDS + ${IRIS_BUDGET_S:-560}))
 # fit <seconds>: a step's timeout, cut to what is left of the budget (15 s kept for the summary)
 fit() { local left=$((t_end - SECONDS - 15)); if ((left < $1)); then echo $((left > 1 ? left : 1)); else echo "$1"; fi; }
 # pass_table METRICS: the scheduler's passes by phase and batch class and their mean wall time
-# (iris_engine_batch_{passes,seconds}_total), from a saved /metrics scrape.
+# (iris_engine_batch_{passes,seconds}_total), from a saved /metrics scrape, then the passes'
+# time per image through the tower (iris_engine_vision_images_total) by phase.
 pass_table() {
   echo "phase    batch   passes   mean ms"
   awk -F'[{}]' '/^iris_engine_batch_(passes|seconds)_total/ {
       ph = $2; sub(/.*phase="/, "", ph); sub(/".*/, "", ph)
       b = $2; sub(/.*batch="/, "", b); sub(/".*/, "", b)
       k = ph " " b; split($3, v, " ")
-      if ($1 ~ /passes/) n[k] = v[1]; else t[k] = v[1]
+      if ($1 ~ /passes/) n[k] = v[1]; else { t[k] = v[1]; secs[ph] += v[1] }
     }
+    /^iris_engine_vision_images_total/ { split($3, v, " "); img += v[1] }
     END {
       for (k in n) if (n[k] > 0) { split(k, p, " "); printf "%-8s %-6s %8d %9.2f\n", p[1], p[2], n[k], 1000 * t[k] / n[k] }
+      if (img > 0) printf "~ per image (%d through the tower): vision %.2f ms, prefill %.2f, decode %.2f: %.2f ms of passes\n", img,
+        1000 * secs["vision"] / img, 1000 * secs["prefill"] / img, 1000 * secs["decode"] / img,
+        1000 * (secs["vision"] + secs["prefill"] + secs["decode"]) / img
     }' "$1" | sort -k1,1 -k3,3nr
 }
 
