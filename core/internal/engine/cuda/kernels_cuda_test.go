@@ -1926,6 +1926,67 @@ func TestKernelGroupedAttention(t *testing.T) {
 	})
 }
 
+// TestKernelBackendGroupDecode runs a decode step of 32 rows (16 query heads over 2 KV heads: 64
+// rows x groups) through RopeCachedAttention on a bf16 backend, which takes the group kernel,
+// and on one with Options.NoGroupDecode (a block a head): the same attention and pool, and the
+// op profiles name the kernel each ran.
+func TestKernelBackendGroupDecode(t *testing.T) {
+	const heads, kvh, hd, rows = 16, 2, 128, 32
+	qd, kvd := heads*hd, kvh*hd
+	ld := qd + 2*kvd
+	r := rand.New(rand.NewPCG(71, 72))
+	// row i: its own sequence at pool rows [8i, 8i + L), L = 1 + i%7 keys, the new one last
+	var slots, spans []int32
+	for i := range rows {
+		L := 1 + i%7
+		spans = append(spans, int32(8*i), int32(L))
+		slots = append(slots, int32(8*i+L-1))
+	}
+	poolRows := 8 * rows
+	qkv := randn(r, bf16, rows*ld, 1)
+	kp, vp := randn(r, bf16, poolRows*kvd, 1), randn(r, bf16, poolRows*kvd, 1)
+	cs := make([]float32, rows*hd) // cos rows, then sin rows
+	for i := range rows * hd / 2 {
+		a := r.Float64() * 2 * math.Pi
+		cs[i], cs[rows*hd/2+i] = float32(math.Cos(a)), float32(math.Sin(a))
+	}
+	run := func(opts Options) (out, keys []float32, launches map[string]int) {
+		b, err := NewBackend(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = b.Close() }()
+		b.SetProfileOps(true)
+		err = b.Do(func() error {
+			m := devTensor(b, rows, ld, qkv)
+			q, k, v := m.ColsAt(0, qd), m.ColsAt(qd, kvd), m.ColsAt(qd+kvd, kvd)
+			rope := b.Input(cs, 2*rows, hd/2)
+			rot := ml.Rotary{Cos: rope.RowsAt(0, rows), Sin: rope.RowsAt(rows, rows)}
+			kPool, vPool := devTensor(b, poolRows, kvd, kp), devTensor(b, poolRows, kvd, vp)
+			att := b.Scratch("att", rows, qd)
+			ml.RopeCachedAttention(b, att, q, k, v, rot, kPool, vPool, b.Ints(slots), b.Ints(spans),
+				ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(hd))})
+			out, keys = readBack(b, att), readBack(b, kPool)
+			return b.Sync()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		launches = map[string]int{}
+		for _, o := range b.Profile() {
+			launches[o.Stage] = o.Calls
+		}
+		return out, keys, launches
+	}
+	out, keys, ops := run(Options{Precision: "bf16"})
+	wantOut, wantKeys, opsHead := run(Options{Precision: "bf16", NoGroupDecode: true})
+	check(t, "attention, a block a group against a block a head", out, widen(wantOut), tolFor(bf16))
+	check(t, "keys in the pool", keys, widen(wantKeys), 0) // the same rotation, op for op
+	if ops["iris_attn_pool_gqa_bf16_128"] != 1 || opsHead["iris_attn_pool_bf16"] != 1 {
+		t.Errorf("launches %v and, with NoGroupDecode, %v: want iris_attn_pool_gqa_bf16_128 and iris_attn_pool_bf16 once", ops, opsHead)
+	}
+}
+
 // TestKernelMixedPassAttention checks a prefill pass that carries decode steps (the scheduler
 // puts them first): its leading one-row sequences go through the pool kernel and the prefill
 // chunk after them per sequence, giving the outputs and pools of the two run apart.
