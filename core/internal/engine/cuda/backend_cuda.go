@@ -56,8 +56,7 @@ type Backend struct {
 	retired    []func()
 	// ptrs caches the attention pointer arrays by what they point to (uploaded once).
 	ptrs     map[ptrKey]gpu.DevPtr
-	bounds   map[*int32]ml.Ints // segment bounds uploaded this pass, by their host slice
-	segs     map[*int32]ml.Ints // iris_attn_mma's segment tables uploaded this pass, by the host slice they come from
+	tables   map[tableKey]ml.Ints // int tables uploaded this pass (passTable)
 	f32Names map[string]string
 	back     *gpu.HostBuffer // pinned downloads (Read, Argmax)
 	backAt   int64
@@ -106,7 +105,7 @@ type arena struct {
 // NewBackend opens the device and loads the kernels.
 func NewBackend(opts Options) (*Backend, error) {
 	b := &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[joinKey]ml.Tensor{},
-		ptrs: map[ptrKey]gpu.DevPtr{}, bounds: map[*int32]ml.Ints{}, segs: map[*int32]ml.Ints{}, f32Names: map[string]string{}}
+		ptrs: map[ptrKey]gpu.DevPtr{}, tables: map[tableKey]ml.Ints{}, f32Names: map[string]string{}}
 	switch opts.Precision {
 	case "", "bf16":
 		b.dt = bf16
@@ -742,8 +741,7 @@ func (b *Backend) Sync() error {
 		}
 		b.retired = b.retired[:0]
 	}
-	clear(b.bounds)
-	clear(b.segs)
+	clear(b.tables)
 	b.collect()
 	err := b.err
 	b.err = nil

@@ -274,11 +274,7 @@ func BenchmarkVisionTower(b *testing.B) {
 }
 
 func benchVisionTower(b *testing.B, sh towerShape, opts Options) {
-	bk, err := NewBackend(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bk.Close()
+	bk := newBackend(b, opts)
 	N, H, I := sh.segs*sh.seg, sh.H, sh.I
 	bounds := make([]int32, sh.segs+1)
 	for i := range bounds {
@@ -286,7 +282,7 @@ func benchVisionTower(b *testing.B, sh towerShape, opts Options) {
 	}
 	type block struct{ qkv, qkvB, proj, projB, fc1, fc1B, fc2, fc2B, n1, n1B, n2, n2B, l1, l2 ml.Tensor }
 	var blocks []block
-	err = bk.Do(func() error {
+	err := bk.Do(func() error {
 		w := func(rows, cols int) ml.Tensor {
 			t, err := bk.Alloc(rows, cols, ml.BF16)
 			bk.fail(err)

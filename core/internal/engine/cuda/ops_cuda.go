@@ -606,20 +606,6 @@ func (b *Backend) attendMMA(a attnArgs, segs ml.Ints, longest int, cs gpu.DevPtr
 		gpu.P(gpu.DevPtr(segs.Addr)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale), gpu.P(cs), gpu.I(n))
 }
 
-// segTable uploads an iris_attn_mma segment table once a pass: the table made from a host
-// slice (a pass's spans or bounds, the same for each of its layers) is kept under that slice.
-func (b *Backend) segTable(from []int32, build func() []int32) ml.Ints {
-	key := unsafe.SliceData(from)
-	if in, ok := b.segs[key]; ok {
-		return in
-	}
-	in := b.Ints(build())
-	if b.err == nil {
-		b.segs[key] = in
-	}
-	return in
-}
-
 // viaCuBLAS reports whether attend runs segment a through cuBLAS (attnGemm, the scores
 // materialised) rather than the flash kernel: large segments, or a head dim without one.
 func (b *Backend) viaCuBLAS(a attnArgs) bool {
@@ -731,16 +717,32 @@ func (b *Backend) pointers(a attnArgs, s, p gpu.DevPtr) gpu.DevPtr {
 // maxPtrArrays bounds the cached attention pointer arrays (each 48 bytes a head).
 const maxPtrArrays = 1 << 14
 
-// boundsInts uploads segment bounds once a pass (every block of a vision tower attends within
-// the same windows).
-func (b *Backend) boundsInts(bounds []int32) ml.Ints {
-	key := unsafe.SliceData(bounds)
-	if in, ok := b.bounds[key]; ok && in.Len == len(bounds) {
+// tableKey names a table of ints uploaded once a pass: the host slice it comes from (its start
+// and length) and whether it is that slice or iris_attn_mma's segment table made from it.
+type tableKey struct {
+	at   *int32
+	n    int
+	segs bool
+}
+
+// passTable uploads the table build makes from a host slice once a pass: a pass's segment
+// bounds or spans are the same for each of its layers (every block of a vision tower attends
+// within the same windows).
+func (b *Backend) passTable(from []int32, segs bool, build func() []int32) ml.Ints {
+	key := tableKey{unsafe.SliceData(from), len(from), segs}
+	if in, ok := b.tables[key]; ok {
 		return in
 	}
-	in := b.Ints(bounds)
-	b.bounds[key] = in
+	in := b.Ints(build())
+	if b.err == nil {
+		b.tables[key] = in
+	}
 	return in
+}
+
+// boundsInts uploads segment bounds once a pass.
+func (b *Backend) boundsInts(bounds []int32) ml.Ints {
+	return b.passTable(bounds, false, func() []int32 { return bounds })
 }
 
 // SegmentAttention implements ml.Backend: windows within the flash kernel's tile on tensor cores
@@ -782,7 +784,7 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 			b.Rope(k, a.KVHeads, a.HeadDim, rot)
 		}
 		base.causal = false
-		b.attendMMA(base, b.segTable(bounds, func() []int32 {
+		b.attendMMA(base, b.passTable(bounds, true, func() []int32 {
 			t := make([]int32, 0, 4*segs)
 			for i := range segs {
 				t = append(t, bounds[i], bounds[i+1]-bounds[i], bounds[i], bounds[i+1]-bounds[i])
@@ -979,7 +981,7 @@ func (b *Backend) sequenceAttention(out, q, kPool, vPool ml.Tensor, spans ml.Int
 		for _, r := range runs {
 			longest = max(longest, r.Rows)
 		}
-		b.attendMMA(base, b.segTable(spans.Host, func() []int32 {
+		b.attendMMA(base, b.passTable(spans.Host, true, func() []int32 {
 			t := make([]int32, 0, 4*len(runs))
 			for _, r := range runs {
 				t = append(t, int32(r.Row), int32(r.Rows), int32(r.Start), int32(r.Past+r.Rows))
@@ -1089,7 +1091,7 @@ func (b *Backend) GraphRuns() int {
 func (b *Backend) reset() {
 	b.reads = b.reads[:0]
 	b.stageAt, b.flushAt, b.backAt = 0, 0, 0
-	clear(b.bounds)
+	clear(b.tables)
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -173,13 +173,7 @@ func TestGraphMatchesPlain(t *testing.T) {
 // composed paths), three images each in both part orders; greedy tokens identical to
 // transformers, first-step logits within the sweep's tolerance.
 func TestSweepFP32(t *testing.T) {
-	fixture.RunSweep(t, fixture.SweepPath(), fixture.SweepLoader{Name: "cuda-fp32", Load: func(dir string) (engine.Model, error) {
-		b, err := NewBackend(Options{Precision: "fp32"})
-		if err != nil {
-			return nil, err
-		}
-		return models.Load(dir, b, models.Options{})
-	}})
+	fixture.RunSweep(t, fixture.SweepPath(), sweepLoader(Options{Precision: "fp32"}))
 }
 
 // sweepLoader loads a sweep checkpoint on a new GPU backend.
