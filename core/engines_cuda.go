@@ -12,14 +12,15 @@ import (
 	"github.com/iris-vlm/iris/core/internal/models"
 )
 
-// loadCUDA loads the bundle's model on the GPU (device 0) in the bundle's precision.
+// loadCUDA loads the bundle's model on the GPU (device 0) in the bundle's precision, its vision
+// tower on a stream of its own unless env.VisionSerial.
 func loadCUDA(_ context.Context, b *bundles.Bundle, _ *engine.Config, lim engine.Limits, env *TaskEnv) (engine.Model, error) {
 	be, err := cuda.NewBackend(cuda.Options{Precision: b.Manifest.Engine.Precision})
 	if err != nil {
 		return nil, fmt.Errorf("load engine: %w", err)
 	}
 	name := be.Name()
-	model, err := models.Load(b.Dir, be, models.Options{Limits: &lim, KVTokens: env.KVCacheTokens})
+	model, err := models.Load(b.Dir, be, models.Options{Limits: &lim, KVTokens: env.KVCacheTokens, VisionLane: !env.VisionSerial})
 	if err != nil {
 		return nil, fmt.Errorf("load engine: %w", err)
 	}

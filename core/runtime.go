@@ -44,9 +44,14 @@ type Config struct {
 	// VisionAlone runs the vision tower on one image at a time instead of the images of a
 	// scheduler round in one pass (batched vision, the default).
 	VisionAlone bool
+	// VisionPatches caps the image patches of one vision-tower pass (0: the engine's default).
+	VisionPatches int
 	// DecodeApart runs decode steps in passes of their own instead of beside a round's prefill
 	// chunks (engine.SchedulerOptions.DecodeApart).
 	DecodeApart bool
+	// VisionSerial runs a cuda model's vision tower between the decoder's passes instead of
+	// beside them on a stream of its own.
+	VisionSerial bool
 	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default
 	// DefaultQueueDepth).
 	QueueDepth int
@@ -198,7 +203,8 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		}
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
-		env.VisionAlone, env.DecodeApart = cfg.VisionAlone, cfg.DecodeApart
+		env.VisionAlone, env.DecodeApart, env.VisionSerial = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial
+		env.VisionPatches = cfg.VisionPatches
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)
 		if m.HasTask(bundles.TaskVisionLanguage) {

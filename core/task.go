@@ -98,8 +98,12 @@ type TaskEnv struct {
 	KVCacheTokens int
 	// VisionAlone turns batched vision off: the tower takes one image at a time.
 	VisionAlone bool
+	// VisionPatches caps the patches of one vision-tower pass (0: the engine's default).
+	VisionPatches int
 	// DecodeApart keeps decode steps out of prefill passes.
 	DecodeApart bool
+	// VisionSerial keeps a cuda model's tower on the decoder's stream, between its passes.
+	VisionSerial bool
 	// Registerer takes the task's Prometheus collectors (never nil).
 	Registerer prometheus.Registerer
 	// Tracer starts the task's spans (never nil).

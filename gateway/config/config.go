@@ -86,9 +86,15 @@ type Runtime struct {
 	// VisionAlone runs the vision tower on one image at a time instead of a scheduler round's
 	// images in one pass (batched vision: measured on the CPU, not yet on the GPU).
 	VisionAlone bool `toml:"vision_alone"`
+	// VisionPatches caps the image patches of one vision-tower pass (0: the engine's default,
+	// engine.SchedulerOptions.VisionPatches).
+	VisionPatches int `toml:"vision_patches"`
 	// DecodeApart runs decode steps in passes of their own instead of beside the prefill chunks
 	// of the same round (engine.SchedulerOptions.DecodeApart).
 	DecodeApart bool `toml:"decode_apart"`
+	// VisionSerial runs the vision tower between the decoder's passes, on one stream, instead
+	// of beside them on a stream of its own (a cuda bundle; the CPU always takes turns).
+	VisionSerial bool `toml:"vision_serial"`
 	// QueueDepth is how many more may wait; beyond it requests get 429 (0 takes the runtime's
 	// default, core.DefaultQueueDepth). A waiting request holds its image file's bytes.
 	QueueDepth int `toml:"queue_depth"`
@@ -101,7 +107,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, DecodeApart: r.DecodeApart, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, VisionSerial: r.VisionSerial, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }
@@ -245,6 +251,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("runtime.batch_tokens: must be >= 0 (0 takes the default), got %d", r.BatchTokens)
 	case r.KVCacheTokens < 0:
 		return fmt.Errorf("runtime.kv_cache_tokens: must be >= 0 (0 takes the engine's default), got %d", r.KVCacheTokens)
+	case r.VisionPatches < 0:
+		return fmt.Errorf("runtime.vision_patches: must be >= 0 (0 takes the engine's default), got %d", r.VisionPatches)
 	}
 	if r.EmbeddingCacheBytes < 0 {
 		return fmt.Errorf("runtime.embedding_cache_bytes: must be >= 0 (0 disables the cache), got %d", r.EmbeddingCacheBytes)

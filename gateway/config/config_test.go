@@ -60,6 +60,7 @@ func TestDecode(t *testing.T) {
 		{name: "bad allowed host", src: "[server.remote_images]\nallow_hosts = [\"https://x/\"]", wantErr: "allow_hosts"},
 		{name: "zero workers", src: "[runtime]\nworkers = 0", wantErr: "runtime.workers"},
 		{name: "negative queue", src: "[runtime]\nqueue_depth = -1", wantErr: "runtime.queue_depth"},
+		{name: "negative vision patches", src: "[runtime]\nvision_patches = -1", wantErr: "runtime.vision_patches"},
 		{name: "bad level", src: "[log]\nlevel = \"loud\"", wantErr: "log.level"},
 		{name: "bad format", src: "[log]\nformat = \"xml\"", wantErr: "log.format"},
 	}

@@ -36,7 +36,8 @@
 #                                   level's passes by phase and batch size and per image; IRIS_NO_HTTP=1 skips),
 #                                   the base build's c=1 (IRIS_BASE at prepare), IRIS_AB_APART=1
 #                                   this build again with runtime.decode_apart at IRIS_APART_CONC
-#                                   (64), transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
+#                                   (64), IRIS_AB_SERIAL=1 with runtime.vision_serial at
+#                                   IRIS_SERIAL_CONC (32,64), transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
 #                                   default the Qwen2.5-VL 3B; ~4 min
 #   bash scripts/gpu/run.sh soak [family size]
 #                                   issue 14's soak at full size: iris serve at its defaults on the
@@ -708,18 +709,31 @@ if [[ $phase == throughput ]]; then
   done
   printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/defaults.toml"
   printf '[runtime]\nembedding_cache_bytes = 0\ndecode_apart = true\n' >"$work/apart.toml"
+  printf '[runtime]\nembedding_cache_bytes = 0\nvision_serial = true\n' >"$work/serial.toml"
   # apart (IRIS_AB_APART=1): this build again with decode steps in passes of their own, at
-  # IRIS_APART_CONC (default 64): what carrying them in the prefill passes gives, same call
+  # IRIS_APART_CONC (default 64): what carrying them in the prefill passes gives, same call;
+  # serial (IRIS_AB_SERIAL=1): with the tower between the decoder's passes on its stream instead
+  # of beside them on a lane, at IRIS_SERIAL_CONC (default 32,64)
   whos=(base new); [[ -n ${IRIS_AB_APART:-} ]] && whos+=(apart)
+  [[ -n ${IRIS_AB_SERIAL:-} ]] && whos+=(serial)
+  # patchesN (IRIS_AB_PATCHES=N,M,...): with runtime.vision_patches = N, at IRIS_PATCHES_CONC (64)
+  for n in ${IRIS_AB_PATCHES//,/ }; do
+    printf '[runtime]\nembedding_cache_bytes = 0\nvision_patches = %d\n' "$n" >"$work/patches$n.toml"
+    whos+=("patches$n")
+  done
   for who in "${whos[@]}"; do
     b=$bin cfg=$work/defaults.toml bundle=$work/bundle-$who
     [[ $who == base ]] && b=$base
     [[ $who == apart ]] && cfg=$work/apart.toml bundle=$work/bundle-new
+    [[ $who == serial ]] && cfg=$work/serial.toml bundle=$work/bundle-new
+    [[ $who == patches* ]] && cfg=$work/$who.toml bundle=$work/bundle-new
     [[ -d $bundle && -z ${IRIS_NO_HTTP:-} ]] || continue
     step "HTTP, $who build: iris serve at its defaults, distinct JPEGs"
     conc=${IRIS_CONC:-1,8,32,64,128} workers=()
     [[ $who == base ]] && conc=1 workers=(--workers 1) # one request at a time: only its c=1 latency matters
     [[ $who == apart ]] && conc=${IRIS_APART_CONC:-64}
+    [[ $who == serial ]] && conc=${IRIS_SERIAL_CONC:-32,64}
+    [[ $who == patches* ]] && conc=${IRIS_PATCHES_CONC:-64}
     "$b/iris" serve -config "$cfg" --bundle "$bundle" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-$who.log" 2>&1 &
     srv=$!
     for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
@@ -727,7 +741,7 @@ if [[ $phase == throughput ]]; then
       # one httpbench a level, the passes of each level apart (the counters' differences)
       curl -fs 127.0.0.1:18080/metrics >"$work/m0.txt" 2>/dev/null
       runs=${IRIS_RUNS:-30} # the c=1 latency figures with the first level only
-      [[ $who == apart ]] && runs=0
+      [[ $who == apart || $who == serial || $who == patches* ]] && runs=0
       for c in ${conc//,/ }; do
         budgeted "http-$who-c$c" 100 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
           -question "$photo_q" -runs "$runs" -seconds "${IRIS_SECS:-6}" -concurrency "$c" -out "$work/throughput-$who-c$c.json"
@@ -749,6 +763,24 @@ if [[ $phase == throughput ]]; then
     kill "$srv"; wait "$srv" 2>/dev/null
     grep -iE 'error|panic' "$work/serve-$who.log" | head -5
   done
+  # IRIS_C1_AB=N: the base build's and this build's c=1 3-token latency N times in turn (a host's
+  # speed drifts over a call: one run each can differ by 20% either way)
+  if [[ -n ${IRIS_C1_AB:-} && -d $work/bundle-base && -d $work/bundle-new ]]; then
+    step "c=1 3-token latency, the base build and this one in turn, $IRIS_C1_AB rounds"
+    for i in $(seq "$IRIS_C1_AB"); do
+      for who in base new; do
+        b=$bin; [[ $who == base ]] && b=$base
+        workers=(); [[ $who == base ]] && workers=(--workers 1)
+        "$b/iris" serve -config "$work/defaults.toml" --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-c1.log" 2>&1 &
+        srv=$!
+        for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
+        echo -n "round $i, $who: "
+        budgeted "c1-$who-$i" 60 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
+          -question "$photo_q" -runs "${IRIS_RUNS:-30}" -seconds 0.5 -concurrency 1 -out "$work/c1-$who-$i.json" 2>&1 | grep '3 tokens: p50'
+        kill "$srv"; wait "$srv" 2>/dev/null
+      done
+    done
+  fi
   step "transformers baseline (bf16; batch 1 and 16)"
   dev=cuda; [[ -n $cpu ]] && dev=cpu
   [[ -z ${IRIS_SKIP_BASELINE:-} ]] && budgeted baseline 240 "$py" "$ref/gpu_baseline.py" --model "$model" --cases "$cases" --case photo_426x320 --runs "${IRIS_BRUNS:-6}" \

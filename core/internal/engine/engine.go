@@ -108,6 +108,13 @@ type BatchEncoder interface {
 	EncodeVisionBatch(ctx context.Context, imgs []Image) ([]*Embeddings, error)
 }
 
+// ParallelEncoder is a [Model] whose vision tower can run beside its other calls (on a GPU, a
+// stream of its own): while ParallelVision holds, a [Scheduler] encodes images in a loop of
+// their own instead of between its passes.
+type ParallelEncoder interface {
+	ParallelVision() bool
+}
+
 // Positions are the rotary positions of a prompt: three rows (t, h, w) of one value per token,
 // and the offset a decode step adds to its absolute index (rope_delta).
 type Positions struct {

@@ -67,7 +67,9 @@ func (o SchedulerOptions) withDefaults() SchedulerOptions {
 // them in one kernel over every sequence's cache), a pass of decode steps alone is the one
 // backends record as a graph, and the token budget bounds the prefill pass that may delay them.
 // Every call on the model comes from the scheduler's loop, so the tower, the prefills and the
-// decodes take turns instead of contending for the model.
+// decodes take turns instead of contending for the model; a model whose tower runs beside its
+// other calls ([ParallelEncoder]: a GPU stream of its own) gets a second loop for the tower, so
+// that images are encoded while the decoder's passes run.
 //
 // A sequence gives the same tokens alone or in any batch (the Batcher's contract), so each
 // request's answer is the one [Generate] gives. A request waits for KV blocks while others hold
@@ -88,6 +90,10 @@ type Scheduler struct {
 	kick   chan struct{} // wakes the loop; buffered
 	quit   chan struct{}
 	done   chan struct{}
+	// parallel: the tower has a loop of its own (visionLoop), woken by vkick, ended by vdone
+	parallel bool
+	vkick    chan struct{}
+	vdone    chan struct{}
 
 	passes, inputs, encoded     atomic.Int64
 	visionPasses, visionRetries atomic.Int64
@@ -162,6 +168,10 @@ func NewScheduler(m Model, opts SchedulerOptions) (*Scheduler, error) {
 	}
 	s := &Scheduler{m: m, b: b, opts: opts.withDefaults(), freed: make(chan struct{}),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	if pe, ok := m.(ParallelEncoder); ok && pe.ParallelVision() {
+		s.parallel, s.vkick, s.vdone = true, make(chan struct{}, 1), make(chan struct{})
+		go s.visionLoop()
+	}
 	go s.loop()
 	return s, nil
 }
@@ -182,7 +192,11 @@ func (s *Scheduler) Encode(ctx context.Context, img Image) (*Embeddings, error) 
 	}
 	s.images = append(s.images, j)
 	s.mu.Unlock()
-	s.wake()
+	if s.parallel {
+		signal(s.vkick)
+	} else {
+		s.wake()
+	}
 	select {
 	case <-j.finish:
 		return j.out, j.err
@@ -252,6 +266,9 @@ func (s *Scheduler) Close() error {
 	s.mu.Unlock()
 	close(s.quit)
 	<-s.done
+	if s.parallel {
+		<-s.vdone
+	}
 	for _, j := range waiting {
 		j.err = ErrClosed
 		close(j.finish)
@@ -336,9 +353,12 @@ func (s *Scheduler) release() {
 	s.wake()
 }
 
-func (s *Scheduler) wake() {
+func (s *Scheduler) wake() { signal(s.kick) }
+
+// signal wakes the loop waiting on c (buffered, one slot) without blocking.
+func signal(c chan struct{}) {
 	select {
-	case s.kick <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -382,7 +402,7 @@ func (s *Scheduler) loop() {
 		for {
 			s.timed(phaseGather, 0, s.gather)
 			busy := false
-			if imgs := s.takeImages(); len(imgs) > 0 {
+			if imgs := s.visionRound(); len(imgs) > 0 {
 				s.timed(phaseVision, len(imgs), func() { s.encode(imgs) })
 				busy = true
 			}
@@ -399,6 +419,35 @@ func (s *Scheduler) loop() {
 			if !busy {
 				break
 			}
+		}
+	}
+}
+
+// visionRound takes the images of the loop's next tower pass: none when the tower has a loop
+// of its own.
+func (s *Scheduler) visionRound() []*imageJob {
+	if s.parallel {
+		return nil
+	}
+	return s.takeImages()
+}
+
+// visionLoop runs the tower on the images waiting, round after round, beside the loop's passes
+// (a ParallelEncoder model).
+func (s *Scheduler) visionLoop() {
+	defer close(s.vdone)
+	for {
+		select {
+		case <-s.vkick:
+		case <-s.quit:
+			return
+		}
+		for {
+			imgs := s.takeImages()
+			if len(imgs) == 0 {
+				break
+			}
+			s.timed(phaseVision, len(imgs), func() { s.encode(imgs) })
 		}
 	}
 }

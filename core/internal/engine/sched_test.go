@@ -413,3 +413,57 @@ func TestSchedulerTake(t *testing.T) {
 		t.Errorf("a prefill pass of %d inputs with no chunk waiting", len(got))
 	}
 }
+
+// laneModel is a visionModel whose tower runs beside its other calls (ParallelEncoder), and whose
+// Forward waits, once it has begun (entered), until hold is closed.
+type laneModel struct {
+	*visionModel
+	entered, hold chan struct{}
+	once          sync.Once
+}
+
+func (m *laneModel) ParallelVision() bool { return true }
+
+func (m *laneModel) Forward(ctx context.Context, batch []Input) ([]Output, error) {
+	m.once.Do(func() { close(m.entered) })
+	<-m.hold
+	return m.poolModel.Forward(ctx, batch)
+}
+
+// TestSchedulerParallelVision: with a ParallelEncoder model the tower has a loop of its own, so
+// an image is encoded while a decoder pass is still running (a scheduler with one loop would
+// leave it waiting behind that pass), and the requests still end as they would.
+func TestSchedulerParallelVision(t *testing.T) {
+	m := &laneModel{visionModel: &visionModel{poolModel: newPoolModel(64)}, entered: make(chan struct{}), hold: make(chan struct{})}
+	s, err := NewScheduler(m, SchedulerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var release sync.Once
+	unhold := func() { release.Do(func() { close(m.hold) }) }
+	defer unhold() // before Close, which waits for the pass
+	gen := make(chan error, 1)
+	go func() {
+		_, err := s.Generate(t.Context(), Request{IDs: []int32{1, 2}, MaxNewTokens: 3})
+		gen <- err
+	}()
+	select {
+	case <-m.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no decoder pass began")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	e, err := s.Encode(ctx, Image{Pixels: []float32{3}, Grid: Grid{T: 1, H: 1, W: 1}})
+	if err != nil || e.Data[0] != 3 {
+		t.Fatalf("encoding beside a running pass: %v, %v", e, err)
+	}
+	unhold()
+	if err := <-gen; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Images != 1 || st.VisionPasses != 1 {
+		t.Errorf("stats %+v: want one image in one vision pass", st)
+	}
+}

@@ -18,6 +18,7 @@ type Device struct {
 	mu   sync.RWMutex // Close takes it exclusively; Do holds it shared while handing work over
 	shut bool
 	ctx  cu.CUContext
+	lane bool // a second thread on another Device's context (Lane): Close leaves the context
 }
 
 // Open creates a context on device ordinal and starts the goroutine that owns it.
@@ -45,6 +46,31 @@ func (d *Device) loop(ordinal int, ready chan<- error) {
 	}
 	_ = cu.Synchronize()
 	_ = d.ctx.Destroy()
+}
+
+// Lane starts a second goroutine, locked to an OS thread of its own, on d's context: its Do
+// runs beside d's, so that work it enqueues on streams of its own runs on the GPU beside d's
+// (and its host waits block it, not d). Memory, modules and functions are the context's: both
+// use them. Close the lane before d; its Close leaves the context alone.
+func (d *Device) Lane() (*Device, error) {
+	l := &Device{info: d.info, work: make(chan func()), done: make(chan struct{}), ctx: d.ctx, lane: true}
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer close(l.done)
+		if err := cu.SetCurrentContext(l.ctx); err != nil {
+			ready <- fmt.Errorf("making the CUDA context current on a lane: %w", err)
+			return
+		}
+		ready <- nil
+		for fn := range l.work {
+			fn()
+		}
+	}()
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 func (d *Device) init(ordinal int) error {

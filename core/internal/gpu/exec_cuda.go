@@ -56,6 +56,20 @@ func NewStream() (*Stream, error) {
 	return &Stream{s: s}, nil
 }
 
+// NewPriorityStream creates a stream of the context's greatest priority: where its kernels and
+// a plain stream's wait for the same multiprocessors, its blocks go first.
+func NewPriorityStream() (*Stream, error) {
+	_, greatest, err := cu.StreamPriorityRange()
+	if err != nil {
+		return nil, fmt.Errorf("reading the stream priorities: %w", err)
+	}
+	s, err := cu.MakeStreamWithPriority(greatest, cu.NonBlocking)
+	if err != nil {
+		return nil, fmt.Errorf("creating a stream of priority %d: %w", greatest, err)
+	}
+	return &Stream{s: s}, nil
+}
+
 func (s *Stream) c() C.CUstream { return C.CUstream(unsafe.Pointer(s.s.C())) }
 
 // Handle is the CUstream, for libraries such as cuBLAS that take one (cudaStream_t is the same

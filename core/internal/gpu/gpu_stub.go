@@ -16,3 +16,6 @@ func (d *Device) Do(fn func() error) error { return ErrNoCUDA }
 
 // Close does nothing.
 func (d *Device) Close() error { return nil }
+
+// Lane reports ErrNoCUDA.
+func (d *Device) Lane() (*Device, error) { return nil, ErrNoCUDA }

@@ -244,6 +244,14 @@ type Runner interface {
 	Do(fn func() error) error
 }
 
+// Laner is a backend that opens lanes: backends over the same device and weights (tensors of
+// either are valid in both), each with a thread, a queue of work (a GPU stream) and scratch
+// memory of its own, whose passes run beside their parent's, so that a model's vision tower
+// overlaps its decoder. The parent's Close closes its lanes.
+type Laner interface {
+	Lane() (Backend, error)
+}
+
 // Do runs fn on b's thread when b has one, else on the caller's.
 func Do(b Backend, fn func() error) error {
 	if r, ok := b.(Runner); ok {

@@ -20,6 +20,9 @@ type Options struct {
 	Limits *engine.Limits
 	// KVTokens sizes the KV pool (0: the family's default).
 	KVTokens int
+	// VisionLane runs the vision tower on a lane of the backend, beside the decoder's passes
+	// (kit.Options.VisionLane).
+	VisionLane bool
 }
 
 // Family builds a model of one model_type on a backend.
@@ -32,19 +35,19 @@ var families = map[string]Family{
 	internvl.ModelType: {
 		ModelType: internvl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return internvl.New(b, ck, cfg, lim, internvl.Options{KVTokens: opts.KVTokens})
+			return internvl.New(b, ck, cfg, lim, internvl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane})
 		},
 	},
 	qwen25vl.ModelType: {
 		ModelType: qwen25vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens})
+			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane})
 		},
 	},
 	qwen3vl.ModelType: {
 		ModelType: qwen3vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return qwen3vl.New(b, ck, cfg, lim, qwen3vl.Options{KVTokens: opts.KVTokens})
+			return qwen3vl.New(b, ck, cfg, lim, qwen3vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane})
 		},
 	},
 }

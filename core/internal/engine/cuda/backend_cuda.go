@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
@@ -18,6 +20,7 @@ import (
 var (
 	_ ml.Backend                = (*Backend)(nil)
 	_ ml.Runner                 = (*Backend)(nil)
+	_ ml.Laner                  = (*Backend)(nil)
 	_ ml.Marker                 = (*Backend)(nil)
 	_ ml.Grapher                = (*Backend)(nil)
 	_ ml.NormLinearer           = (*Backend)(nil)
@@ -27,12 +30,17 @@ var (
 )
 
 // Backend runs ml ops on one GPU: one stream, kernels of core/internal/kernels, products through
-// cuBLAS(Lt). Every method but Do, Info, Precision, SetProfile, Profile and Close must be called
-// on the device thread (inside Do), as the model that owns the backend does.
+// cuBLAS(Lt). Every method but Do, Info, Precision, SetProfile, Profile, Lane and Close must be
+// called on the device thread (inside Do), as the model that owns the backend does.
 type Backend struct {
 	opts Options
 	dt   dtype
 	dev  *gpu.Device
+	// parent is the backend a lane was opened from (nil for one of NewBackend): the kernels are
+	// its; lanes are the lanes opened from this one, closed before it.
+	parent  *Backend
+	lanesMu sync.Mutex
+	lanes   []*Backend
 
 	// Everything below is used only on the device thread.
 	k       *kernelSet
@@ -85,7 +93,13 @@ type graphEntry struct {
 	g     *gpu.Graph
 	epoch int
 	never bool // the pass takes launch shapes from host data (errNoGraph): always plain
+	fails int  // recordings the driver refused (graphs go off at maxGraphFails)
 }
+
+// maxGraphFails is how many refused recordings of one key turn graphs off: a lane's work on
+// another thread may spoil one (a call that synchronises the device while this stream records),
+// and the next step records again.
+const maxGraphFails = 3
 
 // pendingRead is a download into pinned memory to copy to its destination at Sync.
 type pendingRead struct {
@@ -126,14 +140,23 @@ func NewBackend(opts Options) (*Backend, error) {
 	return b, nil
 }
 
+// init makes the stream (of the greatest priority: a lane's passes fill the gaps its own
+// leave) and loads the kernels.
 func (b *Backend) init() error {
 	var err error
-	if b.stream, err = gpu.NewStream(); err != nil {
+	if b.stream, err = gpu.NewPriorityStream(); err != nil {
 		return err
 	}
 	if b.k, err = loadKernels(b.dt); err != nil {
 		return err
 	}
+	return b.initPass(b.prof != nil || b.opts.Profile, false)
+}
+
+// initPass makes what a backend's passes need besides the stream and the kernels: cuBLAS
+// handles on the stream, the pinned staging areas, and the profiler when profiling is on.
+func (b *Backend) initPass(profile, ops bool) error {
+	var err error
 	if b.blas, err = newBlas(b.stream); err != nil {
 		return err
 	}
@@ -146,10 +169,60 @@ func (b *Backend) init() error {
 	if b.back, err = gpu.AllocHost(4 << 20); err != nil {
 		return err
 	}
-	if b.opts.Profile {
-		b.prof = &profiler{}
+	if profile {
+		b.prof = &profiler{ops: ops}
 	}
 	return nil
+}
+
+// Lane implements ml.Laner: a backend over the same device, kernels and weights, with a thread,
+// a stream (of lower priority than this backend's), cuBLAS handles and scratch and staging
+// memory of its own, whose passes run on the GPU beside this backend's. Tensors it Allocs are
+// its own; this backend's Close closes its lanes first. Profiling follows this backend's.
+func (b *Backend) Lane() (ml.Backend, error) {
+	if b.parent != nil {
+		return b.parent.Lane()
+	}
+	if b.dev == nil {
+		return nil, engine.ErrClosed
+	}
+	profile, ops := false, false
+	if err := b.Do(func() error {
+		if b.prof != nil {
+			profile, ops = true, b.prof.ops
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	dev, err := b.dev.Lane()
+	if err != nil {
+		return nil, err
+	}
+	l := &Backend{opts: b.opts, dt: b.dt, dev: dev, k: b.k, parent: b, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{},
+		joined: map[joinKey]ml.Tensor{}, ptrs: map[ptrKey]gpu.DevPtr{}, tables: map[tableKey]ml.Ints{}, f32Names: map[string]string{}}
+	if err := dev.Do(func() error {
+		var err error
+		if l.stream, err = gpu.NewStream(); err != nil {
+			return err
+		}
+		return l.initPass(profile, ops)
+	}); err != nil {
+		_ = dev.Do(l.release)
+		dev.Close()
+		return nil, fmt.Errorf("opening a lane: %w", err)
+	}
+	b.lanesMu.Lock()
+	b.lanes = append(b.lanes, l)
+	b.lanesMu.Unlock()
+	return l, nil
+}
+
+// openLanes are the lanes opened from b and not yet closed.
+func (b *Backend) openLanes() []*Backend {
+	b.lanesMu.Lock()
+	defer b.lanesMu.Unlock()
+	return slices.Clone(b.lanes)
 }
 
 // release frees everything (on the device thread).
@@ -182,7 +255,7 @@ func (b *Backend) release() error {
 	if b.blas != nil {
 		b.blas.destroy()
 	}
-	if b.k != nil {
+	if b.k != nil && b.parent == nil { // a lane's kernels are its parent's
 		_ = b.k.mod.Unload()
 	}
 	if b.stream != nil {
@@ -195,6 +268,18 @@ func (b *Backend) release() error {
 func (b *Backend) Close() error {
 	if b.dev == nil {
 		return nil
+	}
+	b.lanesMu.Lock()
+	lanes := b.lanes
+	b.lanes = nil
+	b.lanesMu.Unlock()
+	for _, l := range lanes {
+		_ = l.Close()
+	}
+	if p := b.parent; p != nil {
+		p.lanesMu.Lock()
+		p.lanes = slices.DeleteFunc(p.lanes, func(x *Backend) bool { return x == b })
+		p.lanesMu.Unlock()
 	}
 	err := b.dev.Do(b.release)
 	if cerr := b.dev.Close(); err == nil {

@@ -1069,7 +1069,9 @@ func (b *Backend) Graph(key string, run func(replay bool)) {
 		b.reset()
 		fn() // run plainly; record next time (unless the pass can never be a graph)
 	case err != nil:
-		b.graphErr = fmt.Errorf("recording %s: %w", key, err)
+		if e.fails++; e.fails >= maxGraphFails {
+			b.graphErr = fmt.Errorf("recording %s: %w", key, err)
+		}
 		b.reset()
 		fn()
 	default:
@@ -1201,6 +1203,9 @@ func (b *Backend) SetProfile(on bool) {
 		}
 		return nil
 	})
+	for _, l := range b.openLanes() {
+		l.SetProfile(on)
+	}
 }
 
 // SetProfileOps is SetProfile timing every op (a kernel, a product, a segment's attention) in
@@ -1216,6 +1221,9 @@ func (b *Backend) SetProfileOps(on bool) {
 		}
 		return nil
 	})
+	for _, l := range b.openLanes() {
+		l.SetProfileOps(on)
+	}
 }
 
 // StageTime is the GPU time of one stage over the passes since the last Profile.
@@ -1225,19 +1233,28 @@ type StageTime struct {
 	Calls   int
 }
 
-// Profile returns and clears the per-stage GPU times, sorted by stage name.
+// Profile returns and clears the per-stage GPU times (its lanes' added in), sorted by stage
+// name.
 func (b *Backend) Profile() []StageTime {
-	var out []StageTime
-	_ = b.Do(func() error {
-		if b.prof == nil {
+	byStage := map[string]StageTime{}
+	for _, x := range append([]*Backend{b}, b.openLanes()...) {
+		_ = x.Do(func() error {
+			if x.prof == nil {
+				return nil
+			}
+			for k, v := range x.prof.totals {
+				st := byStage[k]
+				st.Stage, st.TotalMS, st.Calls = k, st.TotalMS+v, st.Calls+x.prof.counts[k]
+				byStage[k] = st
+			}
+			x.prof.totals, x.prof.counts = nil, nil
 			return nil
-		}
-		for k, v := range b.prof.totals {
-			out = append(out, StageTime{Stage: k, TotalMS: v, Calls: b.prof.counts[k]})
-		}
-		b.prof.totals, b.prof.counts = nil, nil
-		return nil
-	})
+		})
+	}
+	out := make([]StageTime, 0, len(byStage))
+	for _, st := range byStage {
+		out = append(out, st)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Stage < out[j].Stage })
 	return out
 }

@@ -20,14 +20,15 @@ const (
 	visionTol = 2e-5 // max |diff| of the first vision outputs, relative to their largest magnitude
 )
 
-// loadDir binds the checkpoint in dir on a new GPU backend.
+// loadDir binds the checkpoint in dir on a new GPU backend, its vision tower on a lane of its
+// own as iris serve runs it.
 func loadDir(t testing.TB, dir string, opts Options) (engine.Model, *Backend) {
 	t.Helper()
 	b, err := NewBackend(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := models.Load(dir, b, models.Options{})
+	m, err := models.Load(dir, b, models.Options{VisionLane: true})
 	if err != nil {
 		t.Fatalf("loading %s: %v", dir, err)
 	}
@@ -183,7 +184,7 @@ func sweepLoader(opts Options) fixture.SweepLoader {
 		if err != nil {
 			return nil, err
 		}
-		return models.Load(dir, b, models.Options{})
+		return models.Load(dir, b, models.Options{VisionLane: true})
 	}}
 }
 

@@ -38,14 +38,18 @@ import "C"
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
-// Interface guard.
-var _ ml.Backend = (*Backend)(nil)
+// Interface guards.
+var (
+	_ ml.Backend = (*Backend)(nil)
+	_ ml.Laner   = (*Backend)(nil)
+)
 
 // TrimHeap hands the C heap's free pages back to the OS (glibc's malloc_trim; nothing elsewhere).
 // The engine's scratch and the pixel primitives free their buffers into per-thread malloc arenas
@@ -88,6 +92,9 @@ type Options struct {
 
 // Backend runs ml ops on the host's cores.
 type Backend struct {
+	opts      Options
+	lanesMu   sync.Mutex
+	lanes     []*Backend // opened by Lane, closed by Close
 	c         *C.iris_cpu
 	scratch   map[string]*buffer
 	owned     []unsafe.Pointer
@@ -122,7 +129,24 @@ func New(opts Options) (*Backend, error) {
 	if err := status("start", C.iris_cpu_new(C.int(opts.Threads), cap, &c)); err != nil {
 		return nil, err
 	}
-	return &Backend{c: c, scratch: map[string]*buffer{}}, nil
+	return &Backend{opts: opts, c: c, scratch: map[string]*buffer{}}, nil
+}
+
+// Lane implements ml.Laner: a backend with a thread pool and scratch memory of its own over the
+// same weights (host memory), closed with b. On the cores the two compete: the CPU gains
+// little from lanes; they let the same scheduler paths run here as on a GPU.
+func (b *Backend) Lane() (ml.Backend, error) {
+	if b.c == nil {
+		return nil, engine.ErrClosed
+	}
+	l, err := New(b.opts)
+	if err != nil {
+		return nil, fmt.Errorf("opening a lane: %w", err)
+	}
+	b.lanesMu.Lock()
+	b.lanes = append(b.lanes, l)
+	b.lanesMu.Unlock()
+	return l, nil
 }
 
 // Name implements ml.Backend: "cpu/<kernels>".
@@ -144,6 +168,13 @@ func (b *Backend) MatrixType(stored ml.DType) ml.DType { return stored }
 
 // Close implements ml.Backend.
 func (b *Backend) Close() error {
+	b.lanesMu.Lock()
+	lanes := b.lanes
+	b.lanes = nil
+	b.lanesMu.Unlock()
+	for _, l := range lanes {
+		_ = l.Close()
+	}
 	for _, s := range b.scratch {
 		C.free(s.p)
 	}

@@ -14,8 +14,7 @@ import (
 // image's pixel rows are Grid.T tiles of FixedGrid x FixedGrid patches in raster order (C x 14 x
 // 14 values a row); row u of res is the projector's output for token u: the tiles in order, each
 // tile's (grid/2)^2 tokens in raster order.
-func (m *Model) VisionOps(imgs []engine.Image, res ml.Tensor) {
-	b := m.Backend()
+func (m *Model) VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor) {
 	v := &m.Config().Vision
 	w := &m.w
 	tiles := 0

@@ -28,3 +28,17 @@ func TestVisionBatch(t *testing.T) {
 	}
 	fixture.CheckVisionBatch(t, m, imgs, 0)
 }
+
+// TestVisionLane: with the tower on a lane of the backend (a thread pool of its own here, a
+// stream of its own on a GPU) a scheduler encodes images in a loop of its own beside the
+// decoder's passes, and every request still gives the tokens it gives alone.
+func TestVisionLane(t *testing.T) {
+	m := load(t, fixture.ModelDir("tiny-untied"), native.Options{Threads: 1}, Options{VisionLane: true})
+	if !m.ParallelVision() {
+		t.Fatal("a vision lane was asked for: the tower does not run beside the decoder")
+	}
+	if loadFixture(t, "tiny-untied", native.Options{}).ParallelVision() {
+		t.Error("no vision lane was asked for: the tower runs beside the decoder")
+	}
+	fixture.CheckBatchEqualsSingle(t, m, nil)
+}

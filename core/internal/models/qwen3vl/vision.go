@@ -12,8 +12,7 @@ import (
 // VisionOps implements kit.Family: Qwen3VLVisionModel.forward on images one after the other
 // (attention within each image: cu_seqlens). Row u of res is merge unit u (the images' in turn,
 // each in prompt order): the merger's output, then each deepstack merger's.
-func (m *Model) VisionOps(imgs []engine.Image, res ml.Tensor) {
-	b := m.Backend()
+func (m *Model) VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor) {
 	cfg := m.Config()
 	v := &cfg.Vision
 	w := &m.w
@@ -77,7 +76,7 @@ func (m *Model) VisionOps(imgs []engine.Image, res ml.Tensor) {
 			r ^= 1
 			delta = ml.Tensor{}
 			next++
-			m.mergerMLP(M, un, h1, res.ColsAt(next*OH, OH))
+			mergerMLP(b, M, un, h1, res.ColsAt(next*OH, OH))
 		}
 	}
 	ml.Mark(b, "vision.blocks")
@@ -85,13 +84,12 @@ func (m *Model) VisionOps(imgs []engine.Image, res ml.Tensor) {
 	// self.merger(hidden_states): the norm over each patch, then the unit's four patches (adjacent
 	// rows) as one row
 	b.LayerNorm(xn, x[1-r], x[r], delta, w.merger.norm, w.merger.normB, eps)
-	m.mergerMLP(&w.merger, xn.Reshape(units, unit*VH), h1, res.ColsAt(0, OH))
+	mergerMLP(b, &w.merger, xn.Reshape(units, unit*VH), h1, res.ColsAt(0, OH))
 	ml.Mark(b, "vision.merger")
 }
 
 // mergerMLP is the rest of Qwen3VLVisionPatchMerger after its norm: linear_fc2(GELU(linear_fc1(x))).
-func (m *Model) mergerMLP(M *merger, x, h1, out ml.Tensor) {
-	b := m.Backend()
+func mergerMLP(b ml.Backend, M *merger, x, h1, out ml.Tensor) {
 	b.Linears(x, ml.Out{Y: h1, W: M.fc1, B: M.fc1B})
 	b.GELU(h1, ml.GELUErf)
 	b.Linears(h1, ml.Out{Y: out, W: M.fc2, B: M.fc2B})

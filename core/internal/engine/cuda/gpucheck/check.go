@@ -45,7 +45,7 @@ type stageTime struct {
 // load binds the checkpoint in dir, whatever its family (models.Load reads config.json's
 // model_type), on a new backend: "cuda" (the GPU; opts apply) or "cpu" (the native backend in
 // fp32: the GPU machine's pipeline dry-run where there is no GPU).
-func load(dir, backend string, opts cuda.Options) (engine.Model, *device, error) {
+func load(dir, backend string, opts cuda.Options, lane bool) (engine.Model, *device, error) {
 	var b ml.Backend
 	var dev *device
 	var err error
@@ -65,7 +65,7 @@ func load(dir, backend string, opts cuda.Options) (engine.Model, *device, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := models.Load(dir, b, models.Options{})
+	m, err := models.Load(dir, b, models.Options{VisionLane: lane})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -299,7 +299,7 @@ func parity(args []string) error {
 			return fmt.Errorf("reference %s: %w", prec, err)
 		}
 		t := time.Now()
-		m, dev, err := load(*model, *backend, cuda.Options{Precision: prec})
+		m, dev, err := load(*model, *backend, cuda.Options{Precision: prec}, true)
 		if err != nil {
 			return err
 		}
@@ -453,7 +453,14 @@ func request(ctx context.Context, gen generator, c *caseFile, n int) (total, ttf
 
 // modelFlags are the flags of the timing commands (bench, passes): the checkpoint, the case and
 // the backend.
-type modelFlags struct{ model, cases, name, prec, backend *string }
+type modelFlags struct {
+	model, cases, name, prec, backend *string
+	noLane                            *bool
+}
+
+// lane says whether the model's tower runs on a lane of its own, as `iris serve` runs a cuda
+// bundle's.
+func (mf modelFlags) lane() bool { return !*mf.noLane }
 
 func addModelFlags(fs *flag.FlagSet, defaultCase string) modelFlags {
 	return modelFlags{
@@ -462,6 +469,7 @@ func addModelFlags(fs *flag.FlagSet, defaultCase string) modelFlags {
 		name:    fs.String("case", defaultCase, "case to time (its image and prompt)"),
 		prec:    fs.String("precision", "bf16", "bf16 or fp32"),
 		backend: fs.String("backend", "cuda", "cuda, or cpu (-precision fp32: a dry run without a GPU)"),
+		noLane:  fs.Bool("no-lane", false, "the vision tower on the decoder's stream, between its passes (not on a lane of its own, as iris serve runs it)"),
 	}
 }
 
@@ -488,7 +496,7 @@ func bench(args []string) error {
 	}
 	ctx := context.Background()
 	t := time.Now()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL, GemmEx: *gemmEx})
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, DecodeCuBLAS: *decodeCuBLAS, NoPDL: *noPDL, GemmEx: *gemmEx}, mf.lane())
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -48,7 +49,7 @@ func passes(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup})
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup}, mf.lane())
 	if err != nil {
 		return err
 	}
@@ -327,15 +328,31 @@ func (p *passBench) decode(ctx context.Context, n int) (time.Duration, error) {
 }
 
 // rounds runs scheduler-like rounds: a vision pass of k images, a prefill of q prompts and a
-// decode step of d sequences, and prints each phase's median.
+// decode step of d sequences, and prints each phase's median. With the tower on a lane, rounds
+// follow whose tower runs beside the prefill (of the round before's images) and the decode step,
+// as the scheduler's two loops run them.
 func (p *passBench) rounds(ctx context.Context, k, q, d int) error {
 	steps := p.iters + 2
-	seqs, toks, err := p.prefilled(ctx, d, steps)
+	seqs, toks, err := p.prefilled(ctx, d, 2*steps)
 	if err != nil {
 		return err
 	}
 	defer closeAll(seqs)
-	var tv, tp, td []float64
+	// prefill runs q new prompts on embs and closes them
+	prefill := func(embs []*engine.Embeddings) error {
+		fresh, err := p.sequences(q, 1)
+		if err != nil {
+			return err
+		}
+		defer closeAll(fresh)
+		in := make([]engine.Input, q)
+		for j, s := range fresh {
+			in[j] = engine.Input{Seq: s, IDs: p.c.InputIDs, Positions: p.pos, Images: []*engine.Embeddings{embs[j%len(embs)]}}
+		}
+		_, err = p.b.Forward(ctx, in)
+		return err
+	}
+	var tv, tp, td, tr []float64
 	for i := range steps {
 		t0 := time.Now()
 		embs, err := p.encode(ctx, k)
@@ -343,17 +360,7 @@ func (p *passBench) rounds(ctx context.Context, k, q, d int) error {
 			return err
 		}
 		t1 := time.Now()
-		fresh, err := p.sequences(q, 1)
-		if err != nil {
-			release(embs)
-			return err
-		}
-		in := make([]engine.Input, q)
-		for j, s := range fresh {
-			in[j] = engine.Input{Seq: s, IDs: p.c.InputIDs, Positions: p.pos, Images: []*engine.Embeddings{embs[j%len(embs)]}}
-		}
-		_, err = p.b.Forward(ctx, in)
-		closeAll(fresh)
+		err = prefill(embs)
 		release(embs)
 		if err != nil {
 			return err
@@ -364,11 +371,45 @@ func (p *passBench) rounds(ctx context.Context, k, q, d int) error {
 		}
 		if i >= 2 {
 			tv, tp, td = append(tv, float64(t1.Sub(t0))), append(tp, float64(t2.Sub(t1))), append(td, float64(time.Since(t2)))
+			tr = append(tr, float64(time.Since(t0)))
 		}
 	}
 	med := func(v []float64) float64 { return ms(time.Duration(speed.Percentile(v, 50))) }
-	fmt.Printf("round of %d images, %d prompts, %d decodes: vision %.3f ms, prefill %.3f ms, decode %.3f ms (medians)\n",
-		k, q, d, med(tv), med(tp), med(td))
+	fmt.Printf("round of %d images, %d prompts, %d decodes: vision %.3f ms, prefill %.3f ms, decode %.3f ms, the round %.3f ms (medians)\n",
+		k, q, d, med(tv), med(tp), med(td), med(tr))
+	if pe, ok := p.m.(engine.ParallelEncoder); !ok || !pe.ParallelVision() {
+		return nil
+	}
+	prev, err := p.encode(ctx, k)
+	if err != nil {
+		return err
+	}
+	defer func() { release(prev) }()
+	var to []float64
+	for i := range steps {
+		t0 := time.Now()
+		var next []*engine.Embeddings
+		var verr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			next, verr = p.encode(ctx, k)
+		}()
+		err := prefill(prev)
+		if err == nil {
+			err = p.step(ctx, seqs, toks, steps+i)
+		}
+		<-done
+		release(prev)
+		prev = next
+		if err = cmp.Or(err, verr); err != nil {
+			return err
+		}
+		if i >= 2 {
+			to = append(to, float64(time.Since(t0)))
+		}
+	}
+	fmt.Printf("round with the tower beside the prefill and decode (its lane): %.3f ms, against %.3f in turn (medians)\n", med(to), med(tr))
 	return nil
 }
 

@@ -20,11 +20,11 @@ type Family interface {
 	// Bind maps the family's weights (called once, on the backend's thread) and returns the
 	// ones the shared embedding and head read.
 	Bind(ld *ml.Loader, cfg *engine.Config) (Head, error)
-	// VisionOps issues the vision tower on images in one pass: their rows, one per placeholder
-	// token and cfg.EmbedDim() wide, go to res one image after the other (each image's in
-	// prompt order). No attention crosses from one image into another, so an image gets the
-	// rows it gets alone.
-	VisionOps(imgs []engine.Image, res ml.Tensor)
+	// VisionOps issues the vision tower on images in one pass on b (the model's backend or a
+	// lane of it): their rows, one per placeholder token and cfg.EmbedDim() wide, go to res one
+	// image after the other (each image's in prompt order). No attention crosses from one image
+	// into another, so an image gets the rows it gets alone.
+	VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor)
 	// LayerOps issues the decoder layers over p, whose X[0] holds the input embeddings; the
 	// final hidden states are X[r] + delta (delta may be none: the residual add the next norm
 	// fuses).
@@ -56,14 +56,23 @@ type Options struct {
 	KVTokens int
 	// BlockTokens is the pool's block size; 0 means 16.
 	BlockTokens int
+	// VisionLane runs the vision tower on a lane of the backend (ml.Laner), beside the
+	// decoder's passes instead of between them: on a GPU a stream of its own, whose kernels fill
+	// the gaps the decoder's leave. Ignored where the backend has no lanes.
+	VisionLane bool
 }
 
 // Base is a checkpoint of some family on a backend. It implements engine.Model,
-// engine.Batcher, engine.GreedyModel, engine.Pooled, engine.DeviceEncoder and
-// engine.BatchEncoder; its calls are serialised (the backend runs one at a time).
+// engine.Batcher, engine.GreedyModel, engine.Pooled, engine.DeviceEncoder,
+// engine.BatchEncoder and engine.ParallelEncoder; its calls are serialised (the backend runs
+// one at a time), except that vision passes on a lane run beside the others.
 type Base struct {
-	mu     sync.Mutex
-	b      ml.Backend
+	mu sync.Mutex
+	b  ml.Backend
+	// vb runs the vision tower: a lane of b (Options.VisionLane), or b; vmu serialises its
+	// passes when it is a lane (mu the rest's), and Close takes it first.
+	vb     ml.Backend
+	vmu    sync.Mutex
 	ck     *ml.Checkpoint
 	cfg    *engine.Config
 	lim    engine.Limits
@@ -90,12 +99,13 @@ type Base struct {
 
 // Interface guards.
 var (
-	_ engine.Model         = (*Base)(nil)
-	_ engine.Batcher       = (*Base)(nil)
-	_ engine.GreedyModel   = (*Base)(nil)
-	_ engine.Pooled        = (*Base)(nil)
-	_ engine.DeviceEncoder = (*Base)(nil)
-	_ engine.BatchEncoder  = (*Base)(nil)
+	_ engine.Model           = (*Base)(nil)
+	_ engine.Batcher         = (*Base)(nil)
+	_ engine.GreedyModel     = (*Base)(nil)
+	_ engine.Pooled          = (*Base)(nil)
+	_ engine.DeviceEncoder   = (*Base)(nil)
+	_ engine.BatchEncoder    = (*Base)(nil)
+	_ engine.ParallelEncoder = (*Base)(nil)
 )
 
 // New binds fam's weights on b, for a checkpoint of modelType (any other config is
@@ -108,10 +118,18 @@ func New(modelType string, b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, 
 		}
 		return nil, fmt.Errorf("model_type %q is not %s: %w", cfg.ModelType, modelType, engine.ErrUnsupported)
 	}
-	m := &Base{b: b, ck: ck, cfg: cfg, lim: lim, fam: fam}
+	m := &Base{b: b, vb: b, ck: ck, cfg: cfg, lim: lim, fam: fam}
 	if err := ml.Do(b, func() error { return m.init(opts) }); err != nil {
 		m.Close()
 		return nil, err
+	}
+	if l, ok := b.(ml.Laner); ok && opts.VisionLane {
+		lane, err := l.Lane()
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("vision lane: %w", err)
+		}
+		m.vb = lane // closed with b
 	}
 	return m, nil
 }
@@ -196,6 +214,9 @@ func (m *Base) Limits() engine.Limits { return m.lim }
 // Backend is the backend the model runs on.
 func (m *Base) Backend() ml.Backend { return m.b }
 
+// ParallelVision implements engine.ParallelEncoder: the tower runs on a lane of its own.
+func (m *Base) ParallelVision() bool { return m.vb != m.b }
+
 // KVUse implements engine.Pooled.
 func (m *Base) KVUse() (used, total int) {
 	if m.kv == nil {
@@ -206,6 +227,8 @@ func (m *Base) KVUse() (used, total int) {
 
 // Close releases the backend and the checkpoint. It is safe to call more than once.
 func (m *Base) Close() error {
+	m.vmu.Lock() // a vision pass on a lane ends first
+	defer m.vmu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -340,19 +363,28 @@ func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*e
 		out[i] = e
 		total += e.Tokens
 	}
+	b := m.vb
+	if b != m.b { // a lane: beside the decoder's passes, one vision pass at a time
+		m.vmu.Lock()
+		defer m.vmu.Unlock()
+	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
+	closed := m.closed
+	if b == m.b {
+		defer m.mu.Unlock()
+	} else {
+		m.mu.Unlock()
+	}
+	if closed {
 		return nil, engine.ErrClosed
 	}
-	b := m.b
 	err := ml.Do(b, func() error {
 		if keep && len(imgs) == 1 { // the tower writes the image's own buffer
-			rows, err := m.takeRows(total)
+			rows, err := m.takeRows(b, total)
 			if err != nil {
 				return err
 			}
-			m.fam.VisionOps(imgs, rows.t.RowsAt(0, total))
+			m.fam.VisionOps(b, imgs, rows.t.RowsAt(0, total))
 			if err := b.Sync(); err != nil {
 				rows.Release()
 				return err
@@ -361,7 +393,7 @@ func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*e
 			return nil
 		}
 		res := b.Scratch("v.out", total, m.cfg.EmbedDim())
-		m.fam.VisionOps(imgs, res)
+		m.fam.VisionOps(b, imgs, res)
 		var kept []*imageRows
 		row := 0
 		for _, e := range out {
@@ -371,7 +403,7 @@ func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*e
 				b.Read(e.Data, src)
 				continue
 			}
-			rows, err := m.takeRows(e.Tokens)
+			rows, err := m.takeRows(b, e.Tokens)
 			if err != nil {
 				releaseAll(kept)
 				return err
@@ -427,8 +459,9 @@ func (r *imageRows) Release() {
 	})
 }
 
-// takeRows hands out the smallest released buffer of at least n rows, or a new one.
-func (m *Base) takeRows(n int) (*imageRows, error) {
+// takeRows hands out the smallest released buffer of at least n rows, or a new one from b (the
+// backend of the pass that fills it: a lane's memory is its own).
+func (m *Base) takeRows(b ml.Backend, n int) (*imageRows, error) {
 	m.rowsMu.Lock()
 	defer m.rowsMu.Unlock()
 	best := -1
@@ -442,7 +475,7 @@ func (m *Base) takeRows(n int) (*imageRows, error) {
 		m.rowsFree = append(m.rowsFree[:best], m.rowsFree[best+1:]...)
 		return &imageRows{m: m, t: t}, nil
 	}
-	t, err := m.b.Alloc(max(n, 256), m.cfg.EmbedDim(), m.b.DType())
+	t, err := b.Alloc(max(n, 256), m.cfg.EmbedDim(), b.DType())
 	if err != nil {
 		return nil, fmt.Errorf("image rows: %w", err)
 	}
