@@ -37,7 +37,9 @@
 #                                   the base build's c=1 (IRIS_BASE at prepare), IRIS_AB_APART=1
 #                                   this build again with runtime.decode_apart at IRIS_APART_CONC
 #                                   (64), IRIS_AB_SERIAL=1 with runtime.vision_serial at
-#                                   IRIS_SERIAL_CONC (32,64), transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
+#                                   IRIS_SERIAL_CONC (32,64), IRIS_AB_RUNTIME="KEY=VALUE ..." with
+#                                   each runtime setting at IRIS_RT_CONC (64), IRIS_C1_AB=N the base
+#                                   build's and this one's c=1 in turn N times, transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
 #                                   default the Qwen2.5-VL 3B; ~4 min
 #   bash scripts/gpu/run.sh soak [family size]
 #                                   issue 14's soak at full size: iris serve at its defaults on the
@@ -361,7 +363,7 @@ if [[ $phase == smoke || $phase == check ]]; then
   step "kernels against CPU references"
   (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
-  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
+  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
   step "shape sweeps: 14 Qwen2.5-VL and 11 Qwen3-VL seeded checkpoints x 6 cases against transformers (fp32)"
   (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
 fi
@@ -686,7 +688,7 @@ if [[ $phase == throughput ]]; then
   fi
   if [[ -x $bin/cuda.test && -z ${IRIS_NO_TESTS:-} ]]; then
     step "the cuda tests: kernels, parity sweeps, fp32 scheduled = alone, batch = single and batched vision = alone (tiny fixtures)"
-    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|Sweep' -test.count 1 2>&1 | tail -40)
+    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane|Sweep' -test.count 1 2>&1 | tail -40)
   fi
   if [[ -x $bin/gpucheck && -z ${IRIS_NO_PASSES:-} ]]; then
     step "engine passes by kind and size (gpucheck passes: vision, prefill, decode, rounds, ops)"
@@ -716,24 +718,25 @@ if [[ $phase == throughput ]]; then
   # of beside them on a lane, at IRIS_SERIAL_CONC (default 32,64)
   whos=(base new); [[ -n ${IRIS_AB_APART:-} ]] && whos+=(apart)
   [[ -n ${IRIS_AB_SERIAL:-} ]] && whos+=(serial)
-  # patchesN (IRIS_AB_PATCHES=N,M,...): with runtime.vision_patches = N, at IRIS_PATCHES_CONC (64)
-  for n in ${IRIS_AB_PATCHES//,/ }; do
-    printf '[runtime]\nembedding_cache_bytes = 0\nvision_patches = %d\n' "$n" >"$work/patches$n.toml"
-    whos+=("patches$n")
+  # rt-KEY-VALUE (IRIS_AB_RUNTIME="KEY=VALUE ..."): with runtime.KEY = VALUE, at IRIS_RT_CONC (64)
+  for kv in ${IRIS_AB_RUNTIME:-}; do
+    w="rt-${kv%%=*}-${kv#*=}"
+    printf '[runtime]\nembedding_cache_bytes = 0\n%s = %s\n' "${kv%%=*}" "${kv#*=}" >"$work/$w.toml"
+    whos+=("$w")
   done
   for who in "${whos[@]}"; do
     b=$bin cfg=$work/defaults.toml bundle=$work/bundle-$who
     [[ $who == base ]] && b=$base
     [[ $who == apart ]] && cfg=$work/apart.toml bundle=$work/bundle-new
     [[ $who == serial ]] && cfg=$work/serial.toml bundle=$work/bundle-new
-    [[ $who == patches* ]] && cfg=$work/$who.toml bundle=$work/bundle-new
+    [[ $who == rt-* ]] && cfg=$work/$who.toml bundle=$work/bundle-new
     [[ -d $bundle && -z ${IRIS_NO_HTTP:-} ]] || continue
     step "HTTP, $who build: iris serve at its defaults, distinct JPEGs"
     conc=${IRIS_CONC:-1,8,32,64,128} workers=()
     [[ $who == base ]] && conc=1 workers=(--workers 1) # one request at a time: only its c=1 latency matters
     [[ $who == apart ]] && conc=${IRIS_APART_CONC:-64}
     [[ $who == serial ]] && conc=${IRIS_SERIAL_CONC:-32,64}
-    [[ $who == patches* ]] && conc=${IRIS_PATCHES_CONC:-64}
+    [[ $who == rt-* ]] && conc=${IRIS_RT_CONC:-64}
     "$b/iris" serve -config "$cfg" --bundle "$bundle" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-$who.log" 2>&1 &
     srv=$!
     for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
@@ -741,7 +744,7 @@ if [[ $phase == throughput ]]; then
       # one httpbench a level, the passes of each level apart (the counters' differences)
       curl -fs 127.0.0.1:18080/metrics >"$work/m0.txt" 2>/dev/null
       runs=${IRIS_RUNS:-30} # the c=1 latency figures with the first level only
-      [[ $who == apart || $who == serial || $who == patches* ]] && runs=0
+      [[ $who == apart || $who == serial || $who == rt-* ]] && runs=0
       for c in ${conc//,/ }; do
         budgeted "http-$who-c$c" 100 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
           -question "$photo_q" -runs "$runs" -seconds "${IRIS_SECS:-6}" -concurrency "$c" -out "$work/throughput-$who-c$c.json"

@@ -13,7 +13,11 @@
 // every backend runs it.
 package ml
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
 
 // DType is the element type of a tensor.
 type DType uint8
@@ -250,6 +254,45 @@ type Runner interface {
 // overlaps its decoder. The parent's Close closes its lanes.
 type Laner interface {
 	Lane() (Backend, error)
+}
+
+// Lanes are the lanes a backend has opened and not yet closed, for its Close (and whatever else
+// it applies to them all); safe for concurrent use.
+type Lanes struct {
+	mu   sync.Mutex
+	open []Backend
+}
+
+// Add records an opened lane.
+func (l *Lanes) Add(b Backend) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open = append(l.open, b)
+}
+
+// Remove forgets a lane that closed on its own.
+func (l *Lanes) Remove(b Backend) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open = slices.DeleteFunc(l.open, func(x Backend) bool { return x == b })
+}
+
+// List returns the lanes open now.
+func (l *Lanes) List() []Backend {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.open)
+}
+
+// CloseAll closes every lane and forgets them.
+func (l *Lanes) CloseAll() {
+	l.mu.Lock()
+	open := l.open
+	l.open = nil
+	l.mu.Unlock()
+	for _, b := range open {
+		_ = b.Close()
+	}
 }
 
 // Do runs fn on b's thread when b has one, else on the caller's.

@@ -164,3 +164,35 @@ func TestLongestSpan(t *testing.T) {
 		}
 	}
 }
+
+// closeCounter is a Backend whose Close counts; nothing else is called.
+type closeCounter struct {
+	Backend
+	closed *int
+}
+
+func (c closeCounter) Close() error { *c.closed++; return nil }
+
+func TestLanes(t *testing.T) {
+	var n [3]int
+	var l Lanes
+	a, b, c := closeCounter{closed: &n[0]}, closeCounter{closed: &n[1]}, closeCounter{closed: &n[2]}
+	l.Add(a)
+	l.Add(b)
+	l.Add(c)
+	l.Remove(b) // closed on its own
+	if got := l.List(); len(got) != 2 || got[0] != Backend(a) || got[1] != Backend(c) {
+		t.Fatalf("open lanes %v, want a and c", got)
+	}
+	l.CloseAll()
+	if n != [3]int{1, 0, 1} {
+		t.Errorf("closes %v, want [1 0 1]", n)
+	}
+	if got := l.List(); len(got) != 0 {
+		t.Errorf("%d lanes left after CloseAll", len(got))
+	}
+	l.CloseAll()
+	if n != [3]int{1, 0, 1} {
+		t.Errorf("a second CloseAll closed again: %v", n)
+	}
+}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"sync"
 	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
@@ -38,9 +36,8 @@ type Backend struct {
 	dev  *gpu.Device
 	// parent is the backend a lane was opened from (nil for one of NewBackend): the kernels are
 	// its; lanes are the lanes opened from this one, closed before it.
-	parent  *Backend
-	lanesMu sync.Mutex
-	lanes   []*Backend
+	parent *Backend
+	lanes  ml.Lanes
 
 	// Everything below is used only on the device thread.
 	k       *kernelSet
@@ -212,17 +209,17 @@ func (b *Backend) Lane() (ml.Backend, error) {
 		dev.Close()
 		return nil, fmt.Errorf("opening a lane: %w", err)
 	}
-	b.lanesMu.Lock()
-	b.lanes = append(b.lanes, l)
-	b.lanesMu.Unlock()
+	b.lanes.Add(l)
 	return l, nil
 }
 
 // openLanes are the lanes opened from b and not yet closed.
 func (b *Backend) openLanes() []*Backend {
-	b.lanesMu.Lock()
-	defer b.lanesMu.Unlock()
-	return slices.Clone(b.lanes)
+	var out []*Backend
+	for _, l := range b.lanes.List() {
+		out = append(out, l.(*Backend))
+	}
+	return out
 }
 
 // release frees everything (on the device thread).
@@ -269,17 +266,9 @@ func (b *Backend) Close() error {
 	if b.dev == nil {
 		return nil
 	}
-	b.lanesMu.Lock()
-	lanes := b.lanes
-	b.lanes = nil
-	b.lanesMu.Unlock()
-	for _, l := range lanes {
-		_ = l.Close()
-	}
+	b.lanes.CloseAll()
 	if p := b.parent; p != nil {
-		p.lanesMu.Lock()
-		p.lanes = slices.DeleteFunc(p.lanes, func(x *Backend) bool { return x == b })
-		p.lanesMu.Unlock()
+		p.lanes.Remove(b)
 	}
 	err := b.dev.Do(b.release)
 	if cerr := b.dev.Close(); err == nil {

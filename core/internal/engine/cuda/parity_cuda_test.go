@@ -84,6 +84,27 @@ func TestBatchEqualsSingleFP32(t *testing.T) {
 	}
 }
 
+// TestVisionLane: the tower on its lane (a stream and thread of its own) gives the rows it
+// gives on the decoder's stream, bit for bit, also while a generation runs beside it; in fp32
+// and bf16.
+func TestVisionLane(t *testing.T) {
+	for _, prec := range []string{"fp32", "bf16"} {
+		t.Run(prec, func(t *testing.T) {
+			lane, _ := loadFixture(t, "tiny-untied", Options{Precision: prec})
+			b, err := NewBackend(Options{Precision: prec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			serial, err := models.Load(fixture.ModelDir("tiny-untied"), b, models.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { serial.Close() })
+			fixture.CheckLane(t, lane, serial)
+		})
+	}
+}
+
 // TestBF16Runs runs the fixture cases in bf16: graphs and plain launches give the same tokens.
 // Agreement with the fp32 golden tokens is logged (bf16 changes near-ties of random weights).
 func TestBF16Runs(t *testing.T) {

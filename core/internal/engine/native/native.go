@@ -38,7 +38,6 @@ import "C"
 
 import (
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
@@ -93,8 +92,7 @@ type Options struct {
 // Backend runs ml ops on the host's cores.
 type Backend struct {
 	opts      Options
-	lanesMu   sync.Mutex
-	lanes     []*Backend // opened by Lane, closed by Close
+	lanes     ml.Lanes // opened by Lane, closed by Close
 	c         *C.iris_cpu
 	scratch   map[string]*buffer
 	owned     []unsafe.Pointer
@@ -143,9 +141,7 @@ func (b *Backend) Lane() (ml.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening a lane: %w", err)
 	}
-	b.lanesMu.Lock()
-	b.lanes = append(b.lanes, l)
-	b.lanesMu.Unlock()
+	b.lanes.Add(l)
 	return l, nil
 }
 
@@ -168,13 +164,7 @@ func (b *Backend) MatrixType(stored ml.DType) ml.DType { return stored }
 
 // Close implements ml.Backend.
 func (b *Backend) Close() error {
-	b.lanesMu.Lock()
-	lanes := b.lanes
-	b.lanes = nil
-	b.lanesMu.Unlock()
-	for _, l := range lanes {
-		_ = l.Close()
-	}
+	b.lanes.CloseAll()
 	for _, s := range b.scratch {
 		C.free(s.p)
 	}

@@ -37,8 +37,10 @@ func TestVisionLane(t *testing.T) {
 	if !m.ParallelVision() {
 		t.Fatal("a vision lane was asked for: the tower does not run beside the decoder")
 	}
-	if loadFixture(t, "tiny-untied", native.Options{}).ParallelVision() {
+	serial := loadFixture(t, "tiny-untied", native.Options{Threads: 1})
+	if serial.ParallelVision() {
 		t.Error("no vision lane was asked for: the tower runs beside the decoder")
 	}
+	t.Run("rows", func(t *testing.T) { fixture.CheckLane(t, m, serial) })
 	fixture.CheckBatchEqualsSingle(t, m, nil)
 }
