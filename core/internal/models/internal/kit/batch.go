@@ -162,7 +162,7 @@ func (m *Base) Forward(ctx context.Context, batch []engine.Input) ([]engine.Outp
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
+	if m.closed.Load() {
 		return nil, engine.ErrClosed
 	}
 	outs, err := m.decoder(p, batch)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
@@ -71,15 +72,18 @@ type Base struct {
 	b  ml.Backend
 	// vb runs the vision tower: a lane of b (Options.VisionLane), or b; vmu serialises its
 	// passes when it is a lane (mu the rest's), and Close takes it first.
-	vb     ml.Backend
-	vmu    sync.Mutex
-	ck     *ml.Checkpoint
-	cfg    *engine.Config
-	lim    engine.Limits
-	fam    Family
-	head   Head
-	kv     *ml.KVPool
-	closed bool
+	vb   ml.Backend
+	vmu  sync.Mutex
+	ck   *ml.Checkpoint
+	cfg  *engine.Config
+	lim  engine.Limits
+	fam  Family
+	head Head
+	kv   *ml.KVPool
+	// closed is set by Close while it holds vmu and mu: a pass that saw it false under either
+	// ends before Close goes on. NewSequence and a vision pass on a lane (under vmu) read it
+	// without mu, so neither waits for the decoder's pass in progress.
+	closed atomic.Bool
 
 	invFreq  []float32 // text rotary frequencies
 	freqAxis []int     // which position row (t, h, w) drives each frequency
@@ -231,10 +235,10 @@ func (m *Base) Close() error {
 	defer m.vmu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
+	if m.closed.Load() {
 		return nil
 	}
-	m.closed = true
+	m.closed.Store(true)
 	err := m.b.Close()
 	if m.ck != nil {
 		if cerr := m.ck.Close(); err == nil {
@@ -256,10 +260,7 @@ func (m *Base) NewSequence(capacity int) (engine.Sequence, error) {
 	if err := engine.CheckCapacity(m.lim, capacity); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
+	if m.closed.Load() {
 		return nil, engine.ErrClosed
 	}
 	kv, err := m.kv.Alloc(capacity)
@@ -327,7 +328,7 @@ func (m *Base) ReadRows(e *engine.Embeddings) ([]float32, error) {
 	out := make([]float32, e.Tokens*e.Dim)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
+	if m.closed.Load() {
 		return nil, engine.ErrClosed
 	}
 	err := ml.Do(m.b, func() error {
@@ -363,19 +364,13 @@ func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*e
 		out[i] = e
 		total += e.Tokens
 	}
-	b := m.vb
-	if b != m.b { // a lane: beside the decoder's passes, one vision pass at a time
-		m.vmu.Lock()
-		defer m.vmu.Unlock()
+	b, mu := m.vb, &m.mu
+	if b != m.b { // a lane: beside the decoder's passes (mu), one vision pass at a time
+		mu = &m.vmu
 	}
-	m.mu.Lock()
-	closed := m.closed
-	if b == m.b {
-		defer m.mu.Unlock()
-	} else {
-		m.mu.Unlock()
-	}
-	if closed {
+	mu.Lock()
+	defer mu.Unlock()
+	if m.closed.Load() {
 		return nil, engine.ErrClosed
 	}
 	err := ml.Do(b, func() error {
