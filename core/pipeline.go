@@ -416,7 +416,7 @@ func registerScheduler(reg prometheus.Registerer, s *engine.Scheduler) error {
 	for i, phase := range engine.PhaseNames {
 		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "iris_engine_seconds_total",
-			Help:        "Wall time of the engine's scheduler loop by phase: gather (waiting for the running requests' next inputs: the device idles), vision, prefill, decode.",
+			Help:        "Wall time of the engine's scheduler loop by phase: gather (waiting for the running requests' next inputs: the device idles), vision, prefill, decode (on a GPU the vision tower has a loop of its own beside the others: its time overlaps theirs).",
 			ConstLabels: prometheus.Labels{"phase": phase},
 		}, func() float64 { return s.Stats().Spent[i].Seconds() }))
 		if phase == "gather" {
