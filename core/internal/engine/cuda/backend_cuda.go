@@ -115,8 +115,7 @@ type arena struct {
 
 // NewBackend opens the device and loads the kernels.
 func NewBackend(opts Options) (*Backend, error) {
-	b := &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[joinKey]ml.Tensor{},
-		ptrs: map[ptrKey]gpu.DevPtr{}, tables: map[tableKey]ml.Ints{}, f32Names: map[string]string{}}
+	b := empty(opts)
 	switch opts.Precision {
 	case "", "bf16":
 		b.dt = bf16
@@ -137,6 +136,12 @@ func NewBackend(opts Options) (*Backend, error) {
 	return b, nil
 }
 
+// empty is a backend of opts with its caches made and nothing on the device yet.
+func empty(opts Options) *Backend {
+	return &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[joinKey]ml.Tensor{},
+		ptrs: map[ptrKey]gpu.DevPtr{}, tables: map[tableKey]ml.Ints{}, f32Names: map[string]string{}}
+}
+
 // init makes the stream (of the greatest priority: a lane's passes fill the gaps its own
 // leave) and loads the kernels.
 func (b *Backend) init() error {
@@ -147,7 +152,7 @@ func (b *Backend) init() error {
 	if b.k, err = loadKernels(b.dt); err != nil {
 		return err
 	}
-	return b.initPass(b.prof != nil || b.opts.Profile, false)
+	return b.initPass(b.opts.Profile, false)
 }
 
 // initPass makes what a backend's passes need besides the stream and the kernels: cuBLAS
@@ -196,8 +201,8 @@ func (b *Backend) Lane() (ml.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Backend{opts: b.opts, dt: b.dt, dev: dev, k: b.k, parent: b, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{},
-		joined: map[joinKey]ml.Tensor{}, ptrs: map[ptrKey]gpu.DevPtr{}, tables: map[tableKey]ml.Ints{}, f32Names: map[string]string{}}
+	l := empty(b.opts)
+	l.dt, l.dev, l.k, l.parent = b.dt, dev, b.k, b
 	if err := dev.Do(func() error {
 		var err error
 		if l.stream, err = gpu.NewStream(); err != nil {

@@ -173,6 +173,24 @@ func randn(r *rand.Rand, dt dtype, n int, scale float64) []float32 {
 	return v
 }
 
+// randUniform returns n values uniform in [0, 1) (embedding-bag weights).
+func randUniform(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.Float64())
+	}
+	return v
+}
+
+// randIDs returns n row indices below rows.
+func randIDs(r *rand.Rand, n, rows int) []int32 {
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(r.IntN(rows))
+	}
+	return ids
+}
+
 // relErr is ||got - want|| / ||want||; NaN in got fails.
 func relErr(got []float32, want []float64) float64 {
 	var num, den float64
@@ -769,14 +787,7 @@ func TestKernelEmbedBag(t *testing.T) {
 	forTypes(t, func(t *testing.T, dt dtype) {
 		const rows, tableRows, H, ldt, ldo, K, ldw = 6, 20, 36, 40, 48, 4, 5
 		table, dst := randn(r, dt, tableRows*ldt, 1), randn(r, dt, rows*ldo, 1)
-		w := make([]float32, rows*ldw)
-		for i := range w {
-			w[i] = float32(r.Float64())
-		}
-		ids := make([]int32, rows*K)
-		for i := range ids {
-			ids[i] = int32(r.IntN(tableRows))
-		}
+		w, ids := randUniform(r, rows*ldw), randIDs(r, rows*K, tableRows)
 		var got []float32
 		f.do(func() error {
 			tp, dp, wp, ip := f.put(dt, table), f.put(dt, dst), f.put(f32, w), f.putI32(ids)
@@ -1523,14 +1534,7 @@ func TestKernelBackendOps(t *testing.T) {
 		// AddEmbedBag: a table of 34 columns, stored padded (136 and 68 bytes are not 16-byte rows)
 		const eRows, tRows, H, K = 5, 20, 34, 4
 		table, edst := randn(r, dt, tRows*H, 1), randn(r, dt, eRows*H, 1)
-		ew := make([]float32, eRows*K)
-		for i := range ew {
-			ew[i] = float32(r.Float64())
-		}
-		ids := make([]int32, eRows*K)
-		for i := range ids {
-			ids[i] = int32(r.IntN(tRows))
-		}
+		ew, ids := randUniform(r, eRows*K), randIDs(r, eRows*K, tRows)
 
 		var gotY, gotX, gotQKV, gotErf, gotTanh, gotS, gotE, gotC []float32
 		var tab ml.Tensor
