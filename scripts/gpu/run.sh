@@ -38,7 +38,8 @@
 #                                   this build again with runtime.decode_apart at IRIS_APART_CONC
 #                                   (64), IRIS_AB_SERIAL=1 with runtime.vision_serial at
 #                                   IRIS_SERIAL_CONC (32,64), IRIS_AB_RUNTIME="KEY=VALUE ..." with
-#                                   each runtime setting at IRIS_RT_CONC (64), IRIS_C1_AB=N the base
+#                                   each runtime setting at IRIS_RT_CONC (64), IRIS_BASE_CONC=<levels>
+#                                   the base build at those levels first and last, IRIS_C1_AB=N the base
 #                                   build's and this one's c=1 in turn N times, transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
 #                                   default the Qwen2.5-VL 3B; ~4 min
 #   bash scripts/gpu/run.sh soak [family size]
@@ -716,6 +717,8 @@ if [[ $phase == throughput ]]; then
   # IRIS_APART_CONC (default 64): what carrying them in the prefill passes gives, same call;
   # serial (IRIS_AB_SERIAL=1): with the tower between the decoder's passes on its stream instead
   # of beside them on a lane, at IRIS_SERIAL_CONC (default 32,64)
+  # IRIS_BASE_CONC=<levels>: the base build at these levels too, before this build and again
+  # after the rest (a previous main against this one at c=64, same call)
   whos=(base new); [[ -n ${IRIS_AB_APART:-} ]] && whos+=(apart)
   [[ -n ${IRIS_AB_SERIAL:-} ]] && whos+=(serial)
   # rt-KEY-VALUE (IRIS_AB_RUNTIME="KEY=VALUE ..."): with runtime.KEY = VALUE, at IRIS_RT_CONC (64)
@@ -724,6 +727,7 @@ if [[ $phase == throughput ]]; then
     printf '[runtime]\nembedding_cache_bytes = 0\n%s = %s\n' "${kv%%=*}" "${kv#*=}" >"$work/$w.toml"
     whos+=("$w")
   done
+  [[ -n ${IRIS_BASE_CONC:-} ]] && whos+=(base)
   for who in "${whos[@]}"; do
     b=$bin cfg=$work/defaults.toml bundle=$work/bundle-$who
     [[ $who == base ]] && b=$base
@@ -734,17 +738,18 @@ if [[ $phase == throughput ]]; then
     step "HTTP, $who build: iris serve at its defaults, distinct JPEGs"
     conc=${IRIS_CONC:-1,8,32,64,128} workers=()
     [[ $who == base ]] && conc=1 workers=(--workers 1) # one request at a time: only its c=1 latency matters
+    [[ $who == base && -n ${IRIS_BASE_CONC:-} ]] && conc=$IRIS_BASE_CONC workers=()
     [[ $who == apart ]] && conc=${IRIS_APART_CONC:-64}
     [[ $who == serial ]] && conc=${IRIS_SERIAL_CONC:-32,64}
     [[ $who == rt-* ]] && conc=${IRIS_RT_CONC:-64}
     "$b/iris" serve -config "$cfg" --bundle "$bundle" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-$who.log" 2>&1 &
     srv=$!
     for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
-    if [[ $who != base ]]; then
+    if [[ $who != base || -n ${IRIS_BASE_CONC:-} ]]; then
       # one httpbench a level, the passes of each level apart (the counters' differences)
       curl -fs 127.0.0.1:18080/metrics >"$work/m0.txt" 2>/dev/null
       runs=${IRIS_RUNS:-30} # the c=1 latency figures with the first level only
-      [[ $who == apart || $who == serial || $who == rt-* ]] && runs=0
+      [[ $who == apart || $who == serial || $who == rt-* || $who == base ]] && runs=0
       for c in ${conc//,/ }; do
         budgeted "http-$who-c$c" 100 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
           -question "$photo_q" -runs "$runs" -seconds "${IRIS_SECS:-6}" -concurrency "$c" -out "$work/throughput-$who-c$c.json"

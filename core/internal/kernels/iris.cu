@@ -832,6 +832,7 @@ ATTN_WINDOW(80)
 // (a longer frame's blocks would each rotate every key tile again).
 #define MMA_BQ 64
 #define MMA_BK 64
+#define MMA_THREADS 128 // 4 warps of 16 query rows
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16 *p) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -879,16 +880,32 @@ __device__ __forceinline__ void mma_tile(bf16 *dst, const bf16 *src, int ld, int
 
 // mma_rope rotates rows [0, n) of a staged tile with the tower's 2-D RoPE (rope_vision's
 // arithmetic), row i at row r0 + i of cs (N rows of cos, then N of sin, HD/2 values a row).
+// A thread's cos and sin are loaded in batches of B before any is used: a loop of load-use ran
+// as PER dependent round trips to L2 a tile, the most of a window's time.
 template <int HD>
 __device__ __forceinline__ void mma_rope(bf16 *t, int n, int r0, const float *cs, int N) {
     constexpr int LD = HD + 8, HALF = HD / 2;
-    for (int e = threadIdx.x; e < n * HALF; e += blockDim.x) {
-        int i = e / HALF, f = e % HALF;
-        bf16 *x = t + i * LD;
-        float a = ld(x[f]), b = ld(x[f + HALF]);
-        float c = cs[(size_t)(r0 + i) * HALF + f], sn = cs[(size_t)(N + r0 + i) * HALF + f];
-        x[f] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, sn)));
-        x[f + HALF] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn)));
+    constexpr int PER = MMA_BQ * HALF / MMA_THREADS; // values a thread: 16, 20, 32
+    constexpr int B = PER % 10 == 0 ? 10 : 8;
+    static_assert(MMA_BQ * HALF % MMA_THREADS == 0 && PER % B == 0, "whole batches a thread");
+#pragma unroll 1
+    for (int u0 = 0; u0 < PER; u0 += B) {
+        float c[B], sn[B];
+#pragma unroll
+        for (int u = 0; u < B; u++) {
+            int e = threadIdx.x + (u0 + u) * MMA_THREADS, i = e / HALF, f = e % HALF;
+            c[u] = sn[u] = 0.f;
+            if (i < n) c[u] = cs[(size_t)(r0 + i) * HALF + f], sn[u] = cs[(size_t)(N + r0 + i) * HALF + f];
+        }
+#pragma unroll
+        for (int u = 0; u < B; u++) {
+            int e = threadIdx.x + (u0 + u) * MMA_THREADS, i = e / HALF, f = e % HALF;
+            if (i >= n) continue;
+            bf16 *x = t + i * LD;
+            float a = ld(x[f]), b = ld(x[f + HALF]);
+            x[f] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(a, c[u]), __fmul_rn(-b, sn[u])));
+            x[f + HALF] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(b, c[u]), __fmul_rn(a, sn[u])));
+        }
     }
 }
 
@@ -897,8 +914,8 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
                          const int *seg, int heads, int kvh, int causal, float scale, const float *cs, int N) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     static_assert(HD % 16 == 0, "whole k16 steps over the head");
+    static_assert(MMA_BQ == MMA_BK, "the query tile is staged as a key tile");
     constexpr int LD = HD + 8; // padded rows: ldmatrix's eight 16-byte rows fall in distinct banks
-    constexpr int C = HD / 8;
     constexpr int NT = MMA_BK / 8; // 8-key tiles of S
     __shared__ __align__(16) bf16 Ks[MMA_BK * LD];
     __shared__ __align__(16) bf16 Vs[MMA_BK * LD];
@@ -913,13 +930,11 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     const bf16 *kb = k + (size_t)k0 * ldk + (size_t)g * HD;
     const bf16 *vb = v + (size_t)k0 * ldv + (size_t)g * HD;
 
-    // the query tile through Ks into A fragments: warp w holds rows [16w, 16w+16)
-    for (int e = tid; e < MMA_BQ * C; e += blockDim.x) {
-        int i = e / C, c = e % C;
-        uint4 z = make_uint4(0, 0, 0, 0);
-        if (tile + i < nq) z = *(const uint4 *)(qb + (size_t)(tile + i) * ldq + c * 8);
-        *(uint4 *)(Ks + i * LD + c * 8) = z;
-    }
+    // the query tile through Ks into A fragments: warp w holds rows [16w, 16w+16); staged by
+    // cp.async (a loop of load-store ran as dependent round trips)
+    mma_tile<HD>(Ks, qb, ldq, tile, nq);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     if (cs) {
         mma_rope<HD>(Ks, min(MMA_BQ, nq - tile), q0 + tile, cs, N);
@@ -1023,7 +1038,7 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     }
 }
 #define ATTN_MMA(HD)                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(128) iris_attn_mma_bf16_##HD(                                         \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS) iris_attn_mma_bf16_##HD(                                 \
         bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo, const int *seg,   \
         int heads, int kvh, int causal, float scale, const float *cs, int N) {                                         \
         attn_mma<HD>(out, q, k, v, ldq, ldk, ldv, ldo, seg, heads, kvh, causal, scale, cs, N);                        \
