@@ -856,7 +856,7 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); // .x = lo (the lower address)
     return *(uint32_t *)&v;
 }
-__device__ __forceinline__ void cp_async16(bf16 *dst, const bf16 *src) {
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src) : "memory");
 }
@@ -909,6 +909,40 @@ __device__ __forceinline__ void mma_rope(bf16 *t, int n, int r0, const float *cs
     }
 }
 
+// mma_cs stages rows [r0, r0+n) of cs's cos and of its sin (N rows each, HD/2 values a row) into
+// dst, MMA_BQ rows of cos, then MMA_BQ of sin: by cp.async (cs 16-byte aligned), or plainly.
+template <int HD>
+__device__ __forceinline__ void mma_cs(float *dst, const float *cs, int N, int r0, int n) {
+    constexpr int HALF = HD / 2, CH = HALF / 4; // 16-byte chunks a row
+    static_assert(HALF % 4 == 0, "whole chunks a row");
+    for (int e = threadIdx.x; e < 2 * MMA_BQ * CH; e += MMA_THREADS) {
+        int w = e / (MMA_BQ * CH), i = (e / CH) % MMA_BQ, c = e % CH;
+        if (i < n) cp_async16(dst + (w * MMA_BQ + i) * HALF + c * 4, cs + ((size_t)w * N + r0 + i) * HALF + c * 4);
+    }
+}
+template <int HD>
+__device__ __forceinline__ void mma_cs_plain(float *dst, const float *cs, int N, int r0, int n) {
+    constexpr int HALF = HD / 2;
+    for (int e = threadIdx.x; e < 2 * MMA_BQ * HALF; e += MMA_THREADS) {
+        int w = e / (MMA_BQ * HALF), i = (e / HALF) % MMA_BQ, f = e % HALF;
+        if (i < n) dst[(w * MMA_BQ + i) * HALF + f] = cs[((size_t)w * N + r0 + i) * HALF + f];
+    }
+}
+
+// mma_rope_staged is mma_rope with the rows' cos and sin staged by mma_cs.
+template <int HD>
+__device__ __forceinline__ void mma_rope_staged(bf16 *t, int n, const float *cst) {
+    constexpr int LD = HD + 8, HALF = HD / 2;
+    for (int e = threadIdx.x; e < n * HALF; e += MMA_THREADS) {
+        int i = e / HALF, f = e % HALF;
+        bf16 *x = t + i * LD;
+        float a = ld(x[f]), b = ld(x[f + HALF]);
+        float c = cst[i * HALF + f], sn = cst[(MMA_BQ + i) * HALF + f];
+        x[f] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, sn)));
+        x[f + HALF] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn)));
+    }
+}
+
 template <int HD>
 __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
                          const int *seg, int heads, int kvh, int causal, float scale, const float *cs, int N) {
@@ -917,8 +951,12 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     static_assert(MMA_BQ == MMA_BK, "the query tile is staged as a key tile");
     constexpr int LD = HD + 8; // padded rows: ldmatrix's eight 16-byte rows fall in distinct banks
     constexpr int NT = MMA_BK / 8; // 8-key tiles of S
+    // the tower's head dims (64, 80) stage the query tile's cos/sin rows too (20 KB at 80:
+    // 43 KB in all, under the 48 KB of static shared memory; 128 would need 67)
+    constexpr bool STAGE = HD <= 80;
     __shared__ __align__(16) bf16 Ks[MMA_BK * LD];
     __shared__ __align__(16) bf16 Vs[MMA_BK * LD];
+    __shared__ __align__(16) float CSs[STAGE ? MMA_BQ * HD : 4];
     int s = blockIdx.z, h = blockIdx.y;
     int q0 = seg[4 * s], nq = seg[4 * s + 1], k0 = seg[4 * s + 2], nk = seg[4 * s + 3];
     int tile = blockIdx.x * MMA_BQ;
@@ -930,19 +968,33 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     const bf16 *kb = k + (size_t)k0 * ldk + (size_t)g * HD;
     const bf16 *vb = v + (size_t)k0 * ldv + (size_t)g * HD;
 
-    // the query tile through Ks into A fragments: warp w holds rows [16w, 16w+16); staged by
-    // cp.async (a loop of load-store ran as dependent round trips)
-    mma_tile<HD>(Ks, qb, ldq, tile, nq);
+    // The query tile through Vs into A fragments (warp w holds rows [16w, 16w+16)), with the
+    // tower's RoPE its rows' cos and sin, and behind them the first key tile into Ks: all by
+    // cp.async before any is waited for (loops of load-use ran as dependent round trips to L2,
+    // most of a window's time).
+    int nqt = min(MMA_BQ, nq - tile);
+    int kend = causal ? min(nk, tile + MMA_BQ + off) : nk;
+    bool async_cs = STAGE && cs && ((uintptr_t)cs & 15) == 0;
+    // a window's (a frame's) first key tile is its query tile's rows: the staged cos/sin serve it
+    bool kstaged = k0 == q0 + tile && min(MMA_BK, nk) <= nqt;
+    mma_tile<HD>(Vs, qb, ldq, tile, nq);
+    if (async_cs) mma_cs<HD>(CSs, cs, N, q0 + tile, nqt);
     cp_async_commit();
-    cp_async_wait<0>();
+    if (kend > 0) mma_tile<HD>(Ks, kb, ldk, 0, nk);
+    cp_async_commit();
+    if (STAGE && cs && !async_cs) mma_cs_plain<HD>(CSs, cs, N, q0 + tile, nqt);
+    cp_async_wait<1>(); // the query tile and its cos/sin
     __syncthreads();
     if (cs) {
-        mma_rope<HD>(Ks, min(MMA_BQ, nq - tile), q0 + tile, cs, N);
+        if constexpr (STAGE)
+            mma_rope_staged<HD>(Vs, nqt, CSs);
+        else
+            mma_rope<HD>(Vs, nqt, q0 + tile, cs, N);
         __syncthreads();
     }
     uint32_t qf[HD / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) ldsm_x4(qf[kk], Ks + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+    for (int kk = 0; kk < HD / 16; kk++) ldsm_x4(qf[kk], Vs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
     __syncthreads();
 
     // this thread's rows of the warp's 16: r = 0 (lane / 4) and r = 1 (lane / 4 + 8)
@@ -952,16 +1004,24 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sl2 = scale * 1.4426950408889634f; // exp(x) = exp2(x log2 e)
-    int kend = causal ? min(nk, tile + MMA_BQ + off) : nk;
     for (int kt = 0; kt < kend; kt += MMA_BK) {
-        mma_tile<HD>(Ks, kb, ldk, kt, nk);
+        if (kt > 0) mma_tile<HD>(Ks, kb, ldk, kt, nk); // the first is on its way
         cp_async_commit();
         mma_tile<HD>(Vs, vb, ldv, kt, nk);
         cp_async_commit();
         cp_async_wait<1>(); // K
         __syncthreads();
         if (cs) {
-            mma_rope<HD>(Ks, min(MMA_BK, nk - kt), k0 + kt, cs, N);
+            int nkt = min(MMA_BK, nk - kt);
+            if constexpr (STAGE) {
+                if (kt > 0 || !kstaged) { // rows the query tile's cos/sin do not hold (the backend sends none)
+                    mma_cs_plain<HD>(CSs, cs, N, k0 + kt, nkt);
+                    __syncthreads();
+                }
+                mma_rope_staged<HD>(Ks, nkt, CSs);
+            } else {
+                mma_rope<HD>(Ks, nkt, k0 + kt, cs, N);
+            }
             __syncthreads();
         }
         float sc[NT][4];

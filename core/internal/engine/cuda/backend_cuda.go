@@ -146,7 +146,11 @@ func empty(opts Options) *Backend {
 // leave) and loads the kernels.
 func (b *Backend) init() error {
 	var err error
-	if b.stream, err = gpu.NewPriorityStream(); err != nil {
+	newStream := gpu.NewPriorityStream
+	if b.opts.EqualPriority {
+		newStream = gpu.NewStream
+	}
+	if b.stream, err = newStream(); err != nil {
 		return err
 	}
 	if b.k, err = loadKernels(b.dt); err != nil {

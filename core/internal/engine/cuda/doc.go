@@ -40,6 +40,9 @@ type Options struct {
 	// NoGroupDecode runs bf16 decode attention with a block a query head (iris_attn_pool)
 	// instead of a block a KV group (iris_attn_pool_gqa); for comparison.
 	NoGroupDecode bool
+	// EqualPriority gives the backend's stream the default priority, as a lane's, instead of
+	// the greatest; for comparison.
+	EqualPriority bool
 	// DecodeCuBLAS runs one-row products through cuBLAS (with separate RMSNorm and SwiGLU
 	// kernels) instead of the gemv kernel with those fused in; for comparison.
 	DecodeCuBLAS bool

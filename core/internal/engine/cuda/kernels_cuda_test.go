@@ -901,22 +901,28 @@ func TestKernelFlashAttention(t *testing.T) {
 // segments in one launch: causal chunks after cached keys whose pool rows are out of order,
 // frames, GQA ratios of 8 and 3, one query head over one KV head, lengths that are not
 // multiples of the 16-row tiles, rows wider than the heads (a fused qkv's stride); windows and
-// frames with the tower's rope table rotated inside (rounded as rope_rows in F32 on the host).
+// frames with the tower's rope table rotated inside (rounded as rope_rows in F32 on the host),
+// the table's cos/sin rows staged by cp.async or, from an address that is not 16-byte aligned,
+// plainly, and restaged for key tiles other than the query tile's rows (frames).
 func TestKernelMMAAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(51, 52))
+	windows := []int32{0, 64, 0, 64, 64, 64, 64, 64, 128, 48, 128, 48, 176, 16, 176, 16, 192, 1, 192, 1}
 	for _, tc := range []struct {
 		name         string
 		heads, kv    int
 		segs         []int32 // q0, nq, k0, nk each
 		causal, rope bool
+		csOff        int // the rope table this many floats past an aligned address
 	}{
-		{"prefill-gqa8", 16, 2, []int32{0, 200, 0, 200, 200, 37, 500, 57, 237, 1, 300, 130}, true, false},
-		{"frames", 4, 4, []int32{0, 130, 0, 130, 130, 65, 130, 65, 195, 63, 195, 63}, false, false},
-		{"chunk-gqa3", 12, 4, []int32{0, 70, 0, 70, 70, 129, 80, 140}, true, false},
-		{"one-kv-head", 3, 1, []int32{0, 17, 0, 300, 17, 80, 300, 5}, false, false},
-		{"windows-rope", 3, 3, []int32{0, 64, 0, 64, 64, 64, 64, 64, 128, 48, 128, 48, 176, 16, 176, 16, 192, 1, 192, 1}, false, true},
-		{"frames-rope", 2, 2, []int32{0, 150, 0, 150, 150, 77, 150, 77}, false, true},
+		{"prefill-gqa8", 16, 2, []int32{0, 200, 0, 200, 200, 37, 500, 57, 237, 1, 300, 130}, true, false, 0},
+		{"frames", 4, 4, []int32{0, 130, 0, 130, 130, 65, 130, 65, 195, 63, 195, 63}, false, false, 0},
+		{"chunk-gqa3", 12, 4, []int32{0, 70, 0, 70, 70, 129, 80, 140}, true, false, 0},
+		{"one-kv-head", 3, 1, []int32{0, 17, 0, 300, 17, 80, 300, 5}, false, false, 0},
+		{"windows-rope", 3, 3, windows, false, true, 0},
+		{"frames-rope", 2, 2, []int32{0, 150, 0, 150, 150, 77, 150, 77}, false, true, 0},
+		{"windows-rope-unaligned", 3, 3, windows, false, true, 1},
+		{"frames-rope-unaligned", 2, 2, []int32{0, 150, 0, 150, 150, 77, 150, 77}, false, true, 3},
 	} {
 		for _, hd := range mmaHeadDims {
 			t.Run(fmt.Sprintf("%s/%d", tc.name, hd), func(t *testing.T) {
@@ -961,7 +967,7 @@ func TestKernelMMAAttention(t *testing.T) {
 					sp := f.putI32(tc.segs)
 					csp := gpu.DevPtr(0)
 					if tc.rope {
-						csp = f.put(f32, cs)
+						csp = f.put(f32, append(make([]float32, tc.csOff), cs...)).Add(4 * int64(tc.csOff))
 					}
 					c := 0
 					if tc.causal {
