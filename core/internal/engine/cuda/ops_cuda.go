@@ -773,9 +773,10 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 		rot.Sin.Addr == rot.Cos.Addr+uintptr(int64(rot.Cos.Rows)*int64(rot.Cos.Stride)*4) && rot.Cos.Rows == q.Rows
 	if base := b.attnArgs(out, q, k, v, a); b.mmaOK(base) {
 		// every segment in one tensor-core launch, queries and keys the same rows; windows of
-		// one key tile rotated inside it (54 us a layer of 5 images' windows, against 60 in
-		// iris_attn_window), longer frames before it (each block would rotate every key tile
-		// again: 267 us a full-frame layer against 106 + 2 x 14 for the rope apart)
+		// one key tile rotated inside it (5 images' 32 layers, 4 of them frames, 37 us a layer
+		// on the H200; iris_attn_window took 60 for windows), longer frames before it (each
+		// block would rotate every key tile again: 267 us a full-frame layer against 106 + 2 x
+		// 14 for the rope apart)
 		cs := gpu.DevPtr(0)
 		if ropeInKernel && longest <= mmaBK {
 			cs = dp(rot.Cos)
