@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
@@ -15,6 +16,9 @@ import (
 type Checkpoint struct {
 	tensors map[string]ckTensor
 	maps    [][]byte
+	// joined holds the tensors Loader.Matrices joined in host memory: a backend may use them in
+	// place too, so they live as long as the shards' maps
+	joined [][]byte
 }
 
 type ckTensor struct {
@@ -71,13 +75,14 @@ func mapFile(path string) ([]byte, error) {
 // Has reports whether the checkpoint holds name.
 func (c *Checkpoint) Has(name string) bool { _, ok := c.tensors[name]; return ok }
 
-// Close unmaps the shards; tensors used in place must not be used after it.
+// Close unmaps the shards and drops the joined tensors; tensors used in place must not be used
+// after it.
 func (c *Checkpoint) Close() error {
 	var errs []error
 	for _, m := range c.maps {
 		errs = append(errs, syscall.Munmap(m))
 	}
-	c.maps = nil
+	c.maps, c.joined = nil, nil
 	return errors.Join(errs...)
 }
 
@@ -157,6 +162,62 @@ func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(st
 // products with (MatrixType).
 func (l *Loader) Matrix(prefixes []string, name string, rows, cols int) Tensor {
 	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true)
+}
+
+// Matrices binds several 2-D rows x cols weights as one tensor, returning a view of each one's rows
+// in order (len(names) tensors, zero ones after a failure): weights that run as one product (a
+// gated MLP's gate and up) are then adjacent wherever the backend places tensors. A pair that a
+// device chunk's end split ran as two products, the second writing its output at an offset that
+// is not 16-byte aligned (docs/gpu.md). The tensors must share the checkpoint's dtype; their
+// bytes are joined in host memory first.
+func (l *Loader) Matrices(prefixes, names []string, rows, cols int) []Tensor {
+	out := make([]Tensor, len(names))
+	if l.err != nil || len(names) == 0 {
+		return out
+	}
+	var joined []byte
+	var dtype, first string
+	var size int64
+	for i, name := range names {
+		t, full, ok := l.find(prefixes, name)
+		switch {
+		case !ok:
+			l.err = fmt.Errorf("missing tensor %s", full)
+		case i > 0 && t.Dtype != dtype:
+			l.err = fmt.Errorf("tensor %s: dtype %s, bound with %s ones", full, t.Dtype, dtype)
+		case len(t.Shape) != 2 || t.Shape[0] != int64(rows) || t.Shape[1] != int64(cols):
+			l.err = fmt.Errorf("tensor %s: shape %v, want %dx%d", full, t.Shape, rows, cols)
+		}
+		if l.err != nil {
+			return out
+		}
+		if i == 0 {
+			dtype, first = t.Dtype, full
+			joined = make([]byte, 0, int64(len(names))*int64(len(t.data)))
+		}
+		joined = append(joined, t.data...)
+		size += t.Size
+	}
+	stored := BF16
+	switch dtype {
+	case "F32", "F16":
+		stored = F32 // F16 widened
+	case "BF16":
+	default:
+		l.err = fmt.Errorf("tensor %s: dtype %s (want F32, BF16 or F16)", first, dtype)
+		return out
+	}
+	all, err := l.b.Load(joined, dtype, len(names)*rows, cols, l.b.MatrixType(stored))
+	if err != nil {
+		l.err = fmt.Errorf("loading tensors %s: %w", strings.Join(names, ", "), err)
+		return out
+	}
+	l.ck.joined = append(l.ck.joined, joined)
+	for i := range out {
+		out[i] = all.RowsAt(i*rows, rows)
+	}
+	l.Bytes += size
+	return out
 }
 
 // Rows binds a rows x cols weight that ops copy rows of (Gather: a token to place) rather than
