@@ -879,9 +879,9 @@ __device__ __forceinline__ void mma_tile(bf16 *dst, const bf16 *src, int ld, int
 }
 
 // mma_rope rotates rows [0, n) of a staged tile with the tower's 2-D RoPE (rope_vision's
-// arithmetic), row i at row r0 + i of cs (N rows of cos, then N of sin, HD/2 values a row).
-// A thread's cos and sin are loaded in batches of B before any is used: a loop of load-use ran
-// as PER dependent round trips to L2 a tile, the most of a window's time.
+// arithmetic), row i at row r0 + i of cs (N rows of cos, then N of sin, HD/2 values a row), for
+// head dims whose table attn_mma does not stage. A thread's cos and sin are loaded in batches of
+// B before any is used: a loop of load-then-use ran as PER dependent round trips to L2.
 template <int HD>
 __device__ __forceinline__ void mma_rope(bf16 *t, int n, int r0, const float *cs, int N) {
     constexpr int LD = HD + 8, HALF = HD / 2;

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 )
@@ -16,8 +17,8 @@ import (
 type Checkpoint struct {
 	tensors map[string]ckTensor
 	maps    [][]byte
-	// joined holds the tensors Loader.Matrices joined in host memory: a backend may use them in
-	// place too, so they live as long as the shards' maps
+	// joined holds the tensors Loader.Matrices joined in host memory that a backend uses in
+	// place: they live as long as the shards' maps (a backend that copied them lets them go)
 	joined [][]byte
 }
 
@@ -169,7 +170,7 @@ func (l *Loader) Matrix(prefixes []string, name string, rows, cols int) Tensor {
 // gated MLP's gate and up) are then adjacent wherever the backend places tensors. A pair that a
 // device chunk's end split ran as two products, the second writing its output at an offset that
 // is not 16-byte aligned (docs/gpu.md). The tensors must share the checkpoint's dtype; their
-// bytes are joined in host memory first.
+// bytes are joined in host memory first (kept only where the backend uses them in place).
 func (l *Loader) Matrices(prefixes, names []string, rows, cols int) []Tensor {
 	out := make([]Tensor, len(names))
 	if l.err != nil || len(names) == 0 {
@@ -212,7 +213,9 @@ func (l *Loader) Matrices(prefixes, names []string, rows, cols int) []Tensor {
 		l.err = fmt.Errorf("loading tensors %s: %w", strings.Join(names, ", "), err)
 		return out
 	}
-	l.ck.joined = append(l.ck.joined, joined)
+	if base := uintptr(unsafe.Pointer(&joined[0])); all.Addr >= base && all.Addr < base+uintptr(len(joined)) {
+		l.ck.joined = append(l.ck.joined, joined) // used in place: kept as long as the maps
+	}
 	for i := range out {
 		out[i] = all.RowsAt(i*rows, rows)
 	}
