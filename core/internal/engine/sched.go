@@ -90,10 +90,9 @@ type Scheduler struct {
 	kick   chan struct{} // wakes the loop; buffered
 	quit   chan struct{}
 	done   chan struct{}
-	// parallel: the tower has a loop of its own (visionLoop), woken by vkick, ended by vdone
-	parallel bool
-	vkick    chan struct{}
-	vdone    chan struct{}
+	// vkick and vdone, set when the tower has a loop of its own (visionLoop): wake it, and
+	// close when it ends
+	vkick, vdone chan struct{}
 
 	passes, inputs, encoded     atomic.Int64
 	visionPasses, visionRetries atomic.Int64
@@ -169,7 +168,7 @@ func NewScheduler(m Model, opts SchedulerOptions) (*Scheduler, error) {
 	s := &Scheduler{m: m, b: b, opts: opts.withDefaults(), freed: make(chan struct{}),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	if pe, ok := m.(ParallelEncoder); ok && pe.ParallelVision() {
-		s.parallel, s.vkick, s.vdone = true, make(chan struct{}, 1), make(chan struct{})
+		s.vkick, s.vdone = make(chan struct{}, 1), make(chan struct{})
 		go s.visionLoop()
 	}
 	go s.loop()
@@ -192,7 +191,7 @@ func (s *Scheduler) Encode(ctx context.Context, img Image) (*Embeddings, error) 
 	}
 	s.images = append(s.images, j)
 	s.mu.Unlock()
-	if s.parallel {
+	if s.parallel() {
 		signal(s.vkick)
 	} else {
 		s.wake()
@@ -266,7 +265,7 @@ func (s *Scheduler) Close() error {
 	s.mu.Unlock()
 	close(s.quit)
 	<-s.done
-	if s.parallel {
+	if s.parallel() {
 		<-s.vdone
 	}
 	for _, j := range waiting {
@@ -423,10 +422,13 @@ func (s *Scheduler) loop() {
 	}
 }
 
+// parallel reports whether the tower has a loop of its own (visionLoop).
+func (s *Scheduler) parallel() bool { return s.vkick != nil }
+
 // visionRound takes the images of the loop's next tower pass: none when the tower has a loop
 // of its own.
 func (s *Scheduler) visionRound() []*imageJob {
-	if s.parallel {
+	if s.parallel() {
 		return nil
 	}
 	return s.takeImages()
