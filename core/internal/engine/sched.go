@@ -389,37 +389,41 @@ func (s *Scheduler) step(ctx context.Context, in Input, decode bool) (Output, er
 	}
 }
 
-// loop runs passes while inputs wait.
-func (s *Scheduler) loop() {
-	defer close(s.done)
+// serve runs round, each time kick fires, until round finds nothing to do; it returns at quit.
+func (s *Scheduler) serve(kick <-chan struct{}, round func() (busy bool)) {
 	for {
 		select {
-		case <-s.kick:
+		case <-kick:
 		case <-s.quit:
 			return
 		}
-		for {
-			s.timed(phaseGather, 0, s.gather)
-			busy := false
-			if imgs := s.visionRound(); len(imgs) > 0 {
-				s.timed(phaseVision, len(imgs), func() { s.encode(imgs) })
-				busy = true
-			}
-			for _, decode := range []bool{false, true} {
-				if batch := s.take(decode); len(batch) > 0 {
-					phase := phasePrefill
-					if decode {
-						phase = phaseDecode
-					}
-					s.timed(phase, len(batch), func() { s.run(batch) })
-					busy = true
-				}
-			}
-			if !busy {
-				break
-			}
+		for round() {
 		}
 	}
+}
+
+// loop runs passes while inputs wait.
+func (s *Scheduler) loop() {
+	defer close(s.done)
+	s.serve(s.kick, func() bool {
+		s.timed(phaseGather, 0, s.gather)
+		busy := false
+		if imgs := s.visionRound(); len(imgs) > 0 {
+			s.timed(phaseVision, len(imgs), func() { s.encode(imgs) })
+			busy = true
+		}
+		for _, decode := range []bool{false, true} {
+			if batch := s.take(decode); len(batch) > 0 {
+				phase := phasePrefill
+				if decode {
+					phase = phaseDecode
+				}
+				s.timed(phase, len(batch), func() { s.run(batch) })
+				busy = true
+			}
+		}
+		return busy
+	})
 }
 
 // parallel reports whether the tower has a loop of its own (visionLoop).
@@ -438,20 +442,13 @@ func (s *Scheduler) visionRound() []*imageJob {
 // (a ParallelEncoder model).
 func (s *Scheduler) visionLoop() {
 	defer close(s.vdone)
-	for {
-		select {
-		case <-s.vkick:
-		case <-s.quit:
-			return
-		}
-		for {
-			imgs := s.takeImages()
-			if len(imgs) == 0 {
-				break
-			}
+	s.serve(s.vkick, func() bool {
+		imgs := s.takeImages()
+		if len(imgs) > 0 {
 			s.timed(phaseVision, len(imgs), func() { s.encode(imgs) })
 		}
-	}
+		return len(imgs) > 0
+	})
 }
 
 // gather waits, at most opts.Gather, until every live sequence has an input waiting.
