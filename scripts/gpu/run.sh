@@ -31,7 +31,8 @@
 #                                   passes by kind and size with an op profile of one round
 #                                   (gpucheck passes; IRIS_NO_PASSES=1 skips, IRIS_OPS=<n> ops a
 #                                   pass, IRIS_PASSES_ARGS more flags, IRIS_PASSES_AB flags of a
-#                                   second run, e.g. -no-mma), iris serve at its defaults,
+#                                   second run, e.g. -no-mma; IRIS_PRODUCTS=1 first times cuBLASLt's
+#                                   candidates for the 3B's product shapes), iris serve at its defaults,
 #                                   distinct JPEGs at IRIS_CONC (default c=1,8,32,64,128; each
 #                                   level's passes by phase and batch size and per image; IRIS_NO_HTTP=1 skips),
 #                                   the base build's c=1 (IRIS_BASE at prepare), IRIS_AB_APART=1
@@ -690,6 +691,10 @@ if [[ $phase == throughput ]]; then
   if [[ -x $bin/cuda.test && -z ${IRIS_NO_TESTS:-} ]]; then
     step "the cuda tests: kernels, parity sweeps, fp32 scheduled = alone, batch = single and batched vision = alone (tiny fixtures)"
     (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane|Sweep' -test.count 1 2>&1 | tail -40)
+  fi
+  if [[ -x $bin/gpucheck && -n ${IRIS_PRODUCTS:-} && -z $cpu ]]; then
+    step "cuBLASLt's candidates against its heuristic's pick, the 3B's product shapes at c=64 (gpucheck products)"
+    budgeted products 90 "$bin/gpucheck" products 2>&1 | tee "$work/products.txt"
   fi
   if [[ -x $bin/gpucheck && -z ${IRIS_NO_PASSES:-} ]]; then
     step "engine passes by kind and size (gpucheck passes: vision, prefill, decode, rounds, ops)"

@@ -47,11 +47,13 @@ static cublasStatus_t iris_set_workspace(cublasHandle_t h, unsigned long long ws
 typedef struct {
 	cublasLtMatmulDesc_t op;
 	cublasLtMatrixLayout_t a, b, c;
+	cublasLtMatmulPreference_t pref;
 	cublasLtMatmulHeuristicResult_t res;
 } iris_lt_plan;
 
 static void iris_lt_plan_free(iris_lt_plan *p) {
 	if (!p) return;
+	if (p->pref) cublasLtMatmulPreferenceDestroy(p->pref);
 	if (p->op) cublasLtMatmulDescDestroy(p->op);
 	if (p->a) cublasLtMatrixLayoutDestroy(p->a);
 	if (p->b) cublasLtMatrixLayoutDestroy(p->b);
@@ -66,7 +68,6 @@ static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int 
                                        unsigned long long bias, unsigned alignW, unsigned alignX, unsigned alignY,
                                        unsigned long long ws, iris_lt_plan **out) {
 	cublasStatus_t st;
-	cublasLtMatmulPreference_t pref = NULL;
 	iris_lt_plan *p = calloc(1, sizeof *p);
 	if (!p) return CUBLAS_STATUS_ALLOC_FAILED;
 #define TRY(x) if ((st = (x)) != CUBLAS_STATUS_SUCCESS) goto fail
@@ -83,7 +84,8 @@ static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int 
 	TRY(cublasLtMatrixLayoutCreate(&p->a, t, K, N, K));
 	TRY(cublasLtMatrixLayoutCreate(&p->b, t, K, M, ldx));
 	TRY(cublasLtMatrixLayoutCreate(&p->c, t, N, M, ldy));
-	TRY(cublasLtMatmulPreferenceCreate(&pref));
+	TRY(cublasLtMatmulPreferenceCreate(&p->pref));
+	cublasLtMatmulPreference_t pref = p->pref;
 	uint64_t wsb = ws;
 	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
 	uint32_t al[4] = {alignW, alignX, alignY, alignY};
@@ -94,7 +96,6 @@ static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int 
 	int n = 0;
 	TRY(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &p->res, &n));
 #undef TRY
-	cublasLtMatmulPreferenceDestroy(pref);
 	if (n <= 0) {
 		iris_lt_plan_free(p);
 		return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -102,9 +103,28 @@ static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int 
 	*out = p;
 	return CUBLAS_STATUS_SUCCESS;
 fail:
-	if (pref) cublasLtMatmulPreferenceDestroy(pref);
 	iris_lt_plan_free(p);
 	return st;
+}
+
+// iris_lt_plan_algos asks the heuristic for up to want algorithms for the plan's shape, best
+// first (the first is the plan's own).
+static cublasStatus_t iris_lt_plan_algos(cublasLtHandle_t lt, iris_lt_plan *p, cublasLtMatmulHeuristicResult_t *res,
+                                         int want, int *n) {
+	return cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->c, p->c, p->pref, want, res, n);
+}
+
+// iris_lt_algo_describe reads an algorithm's configuration: its id, tile, stages, split-k and
+// cluster shape.
+static void iris_lt_algo_describe(const cublasLtMatmulAlgo_t *a, int out[5]) {
+	size_t w;
+	int v[5] = {0, 0, 0, 0, 0};
+	cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, &v[0], sizeof v[0], &w);
+	cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &v[1], sizeof v[1], &w);
+	cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &v[2], sizeof v[2], &w);
+	cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &v[3], sizeof v[3], &w);
+	cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &v[4], sizeof v[4], &w);
+	for (int i = 0; i < 5; i++) out[i] = v[i];
 }
 
 // iris_lt_run runs the plan; bias (0: the plan has none) replaces the pointer the plan was made
@@ -124,7 +144,10 @@ static cublasStatus_t iris_lt_run(cublasLtHandle_t lt, iris_lt_plan *p, unsigned
 */
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // This file is cuBLAS and cuBLASLt (libcublas.so.13, libcublasLt.so.13) for the engine's matrix
 // products: bf16 or f32 storage with f32 accumulation. It lives here, beside the driver's cgo,
@@ -263,28 +286,117 @@ func alignOf(p DevPtr) uint16 {
 
 // LtLinear is y[M, N] = x[M, K] W[N, K]^T + bias[N] (bias 0: none), every matrix row-major in
 // storage type t with the given row strides. cuBLASLt's heuristic picks the algorithm once per
-// shape. (Timing its first 8 or 32 candidates instead gained nothing measurable: docs/gpu.md.)
+// shape. (Timing its first 8 or 32 candidates instead gained nothing measurable at c=1, and
+// 1.5% of the products' time at the shapes of c=64: `gpucheck products`, docs/gpu.md.)
 func (b *BLAS) LtLinear(t DataType, y DevPtr, ldy int, x DevPtr, ldx int, w, bias DevPtr, M, N, K int) error {
 	key := ltKey{t: t, m: M, n: N, k: K, ldx: ldx, ldy: ldy, bias: bias != 0,
 		align: [4]uint16{alignOf(w), alignOf(x), alignOf(y), alignOf(bias)}}
-	p := b.plans[key]
-	if p == nil {
-		if len(b.plans) >= maxPlans {
-			b.dropPlans()
-		}
-		st := C.iris_lt_plan_new(b.lt, t.c(), C.int(M), C.int(N), C.int(K), C.int(ldx), C.int(ldy), C.ulonglong(bias),
-			C.uint(key.align[0]), C.uint(key.align[1]), C.uint(key.align[2]), C.ulonglong(b.ws.Size), &p)
-		if st != C.CUBLAS_STATUS_SUCCESS {
-			return fmt.Errorf("cublasLt plan m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
-		}
-		b.plans[key] = p
+	p, err := b.plan(key, bias)
+	if err != nil {
+		return err
 	}
+	return b.ltRun(p, key, y, x, w, bias)
+}
+
+// plan returns the shape's plan, made at its first use with the heuristic's algorithm.
+func (b *BLAS) plan(key ltKey, bias DevPtr) (*C.iris_lt_plan, error) {
+	if p := b.plans[key]; p != nil {
+		return p, nil
+	}
+	if len(b.plans) >= maxPlans {
+		b.dropPlans()
+	}
+	var p *C.iris_lt_plan
+	st := C.iris_lt_plan_new(b.lt, key.t.c(), C.int(key.m), C.int(key.n), C.int(key.k), C.int(key.ldx), C.int(key.ldy),
+		C.ulonglong(bias), C.uint(key.align[0]), C.uint(key.align[1]), C.uint(key.align[2]), C.ulonglong(b.ws.Size), &p)
+	if st != C.CUBLAS_STATUS_SUCCESS {
+		return nil, fmt.Errorf("cublasLt plan m=%d n=%d k=%d: %s", key.m, key.n, key.k, blasStatus(st))
+	}
+	b.plans[key] = p
+	return p, nil
+}
+
+func (b *BLAS) ltRun(p *C.iris_lt_plan, key ltKey, y, x, w, bias DevPtr) error {
 	st := C.iris_lt_run(b.lt, p, C.ulonglong(w), C.ulonglong(x), C.ulonglong(y), C.ulonglong(bias),
 		C.ulonglong(b.ws.Ptr), C.size_t(b.ws.Size), C.cudaStream_t(b.s.Handle()))
 	if st != C.CUBLAS_STATUS_SUCCESS {
-		return fmt.Errorf("cublasLt matmul m=%d n=%d k=%d: %s", M, N, K, blasStatus(st))
+		return fmt.Errorf("cublasLt matmul m=%d n=%d k=%d: %s", key.m, key.n, key.k, blasStatus(st))
 	}
 	return nil
+}
+
+// LtCandidate is one of cuBLASLt's algorithms for a product shape and its measured time.
+type LtCandidate struct {
+	// Config is the algorithm's id, tile, stages, split-k and cluster shape (cuBLASLt's enums).
+	Config [5]int
+	// Time is the mean of the timed runs.
+	Time time.Duration
+}
+
+// LtCandidates times up to want of the heuristic's candidates for LtLinear's shape on the
+// operands (runs times each after one untimed run, events on the stream), the heuristic's pick
+// first; y is overwritten and the shape's plan keeps its algorithm.
+func (b *BLAS) LtCandidates(t DataType, y DevPtr, ldy int, x DevPtr, ldx int, w, bias DevPtr, M, N, K, want, runs int) ([]LtCandidate, error) {
+	key := ltKey{t: t, m: M, n: N, k: K, ldx: ldx, ldy: ldy, bias: bias != 0,
+		align: [4]uint16{alignOf(w), alignOf(x), alignOf(y), alignOf(bias)}}
+	p, err := b.plan(key, bias)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]C.cublasLtMatmulHeuristicResult_t, want)
+	var n C.int
+	if st := C.iris_lt_plan_algos(b.lt, p, &res[0], C.int(want), &n); st != C.CUBLAS_STATUS_SUCCESS {
+		return nil, fmt.Errorf("cublasLt candidates m=%d n=%d k=%d: %s", key.m, key.n, key.k, blasStatus(st))
+	}
+	res = res[:n]
+	start, err := NewEvent()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = start.Destroy() }()
+	end, err := NewEvent()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = end.Destroy() }()
+	own := p.res
+	defer func() { p.res = own }()
+	var out []LtCandidate
+	for i := range res {
+		p.res = res[i]
+		if err := b.ltRun(p, key, y, x, w, bias); err != nil {
+			continue // a candidate that does not run is no candidate
+		}
+		if err := start.Record(b.s); err != nil {
+			return nil, err
+		}
+		for range runs {
+			if err := b.ltRun(p, key, y, x, w, bias); err != nil {
+				return nil, err
+			}
+		}
+		if err := end.Record(b.s); err != nil {
+			return nil, err
+		}
+		if err := end.Sync(); err != nil {
+			return nil, fmt.Errorf("timing cublasLt candidates m=%d n=%d k=%d: %w", key.m, key.n, key.k, err)
+		}
+		d, err := end.Since(start)
+		if err != nil {
+			return nil, err
+		}
+		var cfg [5]C.int
+		C.iris_lt_algo_describe(&res[i].algo, &cfg[0])
+		c := LtCandidate{Time: d / time.Duration(runs)}
+		for j := range cfg {
+			c.Config[j] = int(cfg[j])
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cublasLt candidates m=%d n=%d k=%d: none ran", key.m, key.n, key.k)
+	}
+	return out, nil
 }
 
 // GemmBatched is Gemm with the matrices given by device arrays of g.Batch pointers (A, B and C

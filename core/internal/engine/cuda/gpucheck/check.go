@@ -74,7 +74,7 @@ func load(dir, backend string, opts cuda.Options, lane bool) (engine.Model, *dev
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: gpucheck parity|bench|passes [flags]")
+		return errors.New("usage: gpucheck parity|bench|passes|products [flags]")
 	}
 	switch args[0] {
 	case "parity":
@@ -83,6 +83,8 @@ func run(args []string) error {
 		return bench(args[1:])
 	case "passes":
 		return passes(args[1:])
+	case "products":
+		return products(args[1:])
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
