@@ -29,7 +29,7 @@ func loadEngine(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (engine.Mo
 			return nil, fmt.Errorf("load engine: %w", err)
 		}
 		name := be.Name()
-		model, err := models.Load(b.Dir, be, models.Options{Limits: &lim, KVTokens: env.KVCacheTokens})
+		model, err := models.Load(b.Dir, be, models.Options{Limits: &lim, KVTokens: env.KVCacheTokens, Heads: env.PromptHeads})
 		if err != nil {
 			return nil, fmt.Errorf("load engine: %w", err)
 		}

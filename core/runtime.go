@@ -52,6 +52,10 @@ type Config struct {
 	// VisionSerial runs a cuda model's vision tower between the decoder's passes instead of
 	// beside them on a stream of its own.
 	VisionSerial bool
+	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
+	// template's system turn) keep their KV rows for the next prompts that start with them
+	// (0: 8; negative: none).
+	PromptHeads int
 	// QueueDepth is how many more may wait; beyond it a request is refused as busy (default
 	// DefaultQueueDepth).
 	QueueDepth int
@@ -204,7 +208,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
 		env.VisionAlone, env.DecodeApart, env.VisionSerial = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial
-		env.VisionPatches = cfg.VisionPatches
+		env.VisionPatches, env.PromptHeads = cfg.VisionPatches, cfg.PromptHeads
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)
 		if m.HasTask(bundles.TaskVisionLanguage) {

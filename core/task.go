@@ -104,6 +104,8 @@ type TaskEnv struct {
 	DecodeApart bool
 	// VisionSerial keeps a cuda model's tower on the decoder's stream, between its passes.
 	VisionSerial bool
+	// PromptHeads is how many prompt heads keep their KV rows for reuse (0: 8; negative: none).
+	PromptHeads int
 	// Registerer takes the task's Prometheus collectors (never nil).
 	Registerer prometheus.Registerer
 	// Tracer starts the task's spans (never nil).

@@ -19,6 +19,7 @@ var ErrKVFull = engine.ErrKVFull
 // figure an inference gateway routes on. A KVPool is safe for concurrent use.
 type KVPool struct {
 	blockTokens, blocks int
+	all                 Tensor // every layer's keys, then every layer's values, in one matrix
 	k, v                []Tensor
 
 	mu   sync.Mutex
@@ -36,18 +37,46 @@ func NewKVPool(b Backend, layers, kvDim, blockTokens, blocks int, dt DType) (*KV
 	}
 	p := &KVPool{blockTokens: blockTokens, blocks: blocks, free: []run{{0, blocks}}}
 	rows := blocks * blockTokens
-	for range layers {
-		k, err := b.Alloc(rows, kvDim, dt)
-		if err != nil {
-			return nil, fmt.Errorf("allocating the KV pool (%d tokens): %w", rows, err)
-		}
-		v, err := b.Alloc(rows, kvDim, dt)
-		if err != nil {
-			return nil, fmt.Errorf("allocating the KV pool (%d tokens): %w", rows, err)
-		}
-		p.k, p.v = append(p.k, k), append(p.v, v)
+	// one matrix, so that Copy moves rows of every layer in two ops
+	all, err := b.Alloc(2*layers*rows, kvDim, dt)
+	if err != nil {
+		return nil, fmt.Errorf("allocating the KV pool (%d tokens): %w", rows, err)
+	}
+	p.all = all
+	for l := range layers {
+		p.k = append(p.k, all.RowsAt(l*rows, rows))
+		p.v = append(p.v, all.RowsAt((layers+l)*rows, rows))
 	}
 	return p, nil
+}
+
+// RowCopy is n rows of the pool, from row From to row To, in every layer's keys and values.
+type RowCopy struct{ From, To, N int }
+
+// Copy enqueues the copies on b: every row of every layer gathered into scratch, then
+// scattered to its place (two ops whatever the number of layers and copies). The rows copied
+// from must not be among those copied to.
+func (p *KVPool) Copy(b Backend, copies []RowCopy) {
+	n := 0
+	for _, c := range copies {
+		n += c.N
+	}
+	if n == 0 {
+		return
+	}
+	rows := p.blocks * p.blockTokens
+	from, to := make([]int32, 0, 2*len(p.k)*n), make([]int32, 0, 2*len(p.k)*n)
+	for m := range 2 * len(p.k) { // the keys of each layer, then the values
+		for _, c := range copies {
+			for j := range c.N {
+				from = append(from, int32(m*rows+c.From+j))
+				to = append(to, int32(m*rows+c.To+j))
+			}
+		}
+	}
+	tmp := b.Scratch("kv.copy", len(from), p.all.Cols)
+	b.Gather(tmp, p.all, b.Ints(from))
+	b.Scatter(p.all, tmp, b.Ints(to))
 }
 
 // BlockTokens is the tokens a block holds.
@@ -109,6 +138,9 @@ type KVCache struct {
 	first, blocks int
 	Len           int
 }
+
+// Blocks is the pool blocks the cache holds (0 once freed).
+func (c *KVCache) Blocks() int { return c.blocks }
 
 // Cap is the tokens the cache can hold.
 func (c *KVCache) Cap() int { return c.blocks * c.pool.blockTokens }

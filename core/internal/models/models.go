@@ -23,6 +23,8 @@ type Options struct {
 	// VisionLane runs the vision tower on a lane of the backend, beside the decoder's passes
 	// (kit.Options.VisionLane).
 	VisionLane bool
+	// Heads is how many prompt heads keep their KV rows for reuse (kit.Options.Heads).
+	Heads int
 }
 
 // Family builds a model of one model_type on a backend.
@@ -35,19 +37,19 @@ var families = map[string]Family{
 	internvl.ModelType: {
 		ModelType: internvl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return internvl.New(b, ck, cfg, lim, internvl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane})
+			return internvl.New(b, ck, cfg, lim, internvl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, Heads: opts.Heads})
 		},
 	},
 	qwen25vl.ModelType: {
 		ModelType: qwen25vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane})
+			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, Heads: opts.Heads})
 		},
 	},
 	qwen3vl.ModelType: {
 		ModelType: qwen3vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return qwen3vl.New(b, ck, cfg, lim, qwen3vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane})
+			return qwen3vl.New(b, ck, cfg, lim, qwen3vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, Heads: opts.Heads})
 		},
 	},
 }

@@ -1,6 +1,8 @@
 package qwen25vl
 
 import (
+	"context"
+	"slices"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
@@ -43,4 +45,43 @@ func TestVisionLane(t *testing.T) {
 	}
 	t.Run("rows", func(t *testing.T) { fixture.CheckLane(t, m, serial) })
 	fixture.CheckBatchEqualsSingle(t, m, nil)
+}
+
+// TestPromptHeads: prompts whose head (the tokens before the image: the system turn) was kept
+// copy its KV rows instead of computing them, and give exactly the tokens of a model that
+// keeps no head: alone (the second prompt with a head keeps it, the later ones copy it),
+// batched and scheduled. The kept heads' blocks are not counted in use.
+func TestPromptHeads(t *testing.T) {
+	ctx := context.Background()
+	none := load(t, fixture.ModelDir("tiny-untied"), native.Options{}, Options{Heads: -1})
+	m := load(t, fixture.ModelDir("tiny-untied"), native.Options{}, Options{})
+	reqs, err := fixture.MixedRequests(m.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs = append(reqs, reqs...) // every head seen twice before the second round's prompts
+	want, err := fixture.Alone(ctx, none, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, hits := none.PromptHeads(); kept != 0 || hits != 0 {
+		t.Fatalf("Heads -1: %d heads kept, %d copied", kept, hits)
+	}
+	got, err := fixture.Alone(ctx, m, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("request %d with kept heads: %v, without: %v", i, got[i], want[i])
+		}
+	}
+	kept, hits := m.PromptHeads()
+	if kept == 0 || hits < int64(len(reqs)/2) {
+		t.Fatalf("%d heads kept, %d prompts copied one: want a head kept and the second round's prompts copying", kept, hits)
+	}
+	if used, _ := m.KVUse(); used != 0 {
+		t.Errorf("%d KV blocks in use with no sequence open (the kept heads' not counted)", used)
+	}
+	fixture.CheckBatchEqualsSingle(t, m, reqs)
 }

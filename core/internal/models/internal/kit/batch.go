@@ -28,6 +28,11 @@ type batchPlan struct {
 	slots  []int32 // each row's row in the KV pool
 	spans  []int32 // each row's keys in the KV pool: start, count
 	decode bool    // every input is one token
+	// heads are the prompt heads the batch reads (copied into their sequences before the
+	// layers) or fills (copied from them after), each with its ref (heads.release)
+	heads     []*head
+	filled    []bool // per heads: whether the pass fills it
+	use, keep []ml.RowCopy
 }
 
 // Pass is one decoder pass as a family's LayerOps sees it: the batch's rows and the buffers
@@ -56,12 +61,18 @@ type PassImage struct {
 	Slots ml.Ints
 }
 
-// plan checks a batch against the model and lays it out.
-func (m *Base) plan(batch []engine.Input) (*batchPlan, error) {
+// plan checks a batch against the model and lays it out. The heads it takes are released by
+// the caller (batchPlan.done), or by plan when it fails.
+func (m *Base) plan(batch []engine.Input) (_ *batchPlan, err error) {
 	cfg := m.cfg
 	t := &cfg.Text
 	half := t.HeadDim / 2
 	p := &batchPlan{decode: true}
+	defer func() {
+		if err != nil {
+			p.done(m, false)
+		}
+	}()
 	for i, in := range batch {
 		s, ok := in.Seq.(*sequence)
 		if !ok || s.m != m {
@@ -81,6 +92,21 @@ func (m *Base) plan(batch []engine.Input) (*batchPlan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
+		// a new sequence's prompt head: copied from the rows kept for it (its rows skipped), or
+		// kept from this pass's rows
+		skip := 0
+		if h := headLen(flat, n); h > 0 && s.kv.Len == 0 {
+			use, keep := m.heads.take(in.IDs[:h])
+			switch {
+			case use != nil:
+				skip = h
+				p.heads, p.filled = append(p.heads, use), append(p.filled, false)
+				p.use = append(p.use, ml.RowCopy{From: use.kv.Start(), To: s.kv.Start(), N: h})
+			case keep != nil:
+				p.heads, p.filled = append(p.heads, keep), append(p.filled, true)
+				p.keep = append(p.keep, ml.RowCopy{From: s.kv.Start(), To: keep.kv.Start(), N: h})
+			}
+		}
 		used := 0 // placeholders given rows so far
 		for _, e := range in.Images {
 			img := imageIn{}
@@ -94,18 +120,17 @@ func (m *Base) plan(batch []engine.Input) (*batchPlan, error) {
 				img.host = e.Data
 			}
 			for _, slot := range flat.Slots[used : used+e.Tokens] {
-				img.slots = append(img.slots, int32(len(p.ids))+slot)
+				img.slots = append(img.slots, int32(len(p.ids)-skip)+slot)
 			}
 			used += e.Tokens
 			p.images = append(p.images, img)
 		}
-		r0 := len(p.ids)
 		p.seqs = append(p.seqs, s)
-		p.ids = append(p.ids, in.IDs...)
-		p.last = append(p.last, int32(r0+n-1))
+		p.ids = append(p.ids, in.IDs[skip:]...)
+		p.last = append(p.last, int32(len(p.ids)-1))
 		p.decode = p.decode && n == 1
-		start, past := s.kv.Start(), s.kv.Len
-		for j := range n {
+		start, past := s.kv.Start(), s.kv.Len+skip
+		for j := range n - skip {
 			p.slots = append(p.slots, int32(start+past+j))
 			p.spans = append(p.spans, int32(start), int32(past+j+1))
 		}
@@ -116,7 +141,7 @@ func (m *Base) plan(batch []engine.Input) (*batchPlan, error) {
 			top = max(top, v)
 		}
 		cos, sin := m.angles(int(top) + 1)
-		for j := range n {
+		for j := skip; j < n; j++ {
 			for f := range half {
 				at := int(flat.Pos[m.freqAxis[f]*n+j])*half + f
 				if at < 0 {
@@ -128,6 +153,14 @@ func (m *Base) plan(batch []engine.Input) (*batchPlan, error) {
 		}
 	}
 	return p, nil
+}
+
+// done gives back the plan's heads: those it was to fill are ready if ran, dropped if not.
+func (p *batchPlan) done(m *Base, ran bool) {
+	for i, h := range p.heads {
+		m.heads.release(h, ran && p.filled[i])
+	}
+	p.heads = nil
 }
 
 // angles returns the cosines and sines of every frequency at positions [0, n) (n rows of hd/2),
@@ -163,9 +196,11 @@ func (m *Base) Forward(ctx context.Context, batch []engine.Input) ([]engine.Outp
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed.Load() {
+		p.done(m, false)
 		return nil, engine.ErrClosed
 	}
 	outs, err := m.decoder(p, batch)
+	p.done(m, err == nil)
 	if err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
 	}
@@ -246,7 +281,9 @@ func (m *Base) decoderOps(bp *batchPlan, n, nb int, picks []int32, outs []engine
 		idx = b.Ints(bp.last)
 	}
 	if !replay {
+		m.kv.Copy(b, bp.use) // kept heads into their sequences, before the layers read them
 		m.passOps(p, bp, ids, idx, logits)
+		m.kv.Copy(b, bp.keep) // heads to keep, after the layers wrote them
 	}
 	b.Argmax(picks, logits)
 	for i := range outs {

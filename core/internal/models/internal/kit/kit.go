@@ -61,6 +61,10 @@ type Options struct {
 	// decoder's passes instead of between them: on a GPU a stream of its own, whose kernels fill
 	// the gaps the decoder's leave. Ignored where the backend has no lanes.
 	VisionLane bool
+	// Heads is how many prompt heads (the tokens before a prompt's first image) keep their KV
+	// rows in the pool for the next prompts that start with them; 0 means DefaultHeads, a
+	// negative number none.
+	Heads int
 }
 
 // Base is a checkpoint of some family on a backend. It implements engine.Model,
@@ -80,6 +84,8 @@ type Base struct {
 	fam  Family
 	head Head
 	kv   *ml.KVPool
+	// heads keeps prompt heads' rows in kv (nil: none)
+	heads *heads
 	// closed is set by Close while it holds vmu and mu: a pass that saw it false under either
 	// ends before Close goes on. NewSequence and a vision pass on a lane (under vmu) read it
 	// without mu, so neither waits for the decoder's pass in progress.
@@ -170,6 +176,7 @@ func (m *Base) init(opts Options) error {
 		tokens = max(tokens, m.lim.ContextLength)
 	}
 	m.kv, err = ml.NewKVPool(m.b, t.Layers, kvd, block, (tokens+block-1)/block, m.b.DType())
+	m.heads = newHeads(m.kv, opts.Heads)
 	return err
 }
 
@@ -221,13 +228,19 @@ func (m *Base) Backend() ml.Backend { return m.b }
 // ParallelVision implements engine.ParallelEncoder: the tower runs on a lane of its own.
 func (m *Base) ParallelVision() bool { return m.vb != m.b }
 
-// KVUse implements engine.Pooled.
+// KVUse implements engine.Pooled: the blocks of the kept prompt heads (a few, evicted as
+// new heads come) are not counted as in use.
 func (m *Base) KVUse() (used, total int) {
 	if m.kv == nil {
 		return 0, 0
 	}
-	return m.kv.Use()
+	used, total = m.kv.Use()
+	return used - m.heads.blocks(), total
 }
+
+// PromptHeads reports the prompt heads kept (Options.Heads) and how many prompts copied one
+// instead of computing it.
+func (m *Base) PromptHeads() (kept int, hits int64) { return m.heads.stats() }
 
 // Close releases the backend and the checkpoint. It is safe to call more than once.
 func (m *Base) Close() error {
@@ -239,6 +252,7 @@ func (m *Base) Close() error {
 		return nil
 	}
 	m.closed.Store(true)
+	m.heads.drop()
 	err := m.b.Close()
 	if m.ck != nil {
 		if cerr := m.ck.Close(); err == nil {
