@@ -32,7 +32,8 @@
 #                                   (gpucheck passes; IRIS_NO_PASSES=1 skips, IRIS_OPS=<n> ops a
 #                                   pass, IRIS_PASSES_ARGS more flags, IRIS_PASSES_AB flags of a
 #                                   second run, e.g. -no-mma; IRIS_PRODUCTS=1 first times cuBLASLt's
-#                                   candidates for the 3B's product shapes), iris serve at its defaults,
+#                                   candidates for the 3B's product shapes; IRIS_NCU=1 Nsight Compute on the
+#                                   attention, SwiGLU and RMSNorm kernels of each pass, ncu-*.csv), iris serve at its defaults,
 #                                   distinct JPEGs at IRIS_CONC (default c=1,8,32,64,128; each
 #                                   level's passes by phase and batch size and per image; IRIS_NO_HTTP=1 skips),
 #                                   the base build's c=1 (IRIS_BASE at prepare), IRIS_AB_APART=1
@@ -691,6 +692,25 @@ if [[ $phase == throughput ]]; then
   if [[ -x $bin/cuda.test && -z ${IRIS_NO_TESTS:-} ]]; then
     step "the cuda tests: kernels, parity sweeps, fp32 scheduled = alone, batch = single and batched vision = alone (tiny fixtures)"
     (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane|Sweep' -test.count 1 2>&1 | tail -40)
+  fi
+  if [[ -x $bin/gpucheck && -n ${IRIS_NCU:-} && -z $cpu ]]; then
+    # IRIS_NCU=1: Nsight Compute (hardware counters: only where the machine's runtime lets ncu
+    # read them, KINDS.md) on the first kernels of a 5-image tower pass (attention, SwiGLU,
+    # RMSNorm), of a 5-prompt prefill (attention) and of a 54-row decode step (attention)
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    for spec in "vision|attn_mma_bf16_80|silu_mul|rmsnorm|40|-images 5 -prompts= -decodes=" \
+      "prefill|attn_mma_bf16_128|12|-images= -prompts 5 -decodes=" "decode|attn_pool_gqa|12|-images= -prompts= -decodes 54"; do
+      IFS='|' read -r -a f <<<"$spec"
+      what=${f[0]} args=${f[-1]} count=${f[-2]} re=$(IFS='|'; echo "${f[*]:1:${#f[@]}-3}")
+      step "Nsight Compute, $what: kernels matching $re, the first $count ($ncu)"
+      # shellcheck disable=SC2086
+      budgeted "ncu-$what" 120 "$ncu" --clock-control none -k "regex:$re" -c "$count" \
+        --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --csv --page details \
+        "$bin/gpucheck" passes -model "$model" -cases "$cases" $args -iters 1 -round "" -ops 0 \
+        >"$work/ncu-$what.csv" 2>"$work/ncu-$what.err"
+      tail -3 "$work/ncu-$what.err"; wc -l <"$work/ncu-$what.csv"
+      cp "$work/ncu-$what.csv" "$OUT/" 2>/dev/null
+    done
   fi
   if [[ -x $bin/gpucheck && -n ${IRIS_PRODUCTS:-} && -z $cpu ]]; then
     step "cuBLASLt's candidates against its heuristic's pick, the 3B's product shapes at c=64 (gpucheck products)"
