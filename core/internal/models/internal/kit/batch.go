@@ -29,9 +29,8 @@ type batchPlan struct {
 	spans  []int32 // each row's keys in the KV pool: start, count
 	decode bool    // every input is one token
 	// heads are the prompt heads the batch reads (copied into their sequences before the
-	// layers) or fills (copied from them after), each with its ref (heads.release)
-	heads     []*head
-	filled    []bool // per heads: whether the pass fills it
+	// layers: use) or fills (copied from them after: keep), each with its ref (heads.release)
+	heads     []headRef
 	use, keep []ml.RowCopy
 }
 
@@ -100,10 +99,10 @@ func (m *Base) plan(batch []engine.Input) (_ *batchPlan, err error) {
 			switch {
 			case use != nil:
 				skip = h
-				p.heads, p.filled = append(p.heads, use), append(p.filled, false)
+				p.heads = append(p.heads, headRef{use, false})
 				p.use = append(p.use, ml.RowCopy{From: use.kv.Start(), To: s.kv.Start(), N: h})
 			case keep != nil:
-				p.heads, p.filled = append(p.heads, keep), append(p.filled, true)
+				p.heads = append(p.heads, headRef{keep, true})
 				p.keep = append(p.keep, ml.RowCopy{From: s.kv.Start(), To: keep.kv.Start(), N: h})
 			}
 		}
@@ -155,10 +154,16 @@ func (m *Base) plan(batch []engine.Input) (_ *batchPlan, err error) {
 	return p, nil
 }
 
+// headRef is a head a plan holds a ref on, and whether its pass fills it.
+type headRef struct {
+	h     *head
+	fills bool
+}
+
 // done gives back the plan's heads: those it was to fill are ready if ran, dropped if not.
 func (p *batchPlan) done(m *Base, ran bool) {
-	for i, h := range p.heads {
-		m.heads.release(h, ran && p.filled[i])
+	for _, r := range p.heads {
+		m.heads.release(r.h, ran && r.fills)
 	}
 	p.heads = nil
 }
