@@ -1365,33 +1365,46 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 4) iris_attn_pool_bf16
               knw, eps);
 }
 
+
 // Decode attention with one block a KV group (bf16; ml.RopeCachedAttention's decode rows, as
-// attn_pool, whose block serves one query head): the split's keys and values are staged in
-// shared memory once for the group's R = heads / kvh query heads, which attn_pool read R times
-// (3,456 blocks of a 54-row step of the 3B became 432).
-//   grid (kvh, splits, rows), DEC_THREADS threads; warp w serves the group's heads w, w + 8, ...
-//   A. the split's keys and values staged (16-byte loads, all issued before any store); q of
-//      each head normalised (qnw) and rotated with attn_pool's roundings; the split holding the
-//      new token normalises and rotates its key, writes key and value to the pool and into the
-//      staged tile;
-//   B-D per warp and head, no barrier: scores (a lane a key, the padded rows conflict-free),
-//      softmax statistics with p rounded to bf16, p*v (a lane HD/32 dimensions); the split's max,
-//      sum and unnormalised output to part [rows, heads, splits, HD + 2];
+// attn_pool, whose block serves one query head), its products on tensor cores: the group's
+// R = heads / kvh <= 16 query heads are the rows of one m16n8k16 tile. The split's keys and values
+// are staged once for the group's heads (attn_pool read them R times: 3,456 blocks of a 54-row
+// step of the 3B became 432).
+//   grid (kvh, splits, rows), DEC_THREADS threads (8 warps);
+//   A. the split's keys and values staged (16-byte loads, all issued before any store; rows past
+//      the split's keys zeros); q of each head normalised (qnw) and rotated with attn_pool's
+//      roundings into the tile's rows (rows past R zeros); the split holding the new token
+//      normalises and rotates its key, writes key and value to the pool and into the tile;
+//   B. scores: warp w the 16 rows' keys 8w..8w+7, HD/16 products, scaled and masked;
+//   C. softmax statistics, a warp two heads, p rounded to bf16; the split's max and sum to part
+//      [rows, heads, splits, HD + 2];
+//   D. p*v: warp w dimensions 16w..16w+15 (at head dim 64 warps 0-3), four products; the
+//      split's unnormalised output to part;
 //   E. the last split of (row, group) to finish (a ticket each, reset by it) merges the group's
 //      heads as attn_pool does.
+// On CUDA cores (a warp a head over all 64 keys, chains of dependent FMAs) a 54-row step of the
+// 3B took 30 us a layer for ~11 MB of keys and values (Nsight Compute); on tensor cores the step
+// is 3.32 ms against 3.74 (docs/gpu.md, sixteenth session). The scores accumulate in the tensor
+// cores' order, not key by key.
 #define GQA_MAX 16
+__device__ __forceinline__ void ldsm_x2(uint32_t r[2], const bf16 *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
 template <int HD>
-__device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, const bf16 *qm, int ldq, const bf16 *km, int ldk,
-                              const bf16 *vm, int ldv, const float *cos, const float *sin, int ldc, bf16 *kpool, bf16 *vpool,
-                              const int *slots, const int *spans, int heads, int kvh, float scale, const bf16 *qnw,
-                              const bf16 *knw, float eps) {
-    constexpr int HALF = HD / 2, KLD = HD + 2, C = HD / 8, NW = DEC_THREADS / 32, PER = DEC_SK * C / DEC_THREADS;
-    constexpr int DL = HD / 32; // dimensions a lane in D
-    static_assert(DEC_SK * C % DEC_THREADS == 0 && HD % 64 == 0, "whole chunks a thread, two rope pairs a lane");
-    __shared__ __align__(16) bf16 Ks[DEC_SK * KLD]; // rows padded by one word: lane i reads bank i + d/2
-    __shared__ __align__(16) bf16 Vs[DEC_SK * HD];
-    __shared__ float qs[GQA_MAX][HD];
-    __shared__ float sc[NW][DEC_SK];
+__device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, const bf16 *qm, int ldq, const bf16 *km,
+                                  int ldk, const bf16 *vm, int ldv, const float *cos, const float *sin, int ldc, bf16 *kpool,
+                                  bf16 *vpool, const int *slots, const int *spans, int heads, int kvh, float scale,
+                                  const bf16 *qnw, const bf16 *knw, float eps) {
+    constexpr int HALF = HD / 2, LD = HD + 8, PLD = DEC_SK + 8, C = HD / 8, NW = DEC_THREADS / 32;
+    constexpr int PER = DEC_SK * C / DEC_THREADS;
+    static_assert(DEC_SK * C % DEC_THREADS == 0 && HD % 64 == 0 && DEC_SK == 8 * NW, "a warp an 8-key tile");
+    __shared__ __align__(16) bf16 Ks[DEC_SK * LD]; // padded rows: ldmatrix's rows in distinct banks
+    __shared__ __align__(16) bf16 Vs[DEC_SK * LD];
+    __shared__ __align__(16) bf16 Qs[GQA_MAX * LD];
+    __shared__ __align__(16) bf16 Ps[GQA_MAX * PLD];
+    __shared__ float Ss[GQA_MAX][DEC_SK + 1];
     __shared__ int last;
     int g = blockIdx.x, sp = blockIdx.y, splits = gridDim.y, br = blockIdx.z;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1409,7 +1422,8 @@ __device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, cons
     ticket += (size_t)br * kvh;
     out += (size_t)br * ldo;
 
-    // A: the tile (the new token's row comes from the rotated key below)
+    // A: the tile (rows past n zeros: 0 x garbage could be NaN), the new token's row from the
+    // rotated key below; the query heads' rows, rows past R zeros
     {
         uint4 kw[PER], vw[PER];
 #pragma unroll
@@ -1423,12 +1437,13 @@ __device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, cons
 #pragma unroll
         for (int u = 0; u < PER; u++) {
             int e = tid + u * DEC_THREADS, i = e / C, c = e % C;
-            if (i < n && j0 + i != L - 1) {
-                uint32_t *kd = (uint32_t *)(Ks + i * KLD + c * 8);
-                kd[0] = kw[u].x, kd[1] = kw[u].y, kd[2] = kw[u].z, kd[3] = kw[u].w;
-                *(uint4 *)(Vs + i * HD + c * 8) = vw[u];
-            }
+            if (j0 + i == L - 1) continue;
+            uint4 z = make_uint4(0, 0, 0, 0);
+            *(uint4 *)(Ks + i * LD + c * 8) = i < n ? kw[u] : z;
+            *(uint4 *)(Vs + i * LD + c * 8) = i < n ? vw[u] : z;
         }
+        for (int e = tid; e < GQA_MAX * C; e += DEC_THREADS)
+            if (e / C >= R) *(uint4 *)(Qs + (e / C) * LD + (e % C) * 8) = make_uint4(0, 0, 0, 0);
     }
     float c0 = rnd<bf16>(cos[(size_t)br * ldc + lane]), s0 = rnd<bf16>(sin[(size_t)br * ldc + lane]);
     float c1 = 0.f, s1 = 0.f;
@@ -1451,15 +1466,16 @@ __device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, cons
     for (int hh = warp; hh < R; hh += NW) {
         float r[4];
         rotate(qm + (size_t)br * ldq + (size_t)(g * R + hh) * HD, qnw, r);
-        qs[hh][lane] = r[0], qs[hh][lane + HALF] = r[1];
-        if (HALF > 32) qs[hh][lane + 32] = r[2], qs[hh][lane + 32 + HALF] = r[3];
+        bf16 *qr = Qs + hh * LD;
+        qr[lane] = st<bf16>(r[0]), qr[lane + HALF] = st<bf16>(r[1]);
+        if (HALF > 32) qr[lane + 32] = st<bf16>(r[2]), qr[lane + 32 + HALF] = st<bf16>(r[3]);
     }
     if (has_new && warp == NW - 1) { // the new key, rotated, and its value: to the pool and the tile
         float r[4];
         rotate(km + (size_t)br * ldk + (size_t)g * HD, knw, r);
         const bf16 *vr = vm + (size_t)br * ldv + (size_t)g * HD;
         bf16 *kw = kpool + (size_t)slot * kvd + (size_t)g * HD, *vw = vpool + (size_t)slot * kvd + (size_t)g * HD;
-        bf16 *kt = Ks + (L - 1 - j0) * KLD, *vt = Vs + (L - 1 - j0) * HD;
+        bf16 *kt = Ks + (L - 1 - j0) * LD, *vt = Vs + (L - 1 - j0) * LD;
         for (int f = lane, u = 0; f < HALF; f += 32, u += 2) {
             bf16 lo = st<bf16>(r[u]), hi = st<bf16>(r[u + 1]);
             kw[f] = kt[f] = lo, kw[f + HALF] = kt[f + HALF] = hi;
@@ -1468,43 +1484,61 @@ __device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, cons
     }
     __syncthreads();
 
-    // B-D: warp by warp, a head at a time
-    for (int hh = warp; hh < R; hh += NW) {
-        float s[2];
+    // B: the scores of keys 8w..8w+7 for the 16 head rows, scaled, masked past n
+    {
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-            int kk = lane + 32 * u;
-            float acc = 0.f;
-            if (kk < n) {
-                const __nv_bfloat162 *kr = (const __nv_bfloat162 *)(Ks + kk * KLD);
-#pragma unroll 16
-                for (int d = 0; d < HALF; d++) {
-                    float2 kv = __bfloat1622float2(kr[d]);
-                    acc = fmaf(qs[hh][2 * d], kv.x, acc);
-                    acc = fmaf(qs[hh][2 * d + 1], kv.y, acc);
-                }
-            }
-            s[u] = kk < n ? acc * scale : -INFINITY;
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t a[4], b[2];
+            ldsm_x4(a, Qs + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+            ldsm_x2(b, Ks + (warp * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma_16816(c, a, b[0], b[1]);
         }
-        float mx = warp_max(fmaxf(s[0], s[1]));
-        float p0 = lane < n ? expf(s[0] - mx) : 0.f, p1 = lane + 32 < n ? expf(s[1] - mx) : 0.f;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int row = (lane >> 2) + (e >> 1) * 8, key = warp * 8 + 2 * (lane & 3) + (e & 1);
+            Ss[row][key] = key < n ? c[e] * scale : -INFINITY;
+        }
+    }
+    __syncthreads();
+
+    // C: softmax statistics of heads w and w + 8, p rounded to bf16 (rows past R: zeros)
+    for (int hh = warp; hh < GQA_MAX; hh += NW) {
+        bf16 *pr = Ps + hh * PLD;
+        if (hh >= R) {
+            pr[lane] = pr[lane + 32] = st<bf16>(0.f);
+            continue;
+        }
+        float a = Ss[hh][lane], b = Ss[hh][lane + 32];
+        float mx = warp_max(fmaxf(a, b));
+        float p0 = lane < n ? expf(a - mx) : 0.f, p1 = lane + 32 < n ? expf(b - mx) : 0.f;
         float sum = warp_sum(p0 + p1);
-        sc[warp][lane] = rnd<bf16>(p0), sc[warp][lane + 32] = rnd<bf16>(p1);
-        __syncwarp();
-        float acc[DL];
-#pragma unroll
-        for (int e = 0; e < DL; e++) acc[e] = 0.f;
-        for (int kk = 0; kk < n; kk++) {
-            float p = sc[warp][kk];
-            const bf16 *vr = Vs + kk * HD + lane * DL;
-#pragma unroll
-            for (int e = 0; e < DL; e++) acc[e] = fmaf(p, ld(vr[e]), acc[e]);
+        pr[lane] = st<bf16>(p0), pr[lane + 32] = st<bf16>(p1);
+        if (lane == 0) {
+            float *pp = part + ((size_t)(g * R + hh) * splits + sp) * (HD + 2);
+            pp[HD] = mx, pp[HD + 1] = sum;
         }
-        float *pp = part + ((size_t)(g * R + hh) * splits + sp) * (HD + 2);
+    }
+    __syncthreads();
+
+    // D: p*v for dimensions 16w..16w+15, the split's unnormalised output to part
+    if (warp * 16 < HD) {
+        float o[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-        for (int e = 0; e < DL; e++) pp[lane * DL + e] = acc[e];
-        if (lane == 0) pp[HD] = mx, pp[HD + 1] = sum;
-        __syncwarp(); // sc[warp] is rewritten by the warp's next head
+        for (int kk = 0; kk < DEC_SK / 16; kk++) {
+            uint32_t a[4], b[4];
+            ldsm_x4(a, Ps + (lane & 15) * PLD + kk * 16 + (lane >> 4) * 8);
+            ldsm_x4_t(b, Vs + (kk * 16 + (lane & 15)) * LD + warp * 16 + (lane >> 4) * 8);
+            mma_16816(o[0], a, b[0], b[1]);
+            mma_16816(o[1], a, b[2], b[3]);
+        }
+#pragma unroll
+        for (int t = 0; t < 2; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int hh = (lane >> 2) + (e >> 1) * 8, d = warp * 16 + t * 8 + 2 * (lane & 3) + (e & 1);
+                if (hh < R) part[((size_t)(g * R + hh) * splits + sp) * (HD + 2) + d] = o[t][e];
+            }
     }
 
     // E
@@ -1521,9 +1555,9 @@ __device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, cons
     if (tid == 0) ticket[g] = 0;
 }
 #define ATTN_POOL_GQA(HD)                                                                                                     \
-    extern "C" __global__ void __launch_bounds__(DEC_THREADS) iris_attn_pool_gqa_bf16_##HD(ATTN_POOL_ARGS(bf16)) {          \
-        attn_pool_gqa<HD>(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, \
-                          scale, qnw, knw, eps);                                                                              \
+    extern "C" __global__ void __launch_bounds__(DEC_THREADS, 4) iris_attn_pool_gqa_bf16_##HD(ATTN_POOL_ARGS(bf16)) {       \
+        attn_pool_gqa<HD>(out, ldo, part, ticket, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, \
+                          kvh, scale, qnw, knw, eps);                                                                         \
     }
 ATTN_POOL_GQA(64)
 ATTN_POOL_GQA(128)
