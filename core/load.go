@@ -73,5 +73,9 @@ func (m *model) stats() Stats {
 	if m.kv != nil {
 		s.KVUsed, s.KVTotal = m.kv.KVUse()
 	}
+	if h, ok := m.kv.(engine.PromptHeadCache); ok {
+		s.HeadCache = true
+		s.PromptHeads, s.PromptHeadHits = h.PromptHeads()
+	}
 	return s
 }

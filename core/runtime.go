@@ -294,6 +294,11 @@ type Stats struct {
 	// KVUsed and KVTotal are the blocks in use and the total of the model's KV-cache pool; both
 	// 0 when its task's engine has no pool.
 	KVUsed, KVTotal int
+	// HeadCache says whether the model's engine keeps prompt heads (runtime.prompt_heads); then
+	// PromptHeads are those kept and PromptHeadHits the prompts that copied one.
+	HeadCache      bool
+	PromptHeads    int
+	PromptHeadHits int64
 }
 
 // Stats returns the load of every model.

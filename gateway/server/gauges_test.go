@@ -110,6 +110,42 @@ type pooledVision struct {
 
 func (p *pooledVision) KVUse() (used, total int) { return int(p.used.Load()), int(p.total.Load()) }
 
+// headedVision is pooledVision keeping prompt heads, whose counts the test sets.
+type headedVision struct {
+	pooledVision
+	kept, hits atomic.Int64
+}
+
+func (p *headedVision) PromptHeads() (kept int, hits int64) { return int(p.kept.Load()), p.hits.Load() }
+
+// TestPromptHeadMetrics: iris_prompt_heads and iris_prompt_head_hits_total follow the engine's
+// counts for a model that keeps prompt heads, and are absent for one that does not.
+func TestPromptHeadMetrics(t *testing.T) {
+	var task *headedVision // the last vision bundle's: slow
+	e := newEnv(t, func(c *envConfig) {
+		c.coreOpts = append(c.coreOpts, core.WithVisionTask(func(context.Context, *bundles.Bundle, *core.TaskEnv) (core.VisionTask, error) {
+			task = &headedVision{pooledVision: pooledVision{fakeVision: fakeVision{rec: newRecorder()}}}
+			return task, nil
+		}))
+	})
+	for _, tt := range []struct{ kept, hits int64 }{{0, 0}, {1, 0}, {3, 7}, {8, 1200}} {
+		task.kept.Store(tt.kept)
+		task.hits.Store(tt.hits)
+		m := scrape(t, e.srv.Handler())
+		if v, has := m[`iris_prompt_heads{model="slow"}`]; !has || v != float64(tt.kept) {
+			t.Errorf("iris_prompt_heads = %v (exposed %v), want %d", v, has, tt.kept)
+		}
+		if v, has := m[`iris_prompt_head_hits_total{model="slow"}`]; !has || v != float64(tt.hits) {
+			t.Errorf("iris_prompt_head_hits_total = %v (exposed %v), want %d", v, has, tt.hits)
+		}
+		for _, name := range []string{"iris_prompt_heads", "iris_prompt_head_hits_total"} {
+			if v, has := m[name+`{model="text"}`]; has {
+				t.Errorf("the text model keeps no heads, yet %s = %v is exposed", name, v)
+			}
+		}
+	}
+}
+
 // TestKVCacheUtilizationGauge: iris_kv_cache_utilization is the pool's fraction of blocks in use
 // for a model whose task has a KV pool, and absent for one without.
 func TestKVCacheUtilizationGauge(t *testing.T) {
@@ -229,6 +265,12 @@ func TestRealModelMetrics(t *testing.T) {
 		for _, sample := range []string{"iris_kv_cache_utilization", "iris_requests_queued", "iris_requests_running"} {
 			if v, has := m[sample+`{model="`+model+`"}`]; !has || v != 0 {
 				t.Errorf("%s = %v (exposed %v), want 0", sample, v, has)
+			}
+		}
+		// the real engine keeps prompt heads: both exposed (their values: TestPromptHeadMetrics)
+		for _, sample := range []string{"iris_prompt_heads", "iris_prompt_head_hits_total"} {
+			if _, has := m[sample+`{model="`+model+`"}`]; !has {
+				t.Errorf("%s not exposed for the real engine", sample)
 			}
 		}
 	})

@@ -30,6 +30,8 @@ type modelMetrics struct {
 //     the gauges an inference gateway's endpoint picker routes on (the Gateway API Inference
 //     Extension's TotalQueuedRequests, TotalRunningRequests and KVCacheUtilization), also read
 //     at scrape time; the KV gauge only for a model whose engine has a KV pool
+//   - iris_prompt_heads{model}, iris_prompt_head_hits_total{model}: the prompt heads an engine
+//     keeps and the prompts that copied one (runtime.prompt_heads), for an engine that keeps them
 func newModelMetrics(reg prometheus.Registerer, b Backend) (*modelMetrics, error) {
 	m := &modelMetrics{
 		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -62,6 +64,10 @@ func newModelMetrics(reg prometheus.Registerer, b Backend) (*modelMetrics, error
 			"Requests of a model holding a worker, being served (TotalRunningRequests; vLLM's vllm:num_requests_running).", []string{"model"}, nil),
 		kv: prometheus.NewDesc("iris_kv_cache_utilization",
 			"Fraction of a model's KV-cache blocks in use, 0 to 1 (KVCacheUtilization; vLLM's vllm:kv_cache_usage_perc); absent for a model without a KV pool.", []string{"model"}, nil),
+		heads: prometheus.NewDesc("iris_prompt_heads",
+			"Prompt heads (the tokens before a prompt's image) whose KV rows a model's engine keeps for reuse.", []string{"model"}, nil),
+		headHits: prometheus.NewDesc("iris_prompt_head_hits_total",
+			"Prompts that copied a kept prompt head's KV rows instead of computing them.", []string{"model"}, nil),
 	}
 	for _, c := range []prometheus.Collector{m.stage, m.ttft, m.tokens, m.imageTokens, q} {
 		if err := reg.Register(c); err != nil {
@@ -95,10 +101,12 @@ type queueCollector struct {
 	queued   *prometheus.Desc
 	running  *prometheus.Desc
 	kv       *prometheus.Desc
+	heads    *prometheus.Desc
+	headHits *prometheus.Desc
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{q.inside, q.capacity, q.queued, q.running, q.kv} {
+	for _, d := range []*prometheus.Desc{q.inside, q.capacity, q.queued, q.running, q.kv, q.heads, q.headHits} {
 		ch <- d
 	}
 }
@@ -111,6 +119,10 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(q.running, prometheus.GaugeValue, float64(s.Running), s.Model)
 		if s.KVTotal > 0 {
 			ch <- prometheus.MustNewConstMetric(q.kv, prometheus.GaugeValue, kvUtilization(s), s.Model)
+		}
+		if s.HeadCache {
+			ch <- prometheus.MustNewConstMetric(q.heads, prometheus.GaugeValue, float64(s.PromptHeads), s.Model)
+			ch <- prometheus.MustNewConstMetric(q.headHits, prometheus.CounterValue, float64(s.PromptHeadHits), s.Model)
 		}
 	}
 }

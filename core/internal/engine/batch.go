@@ -31,6 +31,13 @@ type Batcher interface {
 	Forward(ctx context.Context, batch []Input) ([]Output, error)
 }
 
+// PromptHeadCache is a [Model] that keeps the KV rows of prompt heads (the tokens before a
+// prompt's first image) for the next prompts that start with them.
+type PromptHeadCache interface {
+	// PromptHeads reports the heads kept and how many prompts copied one so far.
+	PromptHeads() (kept int, hits int64)
+}
+
 // Pooled is a [Model] whose sequences draw their KV caches from a pool of blocks.
 type Pooled interface {
 	// KVUse reports the pool's blocks in use and its total.

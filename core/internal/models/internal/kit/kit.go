@@ -113,6 +113,7 @@ var (
 	_ engine.Batcher         = (*Base)(nil)
 	_ engine.GreedyModel     = (*Base)(nil)
 	_ engine.Pooled          = (*Base)(nil)
+	_ engine.PromptHeadCache = (*Base)(nil)
 	_ engine.DeviceEncoder   = (*Base)(nil)
 	_ engine.BatchEncoder    = (*Base)(nil)
 	_ engine.ParallelEncoder = (*Base)(nil)
