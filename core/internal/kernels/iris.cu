@@ -414,21 +414,41 @@ template <typename T> __device__ void scale_cols(T *x, const T *w, int rows, int
 extern "C" __global__ void iris_scale_cols_f32(float *x, const float *w, int rows, int n, int ldx) { scale_cols(x, w, rows, n, ldx); }
 extern "C" __global__ void iris_scale_cols_bf16(bf16 *x, const bf16 *w, int rows, int n, int ldx) { scale_cols(x, w, rows, n, ldx); }
 
-// silu_mul_vec is silu_mul (below) over aligned vectors of N values (I and ldo multiples of N): a vector
-// lies wholly in the I columns or wholly in the padding. The grid covers ldo/N columns.
+// silu(x) = x * sigmoid(x) in F32, rounded to T: exact for F32 (the fp32 parity); for bf16 the
+// hardware exponential and division, a few F32 ulps off, far under bf16's step (torch computes
+// it in F32 and rounds once, as here). The exact forms made the tower's SwiGLU bound by the SM's
+// pipes rather than by memory (Nsight Compute, sixteenth session).
+template <typename T> __device__ __forceinline__ float silu(float x) {
+    if constexpr (sizeof(T) == 4)
+        return rnd<T>(x / (1.0f + expf(-x)));
+    else
+        return rnd<T>(__fdividef(x, 1.0f + __expf(-x)));
+}
+
+// silu_mul_vec is silu_mul (below) over vectors of N values at columns j = N*c: the gate's and
+// the output's aligned (2*I and ldo multiples of N), the up half's too when I is a multiple of N,
+// else (I a multiple of N/2: the vision MLP's 3,420 in bf16) loaded as two half vectors. A
+// vector's values past I are zero (the output's padding columns); the grid covers ldo/N columns.
 template <typename T, int N> __device__ __forceinline__ void silu_mul_vec(T *out, const T *gu, int rows, int I, int ldo) {
     struct alignas(N * sizeof(T)) vec { T v[N]; };
+    struct alignas(N / 2 * sizeof(T)) half { T v[N / 2]; };
     ROWS(r, c, rows, ldo / N) {
         int j = N * c;
         const T *row = gu + (size_t)r * 2 * I;
         vec o;
         if (j < I) {
-            vec g = *(const vec *)(row + j), u = *(const vec *)(row + I + j);
+            // the gate's vector may run past I into the up half: within the row, then zeroed
+            vec g = *(const vec *)(row + j), u;
+            if (I % N == 0) {
+                u = *(const vec *)(row + I + j);
+            } else {
+                half lo = *(const half *)(row + I + j), hi = {};
+                if (j + N / 2 < I) hi = *(const half *)(row + I + j + N / 2);
 #pragma unroll
-            for (int e = 0; e < N; e++) {
-                float x = ld(g.v[e]);
-                o.v[e] = st<T>(rnd<T>(x / (1.0f + expf(-x))) * ld(u.v[e]));
+                for (int e = 0; e < N / 2; e++) u.v[e] = lo.v[e], u.v[N / 2 + e] = hi.v[e];
             }
+#pragma unroll
+            for (int e = 0; e < N; e++) o.v[e] = st<T>(j + e < I ? silu<T>(ld(g.v[e])) * ld(u.v[e]) : 0.f);
         } else {
 #pragma unroll
             for (int e = 0; e < N; e++) o.v[e] = st<T>(0.f);
@@ -444,23 +464,8 @@ template <typename T, int N> __device__ __forceinline__ void silu_mul_vec(T *out
 template <typename T> __device__ void silu_mul(T *out, const T *gu, int rows, int I, int ldo) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     constexpr int V = 16 / sizeof(T);
-    if (I % V == 0 && ldo == I) { // 16-byte chunks (the text MLP); the grid covers I/V columns
-        ROWS(r, c, rows, I / V) {
-            const T *row = gu + (size_t)r * 2 * I;
-            uint4 gu4 = ((const uint4 *)row)[c], uu4 = ((const uint4 *)(row + I))[c], o;
-            const T *gv = (const T *)&gu4, *uv = (const T *)&uu4;
-            T *ov = (T *)&o;
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                float g = ld(gv[e]);
-                ov[e] = st<T>(rnd<T>(g / (1.0f + expf(-g))) * ld(uv[e]));
-            }
-            ((uint4 *)(out + (size_t)r * ldo))[c] = o;
-        }
-        return;
-    }
-    if (I % 4 == 0 && ldo % 4 == 0) { // vectors of four (the vision MLP's 3,420): 8-byte (bf16) loads
-        silu_mul_vec<T, 4>(out, gu, rows, I, ldo);
+    if (I % (V / 2) == 0 && ldo % V == 0) { // 16-byte vectors (the up half's in two 8-byte halves at 3,420 bf16)
+        silu_mul_vec<T, V>(out, gu, rows, I, ldo);
         return;
     }
     if (I % 2 == 0 && ldo % 2 == 0) { // pairs
@@ -470,11 +475,7 @@ template <typename T> __device__ void silu_mul(T *out, const T *gu, int rows, in
     ROWS(r, j, rows, ldo) {
         const T *row = gu + (size_t)r * 2 * I;
         float v = 0.f;
-        if (j < I) {
-            float g = ld(row[j]), u = ld(row[I + j]);
-            float a = rnd<T>(g / (1.0f + expf(-g)));
-            v = a * u;
-        }
+        if (j < I) v = silu<T>(ld(row[j])) * ld(row[I + j]);
         out[(size_t)r * ldo + j] = st<T>(v);
     }
 }
@@ -957,9 +958,12 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     __shared__ __align__(16) bf16 Ks[MMA_BK * LD];
     __shared__ __align__(16) bf16 Vs[MMA_BK * LD];
     __shared__ __align__(16) float CSs[STAGE ? MMA_BQ * HD : 4];
-    int s = blockIdx.z, h = blockIdx.y;
+    // grid (heads, segments, query tiles), the tiles slowest: blocks start in index order, so a
+    // causal pass issues its longest tiles (the last, with the most keys) first and the short
+    // ones fill the tail (tiles first had left the last-issued long blocks as the tail: 1.2 waves)
+    int h = blockIdx.x, s = blockIdx.y;
     int q0 = seg[4 * s], nq = seg[4 * s + 1], k0 = seg[4 * s + 2], nk = seg[4 * s + 3];
-    int tile = blockIdx.x * MMA_BQ;
+    int tile = (causal ? gridDim.z - 1 - blockIdx.z : blockIdx.z) * MMA_BQ;
     if (tile >= nq) return;
     int g = h / (heads / kvh);
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1741,7 +1745,7 @@ __device__ void gemv(T *y, float *yf, const T *W, const T *x, const T *b, int N,
             float v;
             if (R == 2) {
                 float g = rnd<T>(acc[0]), u = rnd<T>(acc[R - 1]);
-                v = rnd<T>(g / (1.0f + expf(-g))) * u;
+                v = silu<T>(g) * u;
             } else {
                 v = b ? acc[0] + ld(b[row]) : acc[0];
             }

@@ -113,6 +113,12 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	return k, nil
 }
 
+// mmaGrid is iris_attn_mma's grid over segs segments of heads heads, the longest of longest
+// queries: heads, segments, then query tiles (which the kernel takes longest first when causal).
+func mmaGrid(longest, heads, segs int) gpu.Dim3 {
+	return gpu.Dim3{X: heads, Y: segs, Z: (longest + mmaBQ - 1) / mmaBQ}
+}
+
 // Launch shapes shared with iris.cu.
 const (
 	attBQ      = 64  // ATT_BQ: queries per flash block (4 threads each)

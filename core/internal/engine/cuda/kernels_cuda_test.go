@@ -339,7 +339,8 @@ func TestKernelSiluGelu(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, sh := range []struct{ I, ldo int }{
-		{3420, 3424}, // a padded output row (the vision MLP in bf16): vectors of four
+		{3420, 3424}, // a padded output row (the vision MLP in bf16): 16-byte vectors, up's in halves
+		{20, 24},     // the last vector straddles I: up's second half not read
 		{3418, 3424}, // pairs
 	} {
 		t.Run(fmt.Sprint(sh.I), func(t *testing.T) { siluGelu(t, f, r, sh.I, sh.ldo) })
@@ -973,7 +974,7 @@ func TestKernelMMAAttention(t *testing.T) {
 					if tc.causal {
 						c = 1
 					}
-					err := f.ks[dt].mma[hd].Launch(gpu.Dim3{X: (longest + mmaBQ - 1) / mmaBQ, Y: tc.heads, Z: len(tc.segs) / 4},
+					err := f.ks[dt].mma[hd].Launch(mmaGrid(longest, tc.heads, len(tc.segs)/4),
 						gpu.Dim3{X: mmaThreads}, 0, f.s, gpu.P(out), gpu.P(qp), gpu.P(kp), gpu.P(vp), gpu.I(ldq), gpu.I(ldk), gpu.I(ldk),
 						gpu.I(qd), gpu.P(sp), gpu.I(tc.heads), gpu.I(tc.kv), gpu.I(c), gpu.F(float32(scale)), gpu.P(csp), gpu.I(nq))
 					if err == nil {

@@ -385,10 +385,8 @@ func (b *Backend) SiluMul(y, gate, up ml.Tensor) {
 	}
 	cols := y.Stride // the kernel's paths (iris.cu): columns, padding included
 	switch per := int(16 / b.dt.size()); {
-	case I%per == 0 && y.Stride == I:
-		cols = I / per // 16-byte chunks
-	case I%4 == 0 && y.Stride%4 == 0:
-		cols = y.Stride / 4 // vectors of four
+	case I%(per/2) == 0 && y.Stride%per == 0:
+		cols = y.Stride / per // 16-byte vectors
 	case I%2 == 0 && y.Stride%2 == 0:
 		cols = y.Stride / 2 // pairs
 	}
@@ -615,7 +613,7 @@ func (b *Backend) attendMMA(a attnArgs, segs ml.Ints, longest int, cs gpu.DevPtr
 	if a.causal {
 		causal = 1
 	}
-	b.launchDep(b.k.mma[a.hd], gpu.Dim3{X: (longest + mmaBQ - 1) / mmaBQ, Y: a.heads, Z: segs.Len / 4}, gpu.Dim3{X: mmaThreads}, 0,
+	b.launchDep(b.k.mma[a.hd], mmaGrid(longest, a.heads, segs.Len/4), gpu.Dim3{X: mmaThreads}, 0,
 		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
 		gpu.P(gpu.DevPtr(segs.Addr)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale), gpu.P(cs), gpu.I(n))
 }
