@@ -42,8 +42,11 @@ func BindDecoder(ld *ml.Loader, cfg *engine.Config, prefixes []string) []Decoder
 		}
 		L.O = ld.Matrix(prefixes, p+"self_attn.o_proj.weight", H, qd)
 		L.MLPNorm = ld.Vector(prefixes, p+"post_attention_layernorm.weight", H)
-		L.Gate = ld.Matrix(prefixes, p+"mlp.gate_proj.weight", I, H)
-		L.Up = ld.Matrix(prefixes, p+"mlp.up_proj.weight", I, H)
+		// gate and up as one tensor, so that each pair runs as one product wherever the backend
+		// places tensors (bound apart, 7 of the 3B's 36 pairs straddled a 256 MB device chunk
+		// and ran as two)
+		gu := ld.Matrices(prefixes, []string{p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, I, H)
+		L.Gate, L.Up = gu[0], gu[1]
 		L.Down = ld.Matrix(prefixes, p+"mlp.down_proj.weight", H, I)
 	}
 	return layers
