@@ -823,7 +823,7 @@ ATTN_WINDOW(80)
 //   [k0, k0+nk) of k and v (a sequence's keys in the KV pool, a frame's rows)
 //   causal: local query i sees local keys j <= i + (nk - nq) (a chunk after cached tokens)
 //   GQA: query head h reads kv head h / (heads / kvh)
-// grid (query tiles of MMA_BQ, heads, segments), 4 warps of 16 query rows. Q's fragments stay in
+// grid (heads, segments, query tiles of MMA_BQ: mmaGrid), 4 warps of 16 query rows. Q's fragments stay in
 // registers; K and V tiles of MMA_BK keys come through shared memory by cp.async (V's load
 // overlaps the scores); S = Q K^T and O += P V accumulate in f32 on tensor cores; the softmax runs
 // online in f32, and P is rounded to bf16 before P V, as attn_flash and the flash SDPA kernels do.
