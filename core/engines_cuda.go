@@ -20,7 +20,7 @@ func loadCUDA(_ context.Context, b *bundles.Bundle, _ *engine.Config, lim engine
 		return nil, fmt.Errorf("load engine: %w", err)
 	}
 	name := be.Name()
-	model, err := models.Load(b.Dir, be, models.Options{Limits: &lim, KVTokens: env.KVCacheTokens, VisionLane: !env.VisionSerial, Heads: env.PromptHeads})
+	model, err := models.Load(b.Dir, be, models.Options{Limits: &lim, KVTokens: env.KVCacheTokens, VisionLane: !env.VisionSerial, VisionLanes: env.VisionLanes, Heads: env.PromptHeads})
 	if err != nil {
 		return nil, fmt.Errorf("load engine: %w", err)
 	}

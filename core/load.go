@@ -21,6 +21,10 @@ const DefaultWorkers = 64
 // long prompt is prefilled in chunks of at most this many tokens between the running decodes.
 const DefaultBatchTokens = 2048
 
+// MaxVisionLanes bounds Config.VisionLanes: each lane holds a tower pass's scratch and staging
+// memory on the device (hundreds of MB at the default patch budget).
+const MaxVisionLanes = 4
+
 // KVPooled is implemented by a task whose engine keeps its sequences' KV caches in a pool of
 // blocks; Stats reports the pool's use. The default vision-language task reports its engine's
 // pool. KVUse is called at any time, concurrently with requests.

@@ -52,6 +52,9 @@ type Config struct {
 	// VisionSerial runs a cuda model's vision tower between the decoder's passes instead of
 	// beside them on a stream of its own.
 	VisionSerial bool
+	// VisionLanes is how many tower passes of a cuda model run at once beside the decoder's
+	// passes, a stream each (0: 2; ignored with VisionSerial).
+	VisionLanes int
 	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
 	// template's system turn) keep their KV rows for the next prompts that start with them
 	// (0: 8; negative: none).
@@ -164,6 +167,9 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 	if cfg.KVCacheTokens < 0 {
 		return nil, errors.New("open runtime: negative KV cache size")
 	}
+	if cfg.VisionLanes < 0 || cfg.VisionLanes > MaxVisionLanes {
+		return nil, fmt.Errorf("open runtime: vision_lanes %d: want 0 (the default) to %d", cfg.VisionLanes, MaxVisionLanes)
+	}
 	if cfg.QueueDepth == 0 {
 		cfg.QueueDepth = DefaultQueueDepth
 	}
@@ -207,7 +213,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		}
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
-		env.VisionAlone, env.DecodeApart, env.VisionSerial = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial
+		env.VisionAlone, env.DecodeApart, env.VisionSerial, env.VisionLanes = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial, cfg.VisionLanes
 		env.VisionPatches, env.PromptHeads = cfg.VisionPatches, cfg.PromptHeads
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)

@@ -351,3 +351,31 @@ func TestOpenRefusesTamperedBundle(t *testing.T) {
 }
 
 func errorsAs(err error, target **core.Error) bool { return errors.As(err, target) }
+
+// TestOpenRefusesBadLimits: numbers of the configuration that cannot hold are refused with
+// what was wrong, before any bundle is read.
+func TestOpenRefusesBadLimits(t *testing.T) {
+	dir := testBundle(t, "vl", bundles.TaskVisionLanguage)
+	for _, tc := range []struct {
+		name string
+		cfg  core.Config
+		want string
+	}{
+		{"queue depth", core.Config{QueueDepth: -1}, "queue depth"},
+		{"KV cache", core.Config{KVCacheTokens: -1}, "KV cache"},
+		{"negative lanes", core.Config{VisionLanes: -1}, "vision_lanes -1"},
+		{"too many lanes", core.Config{VisionLanes: core.MaxVisionLanes + 1}, "vision_lanes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Bundles = []string{dir}
+			rt, err := core.Open(t.Context(), tc.cfg)
+			if err == nil {
+				rt.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+}

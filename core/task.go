@@ -104,6 +104,8 @@ type TaskEnv struct {
 	DecodeApart bool
 	// VisionSerial keeps a cuda model's tower on the decoder's stream, between its passes.
 	VisionSerial bool
+	// VisionLanes is how many tower passes run at once beside the decoder's (0: the model's default).
+	VisionLanes int
 	// PromptHeads is how many prompt heads keep their KV rows for reuse (0: 8; negative: none).
 	PromptHeads int
 	// Registerer takes the task's Prometheus collectors (never nil).

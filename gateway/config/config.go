@@ -95,6 +95,9 @@ type Runtime struct {
 	// VisionSerial runs the vision tower between the decoder's passes, on one stream, instead
 	// of beside them on a stream of its own (a cuda bundle; the CPU always takes turns).
 	VisionSerial bool `toml:"vision_serial"`
+	// VisionLanes is how many tower passes of a cuda bundle run at once beside the decoder's, a
+	// stream each (0: 2): one pass's host work overlaps another's kernels.
+	VisionLanes int `toml:"vision_lanes"`
 	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
 	// template's system turn) keep their KV rows for the next prompts that start with them,
 	// which copy those rows instead of computing them (0: 8; negative: none).
@@ -111,7 +114,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, VisionSerial: r.VisionSerial, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }

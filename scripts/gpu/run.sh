@@ -27,7 +27,8 @@
 #                                   `just gpu-bench` carries it)
 #   bash scripts/gpu/run.sh throughput [family size]
 #                                   continuous batching (issue 14): the cuda tests (IRIS_NO_TESTS=1
-#                                   skips them: a repeat of a build already tested), the engine's
+#                                   skips them: a repeat of a build already tested; IRIS_BENCH=<re>
+#                                   runs the cuda package's benchmarks matching it), the engine's
 #                                   passes by kind and size with an op profile of one round
 #                                   (gpucheck passes; IRIS_NO_PASSES=1 skips, IRIS_OPS=<n> ops a
 #                                   pass, IRIS_PASSES_ARGS more flags, IRIS_PASSES_AB flags of a
@@ -692,6 +693,11 @@ if [[ $phase == throughput ]]; then
   if [[ -x $bin/cuda.test && -z ${IRIS_NO_TESTS:-} ]]; then
     step "the cuda tests: kernels, parity sweeps, fp32 scheduled = alone, batch = single and batched vision = alone (tiny fixtures)"
     (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane|Sweep' -test.count 1 2>&1 | tail -40)
+  fi
+  if [[ -x $bin/cuda.test && -n ${IRIS_BENCH:-} ]]; then
+    # IRIS_BENCH=<regexp>: the cuda package's benchmarks matching it (e.g. PixelUpload)
+    step "cuda benchmarks matching $IRIS_BENCH"
+    (cd "$root/core/internal/engine/cuda" && budgeted bench 90 "$bin/cuda.test" -test.run '^$' -test.bench "$IRIS_BENCH" -test.benchtime 10x 2>&1 | grep -vE '^(goos|goarch|pkg|cpu):' | tail -20)
   fi
   if [[ -x $bin/gpucheck && -n ${IRIS_NCU:-} && -z $cpu ]]; then
     # IRIS_NCU=1: Nsight Compute (hardware counters: only where the machine's runtime lets ncu

@@ -115,6 +115,13 @@ type ParallelEncoder interface {
 	ParallelVision() bool
 }
 
+// VisionLaner is a [ParallelEncoder] whose tower runs several passes at once (on a GPU, a stream
+// each): a [Scheduler] runs VisionLanes loops of the tower, so that one pass's host work overlaps
+// another's kernels.
+type VisionLaner interface {
+	VisionLanes() int
+}
+
 // Positions are the rotary positions of a prompt: three rows (t, h, w) of one value per token,
 // and the offset a decode step adds to its absolute index (rope_delta).
 type Positions struct {

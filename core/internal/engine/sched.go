@@ -68,8 +68,8 @@ func (o SchedulerOptions) withDefaults() SchedulerOptions {
 // backends record as a graph, and the token budget bounds the prefill pass that may delay them.
 // Every call on the model comes from the scheduler's loop, so the tower, the prefills and the
 // decodes take turns instead of contending for the model; a model whose tower runs beside its
-// other calls ([ParallelEncoder]: a GPU stream of its own) gets a second loop for the tower, so
-// that images are encoded while the decoder's passes run.
+// other calls ([ParallelEncoder]: a GPU stream of its own) gets loops of its own for the tower,
+// one a lane ([VisionLaner]), so that images are encoded while the decoder's passes run.
 //
 // A sequence gives the same tokens alone or in any batch (the Batcher's contract), so each
 // request's answer is the one [Generate] gives. A request waits for KV blocks while others hold
@@ -90,9 +90,11 @@ type Scheduler struct {
 	kick   chan struct{} // wakes the loop; buffered
 	quit   chan struct{}
 	done   chan struct{}
-	// vkick and vdone, set when the tower has a loop of its own (visionLoop): wake it, and
-	// close when it ends
-	vkick, vdone chan struct{}
+	// vkick, set when the tower has loops of its own (visionLoop, one a lane), wakes one; vwg
+	// waits for them to end; vbusy (under mu) counts those in a pass, vloops all of them
+	vkick         chan struct{}
+	vwg           sync.WaitGroup
+	vbusy, vloops int
 
 	passes, inputs, encoded     atomic.Int64
 	visionPasses, visionRetries atomic.Int64
@@ -168,8 +170,13 @@ func NewScheduler(m Model, opts SchedulerOptions) (*Scheduler, error) {
 	s := &Scheduler{m: m, b: b, opts: opts.withDefaults(), freed: make(chan struct{}),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	if pe, ok := m.(ParallelEncoder); ok && pe.ParallelVision() {
-		s.vkick, s.vdone = make(chan struct{}, 1), make(chan struct{})
-		go s.visionLoop()
+		s.vkick, s.vloops = make(chan struct{}, 1), 1
+		if vl, ok := m.(VisionLaner); ok {
+			s.vloops = max(vl.VisionLanes(), 1)
+		}
+		for range s.vloops {
+			s.vwg.Go(s.visionLoop)
+		}
 	}
 	go s.loop()
 	return s, nil
@@ -265,9 +272,7 @@ func (s *Scheduler) Close() error {
 	s.mu.Unlock()
 	close(s.quit)
 	<-s.done
-	if s.parallel() {
-		<-s.vdone
-	}
+	s.vwg.Wait()
 	for _, j := range waiting {
 		j.err = ErrClosed
 		close(j.finish)
@@ -435,19 +440,23 @@ func (s *Scheduler) visionRound() []*imageJob {
 	if s.parallel() {
 		return nil
 	}
-	return s.takeImages()
+	return s.takeImages(false)
 }
 
 // visionLoop runs the tower on the images waiting, round after round, beside the loop's passes
-// (a ParallelEncoder model).
+// (a ParallelEncoder model); with several lanes, several of these run (takeImages says when one
+// takes images while another is in a pass).
 func (s *Scheduler) visionLoop() {
-	defer close(s.vdone)
 	s.serve(s.vkick, func() bool {
-		imgs := s.takeImages()
-		if len(imgs) > 0 {
-			s.timed(phaseVision, len(imgs), func() { s.encode(imgs) })
+		imgs := s.takeImages(true)
+		if len(imgs) == 0 {
+			return false
 		}
-		return len(imgs) > 0
+		s.timed(phaseVision, len(imgs), func() { s.encode(imgs) })
+		s.mu.Lock()
+		s.vbusy--
+		s.mu.Unlock()
+		return true
 	})
 }
 
@@ -511,10 +520,22 @@ func (s *Scheduler) take(decode bool) []*job {
 }
 
 // takeImages removes the images of the next vision step from the queue, in arrival order, under
-// opts.VisionPatches patches (a first image over the limit goes alone).
-func (s *Scheduler) takeImages() []*imageJob {
+// opts.VisionPatches patches (a first image over the limit goes alone). A tower loop (loop)
+// beside another loop's pass takes them only once they make its share of a pass
+// (VisionPatches / loops): the pass in progress ends soon, and a pass of the few images that
+// came since would leave a few images for the next; the loop counts itself busy when it takes.
+func (s *Scheduler) takeImages(loop bool) []*imageJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if loop && s.vbusy > 0 {
+		waiting := 0
+		for _, j := range s.images {
+			waiting += j.img.Grid.Patches()
+		}
+		if waiting < s.opts.VisionPatches/s.vloops {
+			return nil
+		}
+	}
 	var out []*imageJob
 	patches := 0
 	for _, j := range s.images {
@@ -532,6 +553,9 @@ func (s *Scheduler) takeImages() []*imageJob {
 	n := copy(s.images, s.images[len(out):])
 	clear(s.images[n:])
 	s.images = s.images[:n]
+	if loop && len(out) > 0 {
+		s.vbusy++
+	}
 	return out
 }
 

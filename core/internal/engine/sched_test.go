@@ -414,6 +414,122 @@ func TestSchedulerTake(t *testing.T) {
 	}
 }
 
+// TestSchedulerTakeImagesBesideAPass: a tower loop beside another loop's pass takes images only
+// once they make its share of a pass (VisionPatches / loops); alone, or for the main loop, it
+// takes what waits.
+func TestSchedulerTakeImagesBesideAPass(t *testing.T) {
+	img := func() *imageJob { return &imageJob{img: Image{Grid: Grid{T: 1, H: 1, W: 1}}} }
+	for _, tc := range []struct {
+		name        string
+		busy, queue int
+		loop        bool
+		want        int
+	}{
+		{"another pass, under the share", 1, 3, true, 0},
+		{"another pass, the share", 1, 4, true, 4},
+		{"no other pass", 0, 1, true, 1},
+		{"the main loop", 1, 1, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Scheduler{opts: SchedulerOptions{VisionPatches: 8}.withDefaults(), vloops: 2, vbusy: tc.busy}
+			for range tc.queue {
+				s.images = append(s.images, img())
+			}
+			got := s.takeImages(tc.loop)
+			if len(got) != tc.want || len(s.images) != tc.queue-tc.want {
+				t.Fatalf("took %d of %d (%d left), want %d", len(got), tc.queue, len(s.images), tc.want)
+			}
+			if want := tc.busy + min(tc.want, 1); tc.loop && s.vbusy != want {
+				t.Errorf("busy loops %d, want %d", s.vbusy, want)
+			}
+		})
+	}
+}
+
+// lanesModel is a visionModel with two tower lanes whose image of pixel 1 waits in the tower
+// until hold is closed (entered closes as it begins).
+type lanesModel struct {
+	*visionModel
+	mu            sync.Mutex
+	entered, hold chan struct{}
+}
+
+func (m *lanesModel) ParallelVision() bool { return true }
+func (m *lanesModel) VisionLanes() int     { return 2 }
+
+func (m *lanesModel) EncodeVision(ctx context.Context, img Image) (*Embeddings, error) {
+	if img.Pixels[0] == 1 {
+		close(m.entered)
+		<-m.hold
+	}
+	return m.visionModel.EncodeVision(ctx, img)
+}
+
+func (m *lanesModel) EncodeVisionBatch(ctx context.Context, imgs []Image) ([]*Embeddings, error) {
+	m.mu.Lock()
+	m.batches = append(m.batches, len(imgs))
+	m.mu.Unlock()
+	out := make([]*Embeddings, len(imgs))
+	for i, img := range imgs {
+		var err error
+		if out[i], err = m.EncodeVision(ctx, img); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// TestSchedulerVisionLanes: with two lanes, a second tower pass runs while the first is still
+// in the tower, once the images waiting make half a pass (two of VisionPatches 4): images 2 and
+// 3 are encoded together while image 1 waits.
+func TestSchedulerVisionLanes(t *testing.T) {
+	m := &lanesModel{visionModel: &visionModel{poolModel: newPoolModel(64)}, entered: make(chan struct{}), hold: make(chan struct{})}
+	s, err := NewScheduler(m, SchedulerOptions{VisionPatches: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var release sync.Once
+	unhold := func() { release.Do(func() { close(m.hold) }) }
+	defer unhold() // before Close, which waits for the pass
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	encode := func(px float32) chan float32 {
+		out := make(chan float32, 1)
+		go func() {
+			e, err := s.Encode(ctx, Image{Pixels: []float32{px}, Grid: Grid{T: 1, H: 1, W: 1}})
+			if err != nil {
+				t.Error(err)
+				out <- -1
+				return
+			}
+			out <- e.Data[0]
+		}()
+		return out
+	}
+	first := encode(1)
+	select {
+	case <-m.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("image 1 never reached the tower")
+	}
+	second, third := encode(2), encode(3)
+	for i, c := range []chan float32{second, third} {
+		if v := <-c; v != float32(i+2) {
+			t.Errorf("image %d: row %v", i+2, v)
+		}
+	}
+	unhold()
+	if v := <-first; v != 1 {
+		t.Errorf("image 1: row %v", v)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.Equal(m.batches, []int{2}) {
+		t.Errorf("tower batches %v, want [2] (images 2 and 3 together, beside image 1's pass)", m.batches)
+	}
+}
+
 // laneModel is a visionModel whose tower runs beside its other calls (ParallelEncoder), and whose
 // Forward waits, once it has begun (entered), until hold is closed.
 type laneModel struct {

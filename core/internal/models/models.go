@@ -23,6 +23,8 @@ type Options struct {
 	// VisionLane runs the vision tower on a lane of the backend, beside the decoder's passes
 	// (kit.Options.VisionLane).
 	VisionLane bool
+	// VisionLanes is how many lanes the tower gets (kit.Options.VisionLanes).
+	VisionLanes int
 	// Heads is how many prompt heads keep their KV rows for reuse (kit.Options.Heads).
 	Heads int
 }
@@ -37,19 +39,19 @@ var families = map[string]Family{
 	internvl.ModelType: {
 		ModelType: internvl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return internvl.New(b, ck, cfg, lim, internvl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, Heads: opts.Heads})
+			return internvl.New(b, ck, cfg, lim, internvl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, VisionLanes: opts.VisionLanes, Heads: opts.Heads})
 		},
 	},
 	qwen25vl.ModelType: {
 		ModelType: qwen25vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, Heads: opts.Heads})
+			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, VisionLanes: opts.VisionLanes, Heads: opts.Heads})
 		},
 	},
 	qwen3vl.ModelType: {
 		ModelType: qwen3vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return qwen3vl.New(b, ck, cfg, lim, qwen3vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, Heads: opts.Heads})
+			return qwen3vl.New(b, ck, cfg, lim, qwen3vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, VisionLanes: opts.VisionLanes, Heads: opts.Heads})
 		},
 	},
 }

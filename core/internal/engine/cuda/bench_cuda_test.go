@@ -360,3 +360,78 @@ func benchVisionTower(b *testing.B, sh towerShape, opts Options) {
 		b.ReportMetric(float64(best.Microseconds())/1000, part.name+"-ms")
 	}
 }
+
+// BenchmarkPixelUpload times the three parts of a tower pass's pixel input for one and twelve
+// 426x320 photos of Qwen2.5-VL (660 rows of 1,176 F32 values each, 3.1 MB): the host's copy into
+// pinned memory (parallelCopy), the copy from there to the device, and Backend.Write as
+// kit.WritePixels calls it (both, and the conversion to bf16), in GB/s of F32 pixels. Run on the
+// GPU machine:
+//
+//	cuda.test -test.run '^$' -test.bench PixelUpload -test.benchtime 10x
+func BenchmarkPixelUpload(b *testing.B) {
+	const rows, cols = 660, 1176
+	for _, images := range []int{1, 12} {
+		b.Run(fmt.Sprintf("images-%d", images), func(b *testing.B) {
+			bk := newBackend(b, Options{Precision: "bf16"})
+			n := int64(images * rows * cols)
+			src := make([][]float32, images)
+			for i := range src {
+				src[i] = make([]float32, rows*cols)
+				for j := range src[i] {
+					src[i][j] = float32(j%255)/127 - 1
+				}
+			}
+			var host *gpu.HostBuffer
+			var dev gpu.Buffer
+			var dst ml.Tensor
+			err := bk.Do(func() error {
+				var err error
+				if host, err = gpu.AllocHost(4 * n); err != nil {
+					return err
+				}
+				if dev, err = gpu.Alloc(4 * n); err != nil {
+					return err
+				}
+				dst, err = bk.Alloc(images*rows, cols, ml.BF16)
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = bk.Do(func() error { _ = host.Free(); return dev.Free() }) }()
+			best := func(fn func() error) float64 {
+				var d time.Duration
+				for i := range max(b.N, 3) + 1 {
+					start := time.Now()
+					if err := bk.Do(fn); err != nil {
+						b.Fatal(err)
+					}
+					if t := time.Since(start); i == 1 || (i > 1 && t < d) { // the first warms
+						d = t
+					}
+				}
+				return float64(4*n) / d.Seconds() / 1e9
+			}
+			b.ReportMetric(best(func() error {
+				at := 0
+				for _, s := range src {
+					parallelCopy(host.Bytes()[at:at+4*len(s)], unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s)))
+					at += 4 * len(s)
+				}
+				return nil
+			}), "host-GB/s")
+			b.ReportMetric(best(func() error {
+				if err := bk.stream.CopyHtoD(dev.Ptr, host.Ptr(), 4*n); err != nil {
+					return err
+				}
+				return bk.stream.Sync()
+			}), "h2d-GB/s")
+			b.ReportMetric(best(func() error {
+				for i, s := range src {
+					bk.Write(dst.RowsAt(i*rows, rows), s)
+				}
+				return bk.Sync()
+			}), "write-GB/s")
+		})
+	}
+}

@@ -57,14 +57,27 @@ type Options struct {
 	KVTokens int
 	// BlockTokens is the pool's block size; 0 means 16.
 	BlockTokens int
-	// VisionLane runs the vision tower on a lane of the backend (ml.Laner), beside the
-	// decoder's passes instead of between them: on a GPU a stream of its own, whose kernels fill
+	// VisionLane runs the vision tower on lanes of the backend (ml.Laner), beside the
+	// decoder's passes instead of between them: on a GPU streams of their own, whose kernels fill
 	// the gaps the decoder's leave. Ignored where the backend has no lanes.
 	VisionLane bool
+	// VisionLanes is how many lanes the tower gets with VisionLane (0: DefaultVisionLanes): one
+	// pass at a time on each, so that one pass's host work (its plan, the pixels' copy into
+	// pinned memory and up) overlaps another's kernels.
+	VisionLanes int
 	// Heads is how many prompt heads (the tokens before a prompt's first image) keep their KV
 	// rows in the pool for the next prompts that start with them; 0 means DefaultHeads, a
 	// negative number none.
 	Heads int
+}
+
+// DefaultVisionLanes is Options.VisionLanes' default.
+const DefaultVisionLanes = 2
+
+// lane is a backend lane the tower runs on, one pass at a time (mu).
+type lane struct {
+	b  ml.Backend
+	mu sync.Mutex
 }
 
 // Base is a checkpoint of some family on a backend. It implements engine.Model,
@@ -74,20 +87,19 @@ type Options struct {
 type Base struct {
 	mu sync.Mutex
 	b  ml.Backend
-	// vb runs the vision tower: a lane of b (Options.VisionLane), or b; vmu serialises its
-	// passes when it is a lane (mu the rest's), and Close takes it first.
-	vb   ml.Backend
-	vmu  sync.Mutex
-	ck   *ml.Checkpoint
-	cfg  *engine.Config
-	lim  engine.Limits
-	fam  Family
-	head Head
-	kv   *ml.KVPool
+	// lanes run the vision tower (Options.VisionLane), each pass under its lane's mu; with
+	// none it runs on b under mu. Close takes every lane's mu first.
+	lanes []*lane
+	ck    *ml.Checkpoint
+	cfg   *engine.Config
+	lim   engine.Limits
+	fam   Family
+	head  Head
+	kv    *ml.KVPool
 	// heads keeps prompt heads' rows in kv (nil: none)
 	heads *heads
-	// closed is set by Close while it holds vmu and mu: a pass that saw it false under either
-	// ends before Close goes on. NewSequence and a vision pass on a lane (under vmu) read it
+	// closed is set by Close while it holds the lanes' mu and mu: a pass that saw it false under
+	// any ends before Close goes on. NewSequence and a vision pass on a lane read it
 	// without mu, so neither waits for the decoder's pass in progress.
 	closed atomic.Bool
 
@@ -129,18 +141,24 @@ func New(modelType string, b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, 
 		}
 		return nil, fmt.Errorf("model_type %q is not %s: %w", cfg.ModelType, modelType, engine.ErrUnsupported)
 	}
-	m := &Base{b: b, vb: b, ck: ck, cfg: cfg, lim: lim, fam: fam}
+	m := &Base{b: b, ck: ck, cfg: cfg, lim: lim, fam: fam}
 	if err := ml.Do(b, func() error { return m.init(opts) }); err != nil {
 		m.Close()
 		return nil, err
 	}
 	if l, ok := b.(ml.Laner); ok && opts.VisionLane {
-		lane, err := l.Lane()
-		if err != nil {
-			m.Close()
-			return nil, fmt.Errorf("vision lane: %w", err)
+		n := opts.VisionLanes
+		if n <= 0 {
+			n = DefaultVisionLanes
 		}
-		m.vb = lane // closed with b
+		for range n {
+			lb, err := l.Lane()
+			if err != nil {
+				m.Close()
+				return nil, fmt.Errorf("vision lane: %w", err)
+			}
+			m.lanes = append(m.lanes, &lane{b: lb}) // closed with b
+		}
 	}
 	return m, nil
 }
@@ -226,8 +244,11 @@ func (m *Base) Limits() engine.Limits { return m.lim }
 // Backend is the backend the model runs on.
 func (m *Base) Backend() ml.Backend { return m.b }
 
-// ParallelVision implements engine.ParallelEncoder: the tower runs on a lane of its own.
-func (m *Base) ParallelVision() bool { return m.vb != m.b }
+// ParallelVision implements engine.ParallelEncoder: the tower runs on lanes of its own.
+func (m *Base) ParallelVision() bool { return len(m.lanes) > 0 }
+
+// VisionLanes implements engine.VisionLaner: passes of the tower that can run at once.
+func (m *Base) VisionLanes() int { return max(len(m.lanes), 1) }
 
 // KVUse implements engine.Pooled: the blocks of the kept prompt heads (a few, evicted as
 // new heads come) are not counted as in use.
@@ -245,8 +266,10 @@ func (m *Base) PromptHeads() (kept int, hits int64) { return m.heads.stats() }
 
 // Close releases the backend and the checkpoint. It is safe to call more than once.
 func (m *Base) Close() error {
-	m.vmu.Lock() // a vision pass on a lane ends first
-	defer m.vmu.Unlock()
+	for _, l := range m.lanes { // a vision pass on a lane ends first
+		l.mu.Lock()
+		defer l.mu.Unlock()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed.Load() {
@@ -379,11 +402,7 @@ func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*e
 		out[i] = e
 		total += e.Tokens
 	}
-	b, mu := m.vb, &m.mu
-	if b != m.b { // a lane: beside the decoder's passes (mu), one vision pass at a time
-		mu = &m.vmu
-	}
-	mu.Lock()
+	b, mu := m.takeLane()
 	defer mu.Unlock()
 	if m.closed.Load() {
 		return nil, engine.ErrClosed
@@ -434,6 +453,24 @@ func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*e
 		return nil, fmt.Errorf("vision: %w", err)
 	}
 	return out, nil
+}
+
+// takeLane picks the backend of a vision pass and locks it: a free lane (beside the decoder's
+// passes and the other lanes'), the first lane when all are busy, or with no lanes the model's
+// backend under mu (between the decoder's passes).
+func (m *Base) takeLane() (ml.Backend, *sync.Mutex) {
+	if len(m.lanes) == 0 {
+		m.mu.Lock()
+		return m.b, &m.mu
+	}
+	for _, l := range m.lanes {
+		if l.mu.TryLock() {
+			return l.b, &l.mu
+		}
+	}
+	l := m.lanes[0]
+	l.mu.Lock()
+	return l.b, &l.mu
 }
 
 // iota32 is 0, 1, ..., n-1: the row index of a copy made with Gather.

@@ -30,12 +30,12 @@ func TestLaneBesideDecoder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lane, err := b.Lane()
+	lb, err := b.Lane()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := &engine.Config{Vision: engine.VisionConfig{InChannels: 1, TemporalPatchSize: 1, PatchSize: 1, MergeSize: 1, OutHidden: 1}}
-	m := &Base{b: b, vb: lane, cfg: cfg, lim: engine.Limits{MaxImagePatches: 4, MaxGridSide: 4}, fam: towerOnly{}}
+	m := &Base{b: b, lanes: []*lane{{b: lb}}, cfg: cfg, lim: engine.Limits{MaxImagePatches: 4, MaxGridSide: 4}, fam: towerOnly{}}
 	defer m.Close()
 	encode := func() chan float32 {
 		out := make(chan float32, 1)
@@ -63,7 +63,7 @@ func TestLaneBesideDecoder(t *testing.T) {
 	}
 	m.mu.Unlock()
 
-	m.vb = b // no lane: the tower takes turns with the decoder
+	m.lanes = nil // no lane: the tower takes turns with the decoder
 	m.mu.Lock()
 	out := encode()
 	select {
