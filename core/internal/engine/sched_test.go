@@ -479,19 +479,29 @@ func (m *lanesModel) EncodeVisionBatch(ctx context.Context, imgs []Image) ([]*Em
 	return out, nil
 }
 
+// heldScheduler starts a scheduler over m whose work waits until hold is closed: unhold closes
+// it (once; also at the test's end, before the scheduler's Close, which waits for the pass).
+func heldScheduler(t *testing.T, m Model, opts SchedulerOptions, hold chan struct{}) (*Scheduler, func()) {
+	t.Helper()
+	s, err := NewScheduler(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var release sync.Once
+	unhold := func() { release.Do(func() { close(hold) }) }
+	t.Cleanup(func() {
+		unhold()
+		s.Close()
+	})
+	return s, unhold
+}
+
 // TestSchedulerVisionLanes: with two lanes, a second tower pass runs while the first is still
 // in the tower, once the images waiting make half a pass (two of VisionPatches 4): images 2 and
 // 3 are encoded together while image 1 waits.
 func TestSchedulerVisionLanes(t *testing.T) {
 	m := &lanesModel{visionModel: &visionModel{poolModel: newPoolModel(64)}, entered: make(chan struct{}), hold: make(chan struct{})}
-	s, err := NewScheduler(m, SchedulerOptions{VisionPatches: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var release sync.Once
-	unhold := func() { release.Do(func() { close(m.hold) }) }
-	defer unhold() // before Close, which waits for the pass
+	s, unhold := heldScheduler(t, m, SchedulerOptions{VisionPatches: 4}, m.hold)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	encode := func(px float32) chan float32 {
@@ -551,14 +561,7 @@ func (m *laneModel) Forward(ctx context.Context, batch []Input) ([]Output, error
 // leave it waiting behind that pass), and the requests still end as they would.
 func TestSchedulerParallelVision(t *testing.T) {
 	m := &laneModel{visionModel: &visionModel{poolModel: newPoolModel(64)}, entered: make(chan struct{}), hold: make(chan struct{})}
-	s, err := NewScheduler(m, SchedulerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var release sync.Once
-	unhold := func() { release.Do(func() { close(m.hold) }) }
-	defer unhold() // before Close, which waits for the pass
+	s, unhold := heldScheduler(t, m, SchedulerOptions{}, m.hold)
 	gen := make(chan error, 1)
 	go func() {
 		_, err := s.Generate(t.Context(), Request{IDs: []int32{1, 2}, MaxNewTokens: 3})
