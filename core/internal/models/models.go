@@ -9,6 +9,7 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 	"github.com/iris-vlm/iris/core/internal/models/internvl"
 	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	"github.com/iris-vlm/iris/core/internal/models/qwen3vl"
@@ -29,6 +30,11 @@ type Options struct {
 	Heads int
 }
 
+// model is what every family's model takes of o (each family's Options is kit.Options).
+func (o Options) model() kit.Options {
+	return kit.Options{KVTokens: o.KVTokens, VisionLane: o.VisionLane, VisionLanes: o.VisionLanes, Heads: o.Heads}
+}
+
 // Family builds a model of one model_type on a backend.
 type Family struct {
 	ModelType string
@@ -39,19 +45,19 @@ var families = map[string]Family{
 	internvl.ModelType: {
 		ModelType: internvl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return internvl.New(b, ck, cfg, lim, internvl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, VisionLanes: opts.VisionLanes, Heads: opts.Heads})
+			return internvl.New(b, ck, cfg, lim, opts.model())
 		},
 	},
 	qwen25vl.ModelType: {
 		ModelType: qwen25vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return qwen25vl.New(b, ck, cfg, lim, qwen25vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, VisionLanes: opts.VisionLanes, Heads: opts.Heads})
+			return qwen25vl.New(b, ck, cfg, lim, opts.model())
 		},
 	},
 	qwen3vl.ModelType: {
 		ModelType: qwen3vl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
-			return qwen3vl.New(b, ck, cfg, lim, qwen3vl.Options{KVTokens: opts.KVTokens, VisionLane: opts.VisionLane, VisionLanes: opts.VisionLanes, Heads: opts.Heads})
+			return qwen3vl.New(b, ck, cfg, lim, opts.model())
 		},
 	},
 }
