@@ -754,7 +754,7 @@ if [[ $phase == throughput ]]; then
   [[ -n ${IRIS_AB_SERIAL:-} ]] && whos+=(serial)
   # rt-KEY-VALUE (IRIS_AB_RUNTIME="KEY=VALUE ..."): with runtime.KEY = VALUE, at IRIS_RT_CONC (64)
   for kv in ${IRIS_AB_RUNTIME:-}; do
-    w="rt-${kv%%=*}-${kv#*=}"
+    w=${kv#*=} w="rt-${kv%%=*}-${w//\"/}" # a quoted value (KEY="4ms"): the file name without quotes
     printf '[runtime]\nembedding_cache_bytes = 0\n%s = %s\n' "${kv%%=*}" "${kv#*=}" >"$work/$w.toml"
     whos+=("$w")
   done

@@ -1396,12 +1396,60 @@ __device__ __forceinline__ void ldsm_x2(uint32_t r[2], const bf16 *p) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
+// gqa_rotate: the group g's R query heads of batch row br, normalised by qnw (when given) and
+// rotated with attn_pool's roundings, into Qs's rows (a warp a head); with kt, the last warp
+// rotates the new key (knw first) and writes it and its value to the pool's slot and to the tile
+// rows kt and vt (iris_attn_pool_gqa and iris_attn_pool_gqa_whole).
+template <int HD>
+__device__ __forceinline__ void gqa_rotate(bf16 *Qs, int LD, bf16 *kt, bf16 *vt, int g, int R, int br, const bf16 *qm, int ldq,
+                                           const bf16 *km, int ldk, const bf16 *vm, int ldv, const float *cos, const float *sin,
+                                           int ldc, bf16 *kpool, bf16 *vpool, int slot, int kvd, const bf16 *qnw, const bf16 *knw,
+                                           float eps) {
+    constexpr int HALF = HD / 2, NW = DEC_THREADS / 32;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float c0 = rnd<bf16>(cos[(size_t)br * ldc + lane]), s0 = rnd<bf16>(sin[(size_t)br * ldc + lane]);
+    float c1 = 0.f, s1 = 0.f;
+    if (HALF > 32) c1 = rnd<bf16>(cos[(size_t)br * ldc + lane + 32]), s1 = rnd<bf16>(sin[(size_t)br * ldc + lane + 32]);
+    // rotate: the pair (f, f + HALF) of x for f = lane (and lane + 32), normalised by w first
+    auto rotate = [&](const bf16 *x, const bf16 *w, float out[4]) {
+        float a0 = ld(x[lane]), b0 = ld(x[lane + HALF]), a1 = 0.f, b1 = 0.f;
+        if (HALF > 32) a1 = ld(x[lane + 32]), b1 = ld(x[lane + 32 + HALF]);
+        if (w) {
+            float inv = rsqrtf(warp_sum(a0 * a0 + b0 * b0 + a1 * a1 + b1 * b1) / (float)HD + eps);
+            a0 = rnd<bf16>(ld(w[lane]) * rnd<bf16>(a0 * inv)), b0 = rnd<bf16>(ld(w[lane + HALF]) * rnd<bf16>(b0 * inv));
+            if (HALF > 32)
+                a1 = rnd<bf16>(ld(w[lane + 32]) * rnd<bf16>(a1 * inv)), b1 = rnd<bf16>(ld(w[lane + 32 + HALF]) * rnd<bf16>(b1 * inv));
+        }
+        out[0] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(a0, c0)), rnd<bf16>(__fmul_rn(-b0, s0))));
+        out[1] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(b0, c0)), rnd<bf16>(__fmul_rn(a0, s0))));
+        out[2] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(a1, c1)), rnd<bf16>(__fmul_rn(-b1, s1))));
+        out[3] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(b1, c1)), rnd<bf16>(__fmul_rn(a1, s1))));
+    };
+    for (int hh = warp; hh < R; hh += NW) {
+        float r[4];
+        rotate(qm + (size_t)br * ldq + (size_t)(g * R + hh) * HD, qnw, r);
+        bf16 *qr = Qs + hh * LD;
+        qr[lane] = st<bf16>(r[0]), qr[lane + HALF] = st<bf16>(r[1]);
+        if (HALF > 32) qr[lane + 32] = st<bf16>(r[2]), qr[lane + 32 + HALF] = st<bf16>(r[3]);
+    }
+    if (kt && warp == NW - 1) { // the new key, rotated, and its value: to the pool and the tile
+        float r[4];
+        rotate(km + (size_t)br * ldk + (size_t)g * HD, knw, r);
+        const bf16 *vr = vm + (size_t)br * ldv + (size_t)g * HD;
+        bf16 *kw = kpool + (size_t)slot * kvd + (size_t)g * HD, *vw = vpool + (size_t)slot * kvd + (size_t)g * HD;
+        for (int f = lane, u = 0; f < HALF; f += 32, u += 2) {
+            bf16 lo = st<bf16>(r[u]), hi = st<bf16>(r[u + 1]);
+            kw[f] = kt[f] = lo, kw[f + HALF] = kt[f + HALF] = hi;
+            vw[f] = vt[f] = vr[f], vw[f + HALF] = vt[f + HALF] = vr[f + HALF];
+        }
+    }
+}
 template <int HD>
 __device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, const bf16 *qm, int ldq, const bf16 *km,
                                   int ldk, const bf16 *vm, int ldv, const float *cos, const float *sin, int ldc, bf16 *kpool,
                                   bf16 *vpool, const int *slots, const int *spans, int heads, int kvh, float scale,
                                   const bf16 *qnw, const bf16 *knw, float eps) {
-    constexpr int HALF = HD / 2, LD = HD + 8, PLD = DEC_SK + 8, C = HD / 8, NW = DEC_THREADS / 32;
+    constexpr int LD = HD + 8, PLD = DEC_SK + 8, C = HD / 8, NW = DEC_THREADS / 32;
     constexpr int PER = DEC_SK * C / DEC_THREADS;
     static_assert(DEC_SK * C % DEC_THREADS == 0 && HD % 64 == 0 && DEC_SK == 8 * NW, "a warp an 8-key tile");
     __shared__ __align__(16) bf16 Ks[DEC_SK * LD]; // padded rows: ldmatrix's rows in distinct banks
@@ -1449,43 +1497,8 @@ __device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, cons
         for (int e = tid; e < GQA_MAX * C; e += DEC_THREADS)
             if (e / C >= R) *(uint4 *)(Qs + (e / C) * LD + (e % C) * 8) = make_uint4(0, 0, 0, 0);
     }
-    float c0 = rnd<bf16>(cos[(size_t)br * ldc + lane]), s0 = rnd<bf16>(sin[(size_t)br * ldc + lane]);
-    float c1 = 0.f, s1 = 0.f;
-    if (HALF > 32) c1 = rnd<bf16>(cos[(size_t)br * ldc + lane + 32]), s1 = rnd<bf16>(sin[(size_t)br * ldc + lane + 32]);
-    // rotate: the pair (f, f + HALF) of x for f = lane (and lane + 32), normalised by w first
-    auto rotate = [&](const bf16 *x, const bf16 *w, float out[4]) {
-        float a0 = ld(x[lane]), b0 = ld(x[lane + HALF]), a1 = 0.f, b1 = 0.f;
-        if (HALF > 32) a1 = ld(x[lane + 32]), b1 = ld(x[lane + 32 + HALF]);
-        if (w) {
-            float inv = rsqrtf(warp_sum(a0 * a0 + b0 * b0 + a1 * a1 + b1 * b1) / (float)HD + eps);
-            a0 = rnd<bf16>(ld(w[lane]) * rnd<bf16>(a0 * inv)), b0 = rnd<bf16>(ld(w[lane + HALF]) * rnd<bf16>(b0 * inv));
-            if (HALF > 32)
-                a1 = rnd<bf16>(ld(w[lane + 32]) * rnd<bf16>(a1 * inv)), b1 = rnd<bf16>(ld(w[lane + 32 + HALF]) * rnd<bf16>(b1 * inv));
-        }
-        out[0] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(a0, c0)), rnd<bf16>(__fmul_rn(-b0, s0))));
-        out[1] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(b0, c0)), rnd<bf16>(__fmul_rn(a0, s0))));
-        out[2] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(a1, c1)), rnd<bf16>(__fmul_rn(-b1, s1))));
-        out[3] = rnd<bf16>(__fadd_rn(rnd<bf16>(__fmul_rn(b1, c1)), rnd<bf16>(__fmul_rn(a1, s1))));
-    };
-    for (int hh = warp; hh < R; hh += NW) {
-        float r[4];
-        rotate(qm + (size_t)br * ldq + (size_t)(g * R + hh) * HD, qnw, r);
-        bf16 *qr = Qs + hh * LD;
-        qr[lane] = st<bf16>(r[0]), qr[lane + HALF] = st<bf16>(r[1]);
-        if (HALF > 32) qr[lane + 32] = st<bf16>(r[2]), qr[lane + 32 + HALF] = st<bf16>(r[3]);
-    }
-    if (has_new && warp == NW - 1) { // the new key, rotated, and its value: to the pool and the tile
-        float r[4];
-        rotate(km + (size_t)br * ldk + (size_t)g * HD, knw, r);
-        const bf16 *vr = vm + (size_t)br * ldv + (size_t)g * HD;
-        bf16 *kw = kpool + (size_t)slot * kvd + (size_t)g * HD, *vw = vpool + (size_t)slot * kvd + (size_t)g * HD;
-        bf16 *kt = Ks + (L - 1 - j0) * LD, *vt = Vs + (L - 1 - j0) * LD;
-        for (int f = lane, u = 0; f < HALF; f += 32, u += 2) {
-            bf16 lo = st<bf16>(r[u]), hi = st<bf16>(r[u + 1]);
-            kw[f] = kt[f] = lo, kw[f + HALF] = kt[f + HALF] = hi;
-            vw[f] = vt[f] = vr[f], vw[f + HALF] = vt[f + HALF] = vr[f + HALF];
-        }
-    }
+    gqa_rotate<HD>(Qs, LD, has_new ? Ks + (L - 1 - j0) * LD : nullptr, has_new ? Vs + (L - 1 - j0) * LD : nullptr, g, R, br, qm, ldq,
+                   km, ldk, vm, ldv, cos, sin, ldc, kpool, vpool, slot, kvd, qnw, knw, eps);
     __syncthreads();
 
     // B: the scores of keys 8w..8w+7 for the 16 head rows, scaled, masked past n
@@ -1565,6 +1578,137 @@ __device__ void attn_pool_gqa(bf16 *out, int ldo, float *part, int *ticket, cons
     }
 ATTN_POOL_GQA(64)
 ATTN_POOL_GQA(128)
+
+// Decode attention with one block a KV group over all of a row's keys, for caches of at most
+// GQA_WHOLE keys: attn_pool_gqa's stages over the row's 64-key tiles at once. The keys and values
+// come by cp.async (one round trip, no registers), the softmax runs over every key, and the block
+// writes the output, normalised: no partials, no ticket, no merge by the last split to finish
+// (in attn_pool_gqa a chain of round trips through L2 after each split's own). A 54-row step of
+// the 3B launches 108 blocks a layer (168 KB of shared memory at head dim 128: one an SM).
+//   grid (kvh, 1, rows), DEC_THREADS threads, gqa_whole_smem(HD) bytes of dynamic shared memory;
+//   A. keys and values of the row's nk = L rounded up to 64 rows staged (rows past L zeros: 0 x
+//      garbage could be NaN), the query heads rotated and the new key written (gqa_rotate);
+//   B. scores: warp w the 16 head rows' keys 64t + 8w..64t + 8w + 7 of each tile t, scaled,
+//      masked past L;
+//   C. softmax, a warp two heads over all nk keys, p rounded to bf16, the sums kept;
+//   D. p*v for dimensions 16w..16w+15 over the nk keys, divided by the sum (attn_pool_gqa's merge
+//      of one split: o / l), to out.
+#define GQA_WHOLE 256
+__host__ __device__ constexpr int gqa_whole_smem(int hd) {
+    return 2 * GQA_WHOLE * (hd + 8) * 2 + GQA_MAX * (hd + 8) * 2 + GQA_MAX * (GQA_WHOLE + 8) * 2 + GQA_MAX * (GQA_WHOLE + 1) * 4 +
+           GQA_MAX * 4;
+}
+template <int HD>
+__device__ void attn_pool_gqa_whole(bf16 *out, int ldo, const bf16 *qm, int ldq, const bf16 *km, int ldk, const bf16 *vm, int ldv,
+                                    const float *cos, const float *sin, int ldc, bf16 *kpool, bf16 *vpool, const int *slots,
+                                    const int *spans, int heads, int kvh, float scale, const bf16 *qnw, const bf16 *knw, float eps) {
+    constexpr int LD = HD + 8, PLD = GQA_WHOLE + 8, SLD = GQA_WHOLE + 1, C = HD / 8, NW = DEC_THREADS / 32;
+    static_assert(HD % 64 == 0 && DEC_SK == 8 * NW && GQA_WHOLE % DEC_SK == 0, "a warp an 8-key group of each tile");
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16 *Ks = (bf16 *)smem, *Vs = Ks + GQA_WHOLE * LD, *Qs = Vs + GQA_WHOLE * LD, *Ps = Qs + GQA_MAX * LD;
+    float *Ss = (float *)(Ps + GQA_MAX * PLD), *Ls = Ss + GQA_MAX * SLD;
+    int g = blockIdx.x, br = blockIdx.z;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int start = spans[2 * br], L = spans[2 * br + 1], slot = slots[br]; // written before the graph's first kernel
+    pdl_wait(); // q, k and v come from the previous kernel
+    pdl_launch();
+    if (L < 1 || L > GQA_WHOLE) return; // the host launches this kernel for such caches only
+    int R = heads / kvh, kvd = kvh * HD, nk = (L + DEC_SK - 1) / DEC_SK * DEC_SK;
+    const bf16 *kc = kpool + (size_t)start * kvd + (size_t)g * HD;
+    const bf16 *vc = vpool + (size_t)start * kvd + (size_t)g * HD;
+    out += (size_t)br * ldo;
+
+    // A
+    uint4 z = make_uint4(0, 0, 0, 0);
+    for (int e = tid; e < nk * C; e += DEC_THREADS) {
+        int i = e / C, c = e % C;
+        bf16 *kd = Ks + i * LD + c * 8, *vd = Vs + i * LD + c * 8;
+        if (i < L - 1) {
+            cp_async16(kd, kc + (size_t)i * kvd + c * 8);
+            cp_async16(vd, vc + (size_t)i * kvd + c * 8);
+        } else if (i >= L) {
+            *(uint4 *)kd = z, *(uint4 *)vd = z;
+        }
+    }
+    cp_async_commit();
+    for (int e = tid; e < GQA_MAX * C; e += DEC_THREADS)
+        if (e / C >= R) *(uint4 *)(Qs + (e / C) * LD + (e % C) * 8) = z;
+    gqa_rotate<HD>(Qs, LD, Ks + (L - 1) * LD, Vs + (L - 1) * LD, g, R, br, qm, ldq, km, ldk, vm, ldv, cos, sin, ldc, kpool, vpool, slot,
+                   kvd, qnw, knw, eps);
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // B
+    {
+        uint32_t a[HD / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) ldsm_x4(a[kk], Qs + (lane & 15) * LD + kk * 16 + (lane >> 4) * 8);
+        for (int t = 0; t < nk; t += DEC_SK) {
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+            int kb = t + warp * 8;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                uint32_t b[2];
+                ldsm_x2(b, Ks + (kb + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+                mma_16816(c, a[kk], b[0], b[1]);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int row = (lane >> 2) + (e >> 1) * 8, key = kb + 2 * (lane & 3) + (e & 1);
+                Ss[row * SLD + key] = key < L ? c[e] * scale : -INFINITY;
+            }
+        }
+    }
+    __syncthreads();
+
+    // C
+    for (int hh = warp; hh < GQA_MAX; hh += NW) {
+        bf16 *pr = Ps + hh * PLD;
+        if (hh >= R) {
+            for (int k = lane; k < nk; k += 32) pr[k] = st<bf16>(0.f);
+            continue;
+        }
+        const float *sr = Ss + hh * SLD;
+        float mx = -INFINITY;
+        for (int k = lane; k < nk; k += 32) mx = fmaxf(mx, sr[k]);
+        mx = warp_max(mx);
+        float sum = 0.f;
+        for (int k = lane; k < nk; k += 32) {
+            float p = k < L ? expf(sr[k] - mx) : 0.f;
+            sum += p;
+            pr[k] = st<bf16>(p);
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) Ls[hh] = sum;
+    }
+    __syncthreads();
+
+    // D
+    if (warp * 16 < HD) {
+        float o[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        for (int kk = 0; kk < nk; kk += 16) {
+            uint32_t a[4], b[4];
+            ldsm_x4(a, Ps + (lane & 15) * PLD + kk + (lane >> 4) * 8);
+            ldsm_x4_t(b, Vs + (kk + (lane & 15)) * LD + warp * 16 + (lane >> 4) * 8);
+            mma_16816(o[0], a, b[0], b[1]);
+            mma_16816(o[1], a, b[2], b[3]);
+        }
+#pragma unroll
+        for (int t = 0; t < 2; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int hh = (lane >> 2) + (e >> 1) * 8, d = warp * 16 + t * 8 + 2 * (lane & 3) + (e & 1);
+                if (hh < R) out[(size_t)(g * R + hh) * HD + d] = st<bf16>(o[t][e] / Ls[hh]);
+            }
+    }
+}
+#define ATTN_POOL_GQA_WHOLE(HD)                                                                                                      \
+    extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1) iris_attn_pool_gqa_whole_bf16_##HD(ATTN_POOL_ARGS(bf16)) {         \
+        attn_pool_gqa_whole<HD>(out, ldo, q, ldq, k, ldk, v, ldv, cos, sin, ldc, kpool, vpool, slots, spans, heads, kvh, scale, qnw, \
+                                knw, eps);                                                                                           \
+    }
+ATTN_POOL_GQA_WHOLE(64)
+ATTN_POOL_GQA_WHOLE(128)
 
 // ---------------------------------------------------------------------------------------------
 // matrix-vector product of a decode step

@@ -40,6 +40,10 @@ type Options struct {
 	// NoGroupDecode runs bf16 decode attention with a block a query head (iris_attn_pool)
 	// instead of a block a KV group (iris_attn_pool_gqa); for comparison.
 	NoGroupDecode bool
+	// NoWholeDecode runs bf16 decode attention over caches of at most 256 keys in 64-key
+	// splits merged by the last to finish (iris_attn_pool_gqa) instead of a block over all of
+	// a row's keys (iris_attn_pool_gqa_whole); for comparison.
+	NoWholeDecode bool
 	// EqualPriority gives the backend's stream the default priority, as a lane's, instead of
 	// the greatest; for comparison.
 	EqualPriority bool

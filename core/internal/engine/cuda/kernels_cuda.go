@@ -24,6 +24,7 @@ type kernelSet struct {
 	window                            map[int]*gpu.Function // by head dim; bf16 only
 	mma                               map[int]*gpu.Function // by head dim; bf16 only
 	poolGQA                           map[int]*gpu.Function // by head dim; bf16 only
+	poolGQAWhole                      map[int]*gpu.Function // by head dim; bf16 only
 	argmax, argmaxPart, gemv, gemvGLU *gpu.Function
 }
 
@@ -47,7 +48,7 @@ func loadKernels(t dtype) (*kernelSet, error) {
 		return nil, fmt.Errorf("%s: %w", kernels.Source, err)
 	}
 	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}, window: map[int]*gpu.Function{}, mma: map[int]*gpu.Function{},
-		poolGQA: map[int]*gpu.Function{}}
+		poolGQA: map[int]*gpu.Function{}, poolGQAWhole: map[int]*gpu.Function{}}
 	sfx := "_f32"
 	if t == bf16 {
 		sfx = "_bf16"
@@ -104,6 +105,14 @@ func loadKernels(t dtype) (*kernelSet, error) {
 			var f *gpu.Function
 			get(&f, fmt.Sprintf("iris_attn_pool_gqa_bf16_%d", hd))
 			k.poolGQA[hd] = f
+			var w *gpu.Function
+			get(&w, fmt.Sprintf("iris_attn_pool_gqa_whole_bf16_%d", hd))
+			if w != nil {
+				if err := w.SetMaxDynamicShared(gqaWholeSmem(hd)); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			k.poolGQAWhole[hd] = w
 		}
 	}
 	if len(errs) > 0 {
@@ -111,6 +120,12 @@ func loadKernels(t dtype) (*kernelSet, error) {
 		return nil, fmt.Errorf("%s: %v", kernels.Source, errs)
 	}
 	return k, nil
+}
+
+// gqaWholeSmem is iris_attn_pool_gqa_whole's dynamic shared memory at head dim hd (iris.cu's
+// gqa_whole_smem): the keys and values of gqaWhole rows, the query, p and score tiles, the sums.
+func gqaWholeSmem(hd int) int {
+	return 2*gqaWhole*(hd+8)*2 + gqaMax*(hd+8)*2 + gqaMax*(gqaWhole+8)*2 + gqaMax*(gqaWhole+1)*4 + gqaMax*4
 }
 
 // mmaGrid is iris_attn_mma's grid over segs segments of heads heads, the longest of longest
@@ -129,6 +144,7 @@ const (
 	mmaThreads = 128
 	gqaMax     = 16  // GQA_MAX: query heads a KV head iris_attn_pool_gqa serves
 	decSK      = 64  // DEC_SK: keys per decode split
+	gqaWhole   = 256 // GQA_WHOLE: the longest cache iris_attn_pool_gqa_whole takes
 	decThreads = 256 // DEC_THREADS
 	gemvWarps  = 4   // GEMV_WARPS: warps per gemv block (a row each)
 	// gemvBlocksPerSM bounds the gemv grid to what stays resident (96 registers a thread), so

@@ -1063,7 +1063,8 @@ func TestKernelWindowAttention(t *testing.T) {
 // TestKernelPoolAttention runs iris_attn_pool on a batch of decode rows, each its own sequence
 // in one KV pool (other starts and lengths, the new key at the end), twice (the tickets reset);
 // in bf16 iris_attn_pool_gqa (a block a KV group) too, GQA ratios 7, 8 and 16, and with q/k
-// norms against iris_attn_pool.
+// norms against iris_attn_pool; and iris_attn_pool_gqa_whole (a block over all of a row's keys)
+// where every row's cache fits it (at most 256 keys: 1, 64, 65, 130, 256).
 func TestKernelPoolAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(9, 10))
@@ -1080,6 +1081,8 @@ func TestKernelPoolAttention(t *testing.T) {
 		{"gqa7-hd64", 14, 2, 64, []int{0, 70}, 4},
 		{"hd256", 4, 1, 256, []int{70}, 2},
 		{"gqa16", 16, 1, 128, []int{100, 5}, 2},
+		{"whole-edges", 16, 2, 128, []int{255, 63, 64, 0, 129}, 4},
+		{"whole-gqa7-hd64", 14, 2, 64, []int{200, 31}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forTypes(t, func(t *testing.T, dt dtype) {
@@ -1103,14 +1106,17 @@ func TestKernelPoolAttention(t *testing.T) {
 				// the one-head kernel, and in bf16 the group kernel where it serves the shape,
 				// twice each on the same pool (the new keys written again are the same)
 				type launch struct {
-					name string
-					fn   *gpu.Function
-					x    int
+					name         string
+					fn           *gpu.Function
+					x, y, shared int
 				}
 				k := f.ks[dt]
-				runs := []launch{{"pool attention", k.attnPool, heads}}
+				runs := []launch{{"pool attention", k.attnPool, heads, tc.splits, 0}}
 				if g := k.poolGQA[hd]; g != nil && heads/kvh <= gqaMax {
-					runs = append(runs, launch{"group pool attention", g, kvh})
+					runs = append(runs, launch{"group pool attention", g, kvh, tc.splits, 0})
+				}
+				if w := k.poolGQAWhole[hd]; w != nil && heads/kvh <= gqaMax && slices.Max(tc.pasts) < gqaWhole {
+					runs = append(runs, launch{"whole group pool attention", w, kvh, 1, gqaWholeSmem(hd)})
 				}
 				got := make([][2][]float32, len(runs))
 				var gotK, gotV []float32
@@ -1124,7 +1130,7 @@ func TestKernelPoolAttention(t *testing.T) {
 					ticket := f.putI32(make([]int32, rows*heads))
 					sl, sp := f.putI32(slots), f.putI32(spans)
 					pool := func(run launch, out, kp, vp, qnw, knw gpu.DevPtr) error {
-						err := run.fn.Launch(gpu.Dim3{X: run.x, Y: tc.splits, Z: rows}, gpu.Dim3{X: decThreads}, 0, f.s,
+						err := run.fn.Launch(gpu.Dim3{X: run.x, Y: run.y, Z: rows}, gpu.Dim3{X: decThreads}, run.shared, f.s,
 							gpu.P(out), gpu.I(qd), gpu.P(part), gpu.P(ticket), gpu.P(qp), gpu.I(ld),
 							gpu.P(qp.Add(int64(qd)*dt.size())), gpu.I(ld), gpu.P(qp.Add(int64(qd+kvd)*dt.size())), gpu.I(ld),
 							gpu.P(cp), gpu.P(cp.Add(int64(rows*half)*4)), gpu.I(half), gpu.P(kp), gpu.P(vp), gpu.P(sl), gpu.P(sp),
@@ -1143,9 +1149,9 @@ func TestKernelPoolAttention(t *testing.T) {
 						got[i/2][i%2] = f.get(dt, out, rows*qd)
 					}
 					gotK, gotV = f.get(dt, kp, poolRows*kvd), f.get(dt, vp, poolRows*kvd)
-					if len(runs) == 2 {
+					if len(runs) >= 2 {
 						qn, kn := f.put(dt, wq), f.put(dt, wk)
-						for i, run := range runs {
+						for i, run := range runs[:2] {
 							out, kp, vp := f.poisoned(dt, rows*qd), f.put(dt, kc), f.put(dt, vc)
 							if err := pool(run, out, kp, vp, qn, kn); err != nil {
 								return err
@@ -1916,9 +1922,10 @@ func TestKernelGroupedAttention(t *testing.T) {
 }
 
 // TestKernelBackendGroupDecode runs a decode step of 32 rows (16 query heads over 2 KV heads: 64
-// rows x groups) through RopeCachedAttention on a bf16 backend, which takes the group kernel,
-// and on one with Options.NoGroupDecode (a block a head): the same attention and pool, and the
-// op profiles name the kernel each ran.
+// rows x groups) through RopeCachedAttention on a bf16 backend, which takes the group kernel over
+// all of each row's keys, on one with Options.NoWholeDecode (the group kernel in splits) and on
+// one with Options.NoGroupDecode (a block a head): the same attention and pool, and the op
+// profiles name the kernel each ran.
 func TestKernelBackendGroupDecode(t *testing.T) {
 	const heads, kvh, hd, rows = 16, 2, 128, 32
 	qd, kvd := heads*hd, kvh*hd
@@ -1960,11 +1967,15 @@ func TestKernelBackendGroupDecode(t *testing.T) {
 		return out, keys, opLaunches(b.Profile())
 	}
 	out, keys, ops := run(Options{Precision: "bf16"})
+	splitOut, splitKeys, opsSplit := run(Options{Precision: "bf16", NoWholeDecode: true})
 	wantOut, wantKeys, opsHead := run(Options{Precision: "bf16", NoGroupDecode: true})
 	check(t, "attention, a block a group against a block a head", out, widen(wantOut), tolFor(bf16))
+	check(t, "attention, a block a group in splits against a block a head", splitOut, widen(wantOut), tolFor(bf16))
 	check(t, "keys in the pool", keys, widen(wantKeys), 0) // the same rotation, op for op
-	if ops["iris_attn_pool_gqa_bf16_128"] != 1 || opsHead["iris_attn_pool_bf16"] != 1 {
-		t.Errorf("launches %v and, with NoGroupDecode, %v: want iris_attn_pool_gqa_bf16_128 and iris_attn_pool_bf16 once", ops, opsHead)
+	check(t, "keys in the pool, splits", splitKeys, widen(wantKeys), 0)
+	if ops["iris_attn_pool_gqa_whole_bf16_128"] != 1 || opsSplit["iris_attn_pool_gqa_bf16_128"] != 1 || opsHead["iris_attn_pool_bf16"] != 1 {
+		t.Errorf("launches %v, with NoWholeDecode %v, with NoGroupDecode %v: want iris_attn_pool_gqa_whole_bf16_128, iris_attn_pool_gqa_bf16_128 and iris_attn_pool_bf16 once",
+			ops, opsSplit, opsHead)
 	}
 }
 

@@ -933,9 +933,10 @@ const graphSplits = 8192 / decSK
 // a block a head; 54 rows: 3.63 against 4.41).
 const gqaMinBlocks = 32
 
-// poolAttention is RopeCachedAttention for decode rows: iris_attn_pool (a block a query head) or
-// iris_attn_pool_gqa (a block a KV group), its key spans and new slots read on the device, so
-// that a recorded graph serves every step.
+// poolAttention is RopeCachedAttention for decode rows: iris_attn_pool (a block a query head),
+// iris_attn_pool_gqa (a block a KV group and 64-key split) or, for caches of at most gqaWhole
+// keys, iris_attn_pool_gqa_whole (a block a KV group over all of its keys: no merge of splits),
+// its key spans and new slots read on the device, so that a recorded graph serves every step.
 func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vPool ml.Tensor, slots, spans ml.Ints, a ml.Attn) {
 	sp := spans.Host
 	if len(sp) != 2*q.Rows {
@@ -960,14 +961,18 @@ func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vP
 	if b.err != nil {
 		return
 	}
-	f, x := b.k.attnPool, a.Heads
+	f, x, shared := b.k.attnPool, a.Heads, 0
 	// a block a KV group, its heads' keys read once; not yet with q/k norms (Qwen3): the group
 	// kernel's norms have not run on a GPU (TestKernelPoolAttention "with q/k norms")
 	if g := b.k.poolGQA[a.HeadDim]; g != nil && !b.opts.NoGroupDecode && a.Heads/a.KVHeads <= gqaMax && rows*a.KVHeads >= gqaMinBlocks &&
 		!a.QNorm.Valid() && !a.KNorm.Valid() {
 		f, x = g, a.KVHeads
+		// caches of at most gqaWhole keys (the bucket's, in a graph): a block over all of them
+		if w := b.k.poolGQAWhole[a.HeadDim]; w != nil && !b.opts.NoWholeDecode && splits*decSK <= gqaWhole {
+			f, splits, shared = w, 1, gqaWholeSmem(a.HeadDim)
+		}
 	}
-	b.launchDep(f, gpu.Dim3{X: x, Y: splits, Z: rows}, gpu.Dim3{X: decThreads}, 0,
+	b.launchDep(f, gpu.Dim3{X: x, Y: splits, Z: rows}, gpu.Dim3{X: decThreads}, shared,
 		gpu.P(dp(out)), gpu.I(out.Stride), gpu.P(dp(part)), gpu.P(dp(ticket)), gpu.P(dp(q)), gpu.I(q.Stride),
 		gpu.P(dp(k)), gpu.I(k.Stride), gpu.P(dp(v)), gpu.I(v.Stride), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride),
 		gpu.P(dp(kPool)), gpu.P(dp(vPool)), gpu.P(gpu.DevPtr(slots.Addr)), gpu.P(gpu.DevPtr(spans.Addr)),
