@@ -29,10 +29,41 @@ func Percentile(v []float64, p float64) float64 {
 // request when the last is answered) and returns how many completed, the elapsed seconds and
 // the first error. A goroutine stops at its first error; the others run on until d has passed.
 func ClosedLoop(c int, d time.Duration, do func() error) (done int, seconds float64, err error) {
+	r, err := ClosedLoopRun(c, d, do)
+	return r.Done, r.Seconds, err
+}
+
+// Run is one closed loop's outcome.
+type Run struct {
+	// Done requests completed in Seconds: from the start to the last answer, the requests sent
+	// before the deadline included (the ramp-up, with none answered yet, and the drain after
+	// the deadline, with fewer and fewer in flight, count in it).
+	Done    int
+	Seconds float64
+	// Ends are the completions' times from the start, in order.
+	Ends []time.Duration
+}
+
+// Steady is the completions' rate between from and to (from the start): the load's steady
+// state when from is past the ramp-up (the first answers, which under c requests take about as
+// long as c over the rate) and to is the deadline (after it the loop drains). 0 when to <= from.
+func (r Run) Steady(from, to time.Duration) float64 {
+	if to <= from {
+		return 0
+	}
+	lo, _ := slices.BinarySearch(r.Ends, from)
+	hi, _ := slices.BinarySearch(r.Ends, to)
+	return float64(hi-lo) / (to - from).Seconds()
+}
+
+// ClosedLoopRun is ClosedLoop with each completion's time (Run.Ends).
+func ClosedLoopRun(c int, d time.Duration, do func() error) (Run, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	deadline := time.Now().Add(d)
+	var r Run
+	var err error
 	start := time.Now()
+	deadline := start.Add(d)
 	for range c {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
@@ -45,11 +76,13 @@ func ClosedLoop(c int, d time.Duration, do func() error) (done int, seconds floa
 					mu.Unlock()
 					return
 				}
-				done++
+				r.Done++
+				r.Ends = append(r.Ends, time.Since(start))
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return done, time.Since(start).Seconds(), err
+	r.Seconds = time.Since(start).Seconds()
+	return r, err
 }

@@ -2,6 +2,7 @@ package speed
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -75,5 +76,39 @@ func TestClosedLoop(t *testing.T) {
 				t.Errorf("done = %d in %.3f s, want some requests over at least the 50 ms", done, secs)
 			}
 		})
+	}
+}
+
+// TestRunSteady: the steady rate counts the completions inside [from, to) over its length.
+func TestRunSteady(t *testing.T) {
+	ms := time.Millisecond
+	r := Run{Ends: []time.Duration{100 * ms, 900 * ms, 1000 * ms, 1500 * ms, 1999 * ms, 2000 * ms, 2500 * ms}}
+	for _, tc := range []struct {
+		from, to time.Duration
+		want     float64
+	}{
+		{1000 * ms, 2000 * ms, 3}, // 1000, 1500, 1999 in one second
+		{0, 4000 * ms, 7.0 / 4},   // all of them over four seconds
+		{2600 * ms, 3600 * ms, 0}, // none
+		{2000 * ms, 1000 * ms, 0}, // an empty window
+		{500 * ms, 1000 * ms, 2},  // 900 ms alone, over half a second
+	} {
+		if got := r.Steady(tc.from, tc.to); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("Steady(%v, %v) = %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
+}
+
+// TestClosedLoopRunEnds: every completion has its time, in order, within the run.
+func TestClosedLoopRunEnds(t *testing.T) {
+	r, err := ClosedLoopRun(3, 30*time.Millisecond, func() error { time.Sleep(time.Millisecond); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Ends) != r.Done || r.Done == 0 {
+		t.Fatalf("%d ends for %d done", len(r.Ends), r.Done)
+	}
+	if !slices.IsSorted(r.Ends) || r.Ends[len(r.Ends)-1] > time.Duration(r.Seconds*float64(time.Second)) {
+		t.Errorf("ends %v not in order within %.3f s", r.Ends, r.Seconds)
 	}
 }

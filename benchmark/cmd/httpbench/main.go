@@ -2,11 +2,12 @@
 // runs: scripts/gpu/run.sh, docs/gpu.md) over HTTP with streamed one-image requests
 // (ignore_eos) and reports latency at 3 and 10 new tokens (p50, p95, TTFT, TPOT), the server's
 // own stage timings (p50 of the iris extension's timings_ms), and images/s with p50/p95 latency
-// and TTFT of 10-token answers at several concurrencies in a closed loop. Every request sends a
+// and TTFT of 10-token answers at several concurrencies in a closed loop (images/s over the whole
+// run, and steady: the answers between -warmup and -seconds over that window). Every request sends a
 // distinct image (-distinct variants of FILE, one pixel apart, re-encoded), so neither an
 // embedding cache nor anything keyed on the bytes sees a repeat:
 //
-//	httpbench -url http://127.0.0.1:PORT -model NAME -image FILE -question TEXT [-runs 30] [-concurrency 1,8,32,64,128] [-seconds 5] [-distinct 512] [-out http.json]
+//	httpbench -url http://127.0.0.1:PORT -model NAME -image FILE -question TEXT [-runs 30] [-concurrency 1,8,32,64,128] [-seconds 5] [-warmup 1] [-distinct 512] [-out http.json]
 //
 // It lives outside core, which speaks no HTTP; `iris profile` is the AIPerf-compatible profiler,
 // this is the short fixed-shape run whose figures docs/gpu.md compares across sessions.
@@ -132,6 +133,7 @@ func httpBench(args []string) error {
 	conc := fs.String("concurrency", "1,8,32,64,128", "concurrencies for images/s")
 	distinct := fs.Int("distinct", 512, "distinct variants of the image, sent in turn (1: the file itself every time)")
 	secs := fs.Float64("seconds", 5, "seconds per throughput figure")
+	warm := fs.Float64("warmup", 1, "seconds of each level before its steady images/s (the answers after them, up to -seconds, over that window)")
 	out := fs.String("out", "", "write results as JSON here")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -218,7 +220,7 @@ func httpBench(args []string) error {
 		var mu sync.Mutex
 		var tot, first []float64
 		stages := map[string][]float64{}
-		done, el, err := speed.ClosedLoop(c, time.Duration(*secs*float64(time.Second)), func() error {
+		run, err := speed.ClosedLoopRun(c, time.Duration(*secs*float64(time.Second)), func() error {
 			r, err := chatOnce(ctx, client, *url, body(10))
 			if err == nil {
 				mu.Lock()
@@ -234,11 +236,16 @@ func httpBench(args []string) error {
 		if err != nil {
 			return err
 		}
+		done, el := run.Done, run.Seconds
+		// the rate between the ramp-up and the deadline: the whole run's also counts the ramp-up
+		// (c requests in flight, none answered yet) and the drain after the deadline
+		steady := run.Steady(time.Duration(*warm*float64(time.Second)), time.Duration(*secs*float64(time.Second)))
 		res["c"+f+"_images_per_s"] = float64(done) / el
+		res["c"+f+"_steady_images_per_s"] = steady
 		l := map[string]float64{"p50_ms": speed.Percentile(tot, 50), "p95_ms": speed.Percentile(tot, 95), "ttft_p50_ms": speed.Percentile(first, 50), "ttft_p95_ms": speed.Percentile(first, 95)}
 		res["load_c"+f+"_10tok"] = l // not c1_10tok: that is the latency run's
-		fmt.Printf("bench http c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s; latency p50 %.1f ms p95 %.1f ms; TTFT p50 %.1f ms p95 %.1f ms\n",
-			c, done, el, float64(done)/el, speed.Percentile(tot, 50), speed.Percentile(tot, 95), speed.Percentile(first, 50), speed.Percentile(first, 95))
+		fmt.Printf("bench http c=%d: %d requests of 10 tokens in %.1f s: %.2f images/s (steady, %g-%g s: %.2f); latency p50 %.1f ms p95 %.1f ms; TTFT p50 %.1f ms p95 %.1f ms\n",
+			c, done, el, float64(done)/el, *warm, *secs, steady, speed.Percentile(tot, 50), speed.Percentile(tot, 95), speed.Percentile(first, 50), speed.Percentile(first, 95))
 		names := make([]string, 0, len(stages))
 		for k := range stages {
 			names = append(names, k)

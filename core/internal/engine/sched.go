@@ -530,7 +530,9 @@ func (s *Scheduler) takeImages(loop bool) []*imageJob {
 	if loop && s.vbusy > 0 {
 		waiting := 0
 		for _, j := range s.images {
-			waiting += j.img.Grid.Patches()
+			if waiting += j.img.Grid.Patches(); waiting >= s.opts.VisionPatches/s.vloops {
+				break
+			}
 		}
 		if waiting < s.opts.VisionPatches/s.vloops {
 			return nil
