@@ -10,7 +10,19 @@ cd "$(dirname "$0")/../.."
 out=${IRIS_CARRY_DIR:-.carry} # another git-ignored .carry-* directory for a second carry
 case $out in .carry | .carry-*) ;; *) echo "prepare: IRIS_CARRY_DIR must be .carry or .carry-<name> (git-ignored)" >&2; exit 2 ;; esac
 rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins" "$out/base"
-flags=(-tags cuda -trimpath -ldflags '-s -w')
+tags=cuda
+if [[ -n ${IRIS_QUACK:-} ]]; then
+  # issue 14's experiment: the gate/up product with SwiGLU in its epilogue linked in
+  # (scripts/gpu/swiglu-gemm; gpucheck passes -quack-swiglu, the cuda tests' TestKernelBackendSwiGLUProduct)
+  if [[ ! -f .build/swiglu-gemm/swiglu_gemm.o ]]; then
+    scripts/gpu/swiglu-gemm/setup.sh
+    .build/swiglu-gemm-venv/bin/python scripts/gpu/swiglu-gemm/export.py --out .build/swiglu-gemm
+  fi
+  tags=cuda,quack
+  CGO_LDFLAGS+=" -L$(ls -d "$PWD"/.build/swiglu-gemm-venv/lib/python3*/site-packages/nvidia/cu13/lib)" # libcudart.so.13
+  export CGO_LDFLAGS
+fi
+flags=(-tags "$tags" -trimpath -ldflags '-s -w')
 # IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~23 MB):
 #   check    the test binaries of the cuda packages (run.sh check)
 #   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare)
@@ -27,11 +39,11 @@ phase=${IRIS_PHASE:-all}
 if [[ $phase == base && -z ${IRIS_BASE:-} ]]; then echo "prepare: IRIS_PHASE=base needs IRIS_BASE=<commit>" >&2; exit 2; fi
 if [[ $phase == check || $phase == all ]]; then
   # test binaries keep their source paths: the fixture package finds testdata through them
-  go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
-  go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
 fi
 if [[ $phase == throughput ]]; then
-  go test -c -tags cuda -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
   go build -trimpath -ldflags '-s -w' -o "$out/bin/soak" ./benchmark/cmd/soak # issue 14's soak (run.sh soak)

@@ -17,13 +17,15 @@ activation's output, the persistent scheduler's cluster count, a stream) wraps i
 
 writes swiglu_gemm.h and swiglu_gemm.o (the host launcher with the cubin inside; it calls the
 CUDA runtime's library API through the static runtime libcuda_dialect_runtime_static.a of
-nvidia-cutlass-dsl's cu13 package), and the kernel's PTX under --out/ptx.
+nvidia-cutlass-dsl's cu13 package, copied beside them), and the kernel's PTX under --out/ptx.
+core/internal/gpu links them in builds with the quack tag (gpu.SwiGLUGemm).
 """
 
 import argparse
 import ctypes
 import os
 import pathlib
+import shutil
 import sys
 
 os.environ.setdefault("QUACK_ARCH", "sm_90")  # quack's switch for compiling without a GPU
@@ -113,10 +115,12 @@ def main():
     compiled = cute.compile(swiglu_gemm, mA, mB, epi.mAuxOut, cutlass.Int32(1), cute_runtime.make_fake_stream(),
                             options=f"--gpu-arch sm_90a --keep-ptx --dump-dir {out / 'ptx'}")
     # the export links the host launcher in-process first: the runtime's symbols must resolve
-    lib = pathlib.Path(cutlass.__file__).parents[2] / "cu13" / "lib" / "libcute_dsl_runtime.so"
-    ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+    libs = pathlib.Path(cutlass.__file__).parents[2] / "cu13" / "lib"
+    ctypes.CDLL(str(libs / "libcute_dsl_runtime.so"), mode=ctypes.RTLD_GLOBAL)
     compiled.export_to_c(str(out), "swiglu_gemm")
-    print(f"export: {out}/swiglu_gemm.h, {out}/swiglu_gemm.o", file=sys.stderr)
+    # the launcher's runtime, beside it for core/internal/gpu's cgo (the quack build tag)
+    shutil.copy(libs / "libcuda_dialect_runtime_static.a", out)
+    print(f"export: {out}/swiglu_gemm.h, swiglu_gemm.o, libcuda_dialect_runtime_static.a", file=sys.stderr)
 
 
 if __name__ == "__main__":

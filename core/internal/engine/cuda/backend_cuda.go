@@ -41,6 +41,7 @@ type Backend struct {
 
 	// Everything below is used only on the device thread.
 	k       *kernelSet
+	swiglu  *gpu.SwiGLUGemm // Options.QuackSwiGLU's product, shared with the lanes
 	blas    *blas
 	stream  *gpu.Stream
 	chunks  []gpu.Buffer // weights and Alloc'd buffers
@@ -156,6 +157,14 @@ func (b *Backend) init() error {
 	if b.k, err = loadKernels(b.dt); err != nil {
 		return err
 	}
+	if b.opts.QuackSwiGLU {
+		if b.dt != bf16 {
+			return fmt.Errorf("the SwiGLU product (QuackSwiGLU) is bf16 only")
+		}
+		if b.swiglu, err = gpu.LoadSwiGLUGemm(b.dev.Info().SMs); err != nil {
+			return err
+		}
+	}
 	return b.initPass(b.opts.Profile, false)
 }
 
@@ -206,7 +215,7 @@ func (b *Backend) Lane() (ml.Backend, error) {
 		return nil, err
 	}
 	l := empty(b.opts)
-	l.dt, l.dev, l.k, l.parent = b.dt, dev, b.k, b
+	l.dt, l.dev, l.k, l.swiglu, l.parent = b.dt, dev, b.k, b.swiglu, b
 	if err := dev.Do(func() error {
 		var err error
 		if l.stream, err = gpu.NewStream(); err != nil {

@@ -44,6 +44,11 @@ type Options struct {
 	// splits merged by the last to finish (iris_attn_pool_gqa) instead of a block over all of
 	// a row's keys (iris_attn_pool_gqa_whole); for comparison.
 	NoWholeDecode bool
+	// QuackSwiGLU runs a bf16 pass's gate/up product and SwiGLU (of at least swigluMinRows
+	// rows, no biases) as one kernel with the activation in its epilogue (gpu.SwiGLUGemm:
+	// scripts/gpu/swiglu-gemm, in builds with the quack tag; others refuse the option). An
+	// experiment for issue 14: not yet run on a GPU.
+	QuackSwiGLU bool
 	// EqualPriority gives the backend's stream the default priority, as a lane's, instead of
 	// the greatest; for comparison.
 	EqualPriority bool

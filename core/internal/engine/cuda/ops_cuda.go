@@ -307,8 +307,38 @@ func (b *Backend) NormSwiGLU(act, gu, xn, xOut, x, delta, w ml.Tensor, eps float
 		return
 	}
 	b.RMSNorm(xn, xOut, x, delta, w, eps)
+	if b.swigluProduct(act, xn, gate, up) {
+		return
+	}
 	b.Linears(xn, gate, up)
 	b.SiluMul(act, gu.ColsAt(0, I), gu.ColsAt(I, I))
+}
+
+// swigluMinRows are the fewest rows Options.QuackSwiGLU's product takes (a tile's): a decode
+// step's products read the weights, and its SwiGLU pass is small.
+const swigluMinRows = 128
+
+// swigluProduct runs act = SwiGLU of xn's gate and up products as one kernel (gpu.SwiGLUGemm,
+// Options.QuackSwiGLU) when it takes them: bf16, no biases, the up weight right after the gate
+// weight, whole 16-byte rows, act at its own columns (not padded). It reports whether it ran.
+func (b *Backend) swigluProduct(act, xn ml.Tensor, gate, up ml.Out) bool {
+	I, K := act.Cols, xn.Cols
+	if b.swiglu == nil || gate.B.Valid() || up.B.Valid() || xn.Rows < swigluMinRows || !adjacent([]ml.Out{gate, up}) ||
+		gate.W.Stride != K || gate.W.Cols != K || I%8 != 0 || K%8 != 0 || xn.Stride%8 != 0 || act.Stride%8 != 0 ||
+		xn.Addr%16 != 0 || act.Addr%16 != 0 || gate.W.Addr%16 != 0 {
+		return false
+	}
+	if !b.live() {
+		return true
+	}
+	b.flush()
+	b.opStart()
+	b.fail(b.swiglu.Run(b.stream, dp(xn), xn.Rows, K, xn.Stride, dp(gate.W), I, dp(act), act.Stride))
+	if b.opsProfiled() {
+		b.opEnd(fmt.Sprintf("swiglu product %dx%dx%d", xn.Rows, 2*I, K))
+	}
+	b.afterKernel = true // the product ends with its kernel
+	return true
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ func passes(args []string) error {
 	noGroup := fs.Bool("no-group-decode", false, "bf16 decode attention with a block a query head (not a block a KV group)")
 	noWhole := fs.Bool("no-whole-decode", false, "bf16 decode attention over caches of at most 256 keys in merged 64-key splits (not a block over all of them)")
 	equal := fs.Bool("equal-priority", false, "the decoder's stream at the lane's priority (not the greatest)")
+	quack := fs.Bool("quack-swiglu", false, "bf16 gate/up products of 128 rows or more with SwiGLU in their epilogue (a build with the quack tag: scripts/gpu/swiglu-gemm)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func passes(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal}, mf.lane())
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack}, mf.lane())
 	if err != nil {
 		return err
 	}
