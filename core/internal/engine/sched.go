@@ -528,13 +528,13 @@ func (s *Scheduler) takeImages(loop bool) []*imageJob {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if loop && s.vbusy > 0 {
-		waiting := 0
+		share, waiting := s.opts.VisionPatches/s.vloops, 0
 		for _, j := range s.images {
-			if waiting += j.img.Grid.Patches(); waiting >= s.opts.VisionPatches/s.vloops {
+			if waiting += j.img.Grid.Patches(); waiting >= share {
 				break
 			}
 		}
-		if waiting < s.opts.VisionPatches/s.vloops {
+		if waiting < share {
 			return nil
 		}
 	}

@@ -323,8 +323,9 @@ const swigluMinRows = 128
 // weight, whole 16-byte rows, act at its own columns (not padded). It reports whether it ran.
 func (b *Backend) swigluProduct(act, xn ml.Tensor, gate, up ml.Out) bool {
 	I, K := act.Cols, xn.Cols
+	// adjacent also says the weights' rows are unpadded (stride = K)
 	if b.swiglu == nil || gate.B.Valid() || up.B.Valid() || xn.Rows < swigluMinRows || !adjacent([]ml.Out{gate, up}) ||
-		gate.W.Stride != K || gate.W.Cols != K || I%8 != 0 || K%8 != 0 || xn.Stride%8 != 0 || act.Stride%8 != 0 ||
+		gate.W.Cols != K || I%8 != 0 || K%8 != 0 || xn.Stride%8 != 0 || act.Stride%8 != 0 ||
 		xn.Addr%16 != 0 || act.Addr%16 != 0 || gate.W.Addr%16 != 0 {
 		return false
 	}
