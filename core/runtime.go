@@ -55,6 +55,9 @@ type Config struct {
 	// VisionLanes is how many tower passes of a cuda model run at once beside the decoder's
 	// passes, a stream each (0: 2; ignored with VisionSerial).
 	VisionLanes int
+	// FusedSwiGLU runs a cuda bf16 model's prefill gate/up products with SwiGLU in their
+	// epilogue (cuda.Options.QuackSwiGLU: builds with the quack tag only; others fail to load).
+	FusedSwiGLU bool
 	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
 	// template's system turn) keep their KV rows for the next prompts that start with them
 	// (0: 8; negative: none).
@@ -213,7 +216,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		}
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
-		env.VisionAlone, env.DecodeApart, env.VisionSerial, env.VisionLanes = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial, cfg.VisionLanes
+		env.VisionAlone, env.DecodeApart, env.VisionSerial, env.VisionLanes, env.FusedSwiGLU = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial, cfg.VisionLanes, cfg.FusedSwiGLU
 		env.VisionPatches, env.PromptHeads = cfg.VisionPatches, cfg.PromptHeads
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)

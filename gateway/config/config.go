@@ -98,6 +98,9 @@ type Runtime struct {
 	// VisionLanes is how many tower passes of a cuda bundle run at once beside the decoder's, a
 	// stream each (0: 2): one pass's host work overlaps another's kernels.
 	VisionLanes int `toml:"vision_lanes"`
+	// FusedSwiGLU runs a cuda bf16 bundle's prefill gate/up products with SwiGLU in their
+	// epilogue (an experiment: only builds with the quack tag have it; others refuse to load).
+	FusedSwiGLU bool `toml:"fused_swiglu"`
 	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
 	// template's system turn) keep their KV rows for the next prompts that start with them,
 	// which copy those rows instead of computing them (0: 8; negative: none).
@@ -114,7 +117,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, FusedSwiGLU: r.FusedSwiGLU, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }

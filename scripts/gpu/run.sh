@@ -32,7 +32,7 @@
 #                                   passes by kind and size with an op profile of one round
 #                                   (gpucheck passes; IRIS_NO_PASSES=1 skips, IRIS_OPS=<n> ops a
 #                                   pass, IRIS_PASSES_ARGS more flags, IRIS_PASSES_AB flags of a
-#                                   second run, e.g. -no-mma; IRIS_PRODUCTS=1 first times cuBLASLt's
+#                                   second run, e.g. -no-mma, or of several separated by ';'; IRIS_PRODUCTS=1 first times cuBLASLt's
 #                                   candidates for the 3B's product shapes; IRIS_NCU=1 Nsight Compute on the
 #                                   attention, SwiGLU and RMSNorm kernels of each pass, ncu-*.csv), iris serve at its defaults,
 #                                   distinct JPEGs at IRIS_CONC (default c=1,8,32,64,128; each
@@ -697,7 +697,7 @@ if [[ $phase == throughput ]]; then
   if [[ -x $bin/cuda.test && -n ${IRIS_BENCH:-} ]]; then
     # IRIS_BENCH=<regexp>: the cuda package's benchmarks matching it (e.g. PixelUpload)
     step "cuda benchmarks matching $IRIS_BENCH"
-    (cd "$root/core/internal/engine/cuda" && budgeted bench 90 "$bin/cuda.test" -test.run '^$' -test.bench "$IRIS_BENCH" -test.benchtime 10x 2>&1 | grep -vE '^(goos|goarch|pkg|cpu):' | tail -20)
+    (cd "$root/core/internal/engine/cuda" && budgeted bench 90 "$bin/cuda.test" -test.run '^$' -test.bench "$IRIS_BENCH" -test.benchtime 10x 2>&1 | grep -vE '^(goos|goarch|pkg|cpu):' | tail -${IRIS_BENCH_LINES:-20})
   fi
   if [[ -x $bin/gpucheck && -n ${IRIS_NCU:-} && -z $cpu ]]; then
     # IRIS_NCU=1: Nsight Compute (hardware counters: only where the machine's runtime lets ncu
@@ -726,10 +726,13 @@ if [[ $phase == throughput ]]; then
     step "engine passes by kind and size (gpucheck passes: vision, prefill, decode, rounds, ops)"
     pb=(); [[ -n $cpu ]] && pb=(-backend cpu -precision fp32 -iters 3 -images 1,2 -prompts 1,2 -decodes 1,4 -round 2,2,4)
     budgeted passes 150 "$bin/gpucheck" passes -model "$model" -cases "$cases" -ops "${IRIS_OPS:-16}" "${pb[@]}" ${IRIS_PASSES_ARGS:-} 2>&1 | tee "$work/passes.txt"
-    if [[ -n ${IRIS_PASSES_AB:-} ]]; then
-      step "the passes again with $IRIS_PASSES_AB (the same call's A/B; no op profile)"
-      budgeted passes-ab 120 "$bin/gpucheck" passes -model "$model" -cases "$cases" -ops 0 "${pb[@]}" ${IRIS_PASSES_ARGS:-} $IRIS_PASSES_AB 2>&1 | tee "$work/passes-ab.txt"
-    fi
+    # IRIS_PASSES_AB: flag sets separated by ';', a run of the passes each
+    IFS=';' read -r -a abs <<<"${IRIS_PASSES_AB:-}"
+    for ab in "${abs[@]}"; do
+      step "the passes again with $ab (the same call's A/B; no op profile)"
+      # shellcheck disable=SC2086
+      budgeted passes-ab 120 "$bin/gpucheck" passes -model "$model" -cases "$cases" -ops 0 "${pb[@]}" ${IRIS_PASSES_ARGS:-} $ab 2>&1 | tee -a "$work/passes-ab.txt"
+    done
   fi
   unpack_base
   step "bundles (this build; the base build when carried)"

@@ -25,7 +25,9 @@ import argparse
 import ctypes
 import os
 import pathlib
+import re
 import shutil
+import subprocess
 import sys
 
 os.environ.setdefault("QUACK_ARCH", "sm_90")  # quack's switch for compiling without a GPU
@@ -60,9 +62,10 @@ def swiglu_hf(x, y, *, loc=None, ip=None):
     return (swiglu_hf(x[0], y[0], loc=loc, ip=ip), swiglu_hf(x[1], y[1], loc=loc, ip=ip))
 
 
-def quack_gemm_args(tile_m, tile_n):
-    """The arguments quack's own compile gets for the gated GEMM (its gemm object, fake tensors,
-    epilogue and scheduler arguments), caught at its cute.compile instead of compiling there."""
+def quack_gemm_args(v):
+    """The arguments quack's own compile gets for the gated GEMM of variant v (its gemm object,
+    fake tensors, epilogue and scheduler arguments), caught at its cute.compile instead of
+    compiling there."""
     qact.gate_fn_map["swiglu_hf"] = swiglu_hf
     caught = []
 
@@ -76,51 +79,167 @@ def quack_gemm_args(tile_m, tile_n):
     qffi.cute.compile, orig = catch, qffi.cute.compile
     qutils.get_max_active_clusters = qhost.get_max_active_clusters = lambda *a, **k: 1
     try:
-        mod = linear_act_mod("swiglu_hf", gated=True, has_c=False, has_rowvec=False, has_colvec=False)
+        mod = linear_act_mod("swiglu_hf", gated=True, has_c=False, has_rowvec=v.bias, has_colvec=False)
         M, K, I = 256, 256, 256  # metadata only: the compiled shapes are symbolic
         a = torch.empty(M, K, dtype=torch.bfloat16)
         w = torch.empty(2 * I, K, dtype=torch.bfloat16)  # [gate; up] rows
         act = torch.empty(M, I, dtype=torch.bfloat16)
+        epi, concat = {"mAuxOut": act}, ("B",)
+        if v.bias:
+            # [gate bias; up bias] in f32: a 32-bit row vector takes the weights' concat relabel
+            # (a 16-bit one quack would want interleaved)
+            epi["mRowVecBroadcast"] = torch.empty(1, 2 * I, dtype=torch.float32)
+            concat += ("mRowVecBroadcast",)
         try:
-            mod.gemm(a, w, None, epi_args={"mAuxOut": act}, tile_M=tile_m, tile_N=tile_n, cluster_M=1, cluster_N=1,
-                     concat_layout=("B",), _launch=False)
+            mod.gemm(a, w, None, epi_args=epi, tile_M=v.tile_m, tile_N=v.tile_n, cluster_M=v.cluster_m,
+                     cluster_N=v.cluster_n, pingpong=v.pingpong, concat_layout=concat, _launch=False)
         except Caught:
             pass
     finally:
         qffi.cute.compile = orig
     if not caught:
-        sys.exit("export: quack compiled nothing")
+        sys.exit(f"export: quack compiled nothing for {v.name}")
     return caught[-1]
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="directory for swiglu_gemm.h, swiglu_gemm.o and ptx/")
-    p.add_argument("--tile-m", type=int, default=128)
-    p.add_argument("--tile-n", type=int, default=192, help="output columns of a tile, gate and up together")
-    args = p.parse_args()
-    out = pathlib.Path(args.out)
-    (out / "ptx").mkdir(parents=True, exist_ok=True)
+class Variant:
+    """A tile configuration: "pp" (pingpong: the two consumer warp groups take turns, one's
+    epilogue under the other's products) or "coop" (both on one tile), tile MxN, cluster MxN;
+    e.g. pp:128x192:2x1, quack's default for the H100."""
 
-    gemm, mA, mB, _mD, _mC, epi, sched, _varlen, _stream, _sfa, _sfb = quack_gemm_args(args.tile_m, args.tile_n)
+    def __init__(self, spec, bias):
+        try:
+            kind, tile, cluster = spec.split(":")
+            self.tile_m, self.tile_n = map(int, tile.split("x"))
+            self.cluster_m, self.cluster_n = map(int, cluster.split("x"))
+        except ValueError:
+            sys.exit(f"export: variant {spec!r}: want pp|coop:<tile M>x<tile N>:<cluster M>x<cluster N>")
+        if kind not in ("pp", "coop"):
+            sys.exit(f"export: variant {spec!r}: kind pp or coop")
+        self.spec, self.pingpong, self.bias = spec, kind == "pp", bias
+        self.name = f"swiglu_gemm_{'bias_' if bias else ''}{kind}{self.tile_m}x{self.tile_n}c{self.cluster_m}x{self.cluster_n}"
+
+
+# The variants built by default, the first of each list the product Options.QuackSwiGLU runs
+# unless told otherwise: from quack's H100 search space for gated products
+# (gemm_config._get_sm90_configs). Without biases (the decoder's prefill), then with them (the
+# tower's MLP); on the H200 (docs/gpu.md, twentieth session) pp:128x192:2x1 made a 5- and 10-prompt
+# prefill's 1850x22016x2048 product 1.17x cuBLASLt + iris_silu_mul, pp:128x128:2x1 the tower's
+# 3300x6848x1280 1.35x.
+DEFAULT_VARIANTS = "pp:128x192:2x1,pp:128x128:2x1,pp:128x192:1x2,coop:256x192:2x1,coop:128x256:2x1"
+DEFAULT_BIAS_VARIANTS = "pp:128x128:2x1,pp:128x192:2x1,pp:128x128:1x2"
+
+
+def export(v, out):
+    """Compiles variant v and exports it as out/<v.name>.h and .o; returns the header's text."""
+    gemm, mA, mB, _mD, _mC, epi, sched, _varlen, _stream, _sfa, _sfb = quack_gemm_args(v)
     Epi, Sched, raster = type(epi), type(sched), sched.raster_order
+
+    def sched_args(clusters):
+        return Sched(max_active_clusters=clusters, raster_order=raster, max_swizzle_size=cutlass.Int32(8),
+                     tile_count_semaphore=None, batch_idx_permute=None, ag=None)
 
     @cute.jit
     def swiglu_gemm(mA: cute.Tensor, mB: cute.Tensor, mAct: cute.Tensor, clusters: cutlass.Int32, stream: cuda.CUstream):
         e = Epi(mAuxOut=mAct, split_k_semaphore=None, split_k_workspace=None)
-        s = Sched(max_active_clusters=clusters, raster_order=raster, max_swizzle_size=cutlass.Int32(8),
-                  tile_count_semaphore=None, batch_idx_permute=None, ag=None)
-        gemm(mA, mB, None, None, e, s, None, stream, None, None)
+        gemm(mA, mB, None, None, e, sched_args(clusters), None, stream, None, None)
 
-    compiled = cute.compile(swiglu_gemm, mA, mB, epi.mAuxOut, cutlass.Int32(1), cute_runtime.make_fake_stream(),
-                            options=f"--gpu-arch sm_90a --keep-ptx --dump-dir {out / 'ptx'}")
+    @cute.jit
+    def swiglu_gemm_bias(mA: cute.Tensor, mB: cute.Tensor, mAct: cute.Tensor, mBias: cute.Tensor, clusters: cutlass.Int32,
+                         stream: cuda.CUstream):
+        e = Epi(mAuxOut=mAct, mRowVecBroadcast=mBias, split_k_semaphore=None, split_k_workspace=None)
+        gemm(mA, mB, None, None, e, sched_args(clusters), None, stream, None, None)
+
+    (out / "ptx" / v.name).mkdir(parents=True, exist_ok=True)
+    opts = f"--gpu-arch sm_90a --keep-ptx --dump-dir {out / 'ptx' / v.name}"
+    if v.bias:
+        compiled = cute.compile(swiglu_gemm_bias, mA, mB, epi.mAuxOut, epi.mRowVecBroadcast, cutlass.Int32(1),
+                                cute_runtime.make_fake_stream(), options=opts)
+    else:
+        compiled = cute.compile(swiglu_gemm, mA, mB, epi.mAuxOut, cutlass.Int32(1), cute_runtime.make_fake_stream(),
+                                options=opts)
+    compiled.export_to_c(str(out), v.name)
+    return (out / f"{v.name}.h").read_text()
+
+
+DISPATCH_HEAD = """// Generated by scripts/gpu/swiglu-gemm/export.py: the exported variants of the SwiGLU product
+// behind one interface (core/internal/gpu/swiglu_quack_cuda.go).
+#pragma once
+"""
+
+
+def dispatch(variants, headers):
+    """C that loads and launches variant i of variants (their exported headers' entry points)."""
+    c = [DISPATCH_HEAD]
+    c += [f'#include "{v.name}.h"' for v in variants]
+    c.append(f"\n#define IRIS_SWIGLU_VARIANTS {len(variants)}")
+    names = ", ".join(f'"{v.spec}"' for v in variants)
+    c.append(f"static const char *iris_swiglu_specs[] = {{{names}}};")
+    ctas = ", ".join(str(v.cluster_m * v.cluster_n) for v in variants)
+    c.append(f"static const int iris_swiglu_cluster_ctas[] = {{{ctas}}};")
+    bias = ", ".join(str(int(v.bias)) for v in variants)
+    c.append(f"static const int iris_swiglu_bias[] = {{{bias}}};")
+    c.append("""
+// iris_swiglu_load loads variant i onto the current device into *lib, errors returned, not printed.
+static cudaError_t iris_swiglu_load(int i, cudaLibrary_t *lib) {
+\tcudaError_t ret = cudaSuccess;
+\tint dev = 0;
+\tstruct { cudaLibrary_t **lib; cudaError_t *ret; } init = {&lib, &ret};
+\tstruct { cudaLibrary_t **lib; int32_t *dev; cudaError_t *ret; } load = {&lib, &dev, &ret};
+\tif ((ret = cudaGetDevice(&dev)) != cudaSuccess) return ret;
+\tswitch (i) {""")
+    for i, v in enumerate(variants):
+        c.append(f"\tcase {i}: _mlir_{v.name}_cuda_init((void **)&init); if (ret == cudaSuccess) _mlir_{v.name}_cuda_load_to_device((void **)&load); return ret;")
+    c.append("\t}\n\treturn cudaErrorInvalidValue;\n}")
+    c.append("""
+// iris_swiglu_tensor is every variant's tensor argument: data, two dynamic shapes, a row stride.
+typedef struct { void *data; int32_t shapes[2]; int64_t strides[1]; } iris_swiglu_tensor;
+
+// iris_swiglu_launch launches variant i: act = swiglu(x w^T + bias) over clusters persistent
+// clusters (bias, [1, 2I] f32, only for the variants with iris_swiglu_bias[i]).
+static int32_t iris_swiglu_launch(int i, iris_swiglu_tensor *x, iris_swiglu_tensor *w, iris_swiglu_tensor *act,
+                                  iris_swiglu_tensor *bias, int32_t clusters, cudaStream_t stream) {
+\tint32_t ret = 0;
+\tvoid *args[6] = {x, w, act, &clusters, &stream, &ret};
+\tvoid *bargs[7] = {x, w, act, bias, &clusters, &stream, &ret};
+\tswitch (i) {""")
+    for i, (v, h) in enumerate(zip(variants, headers)):
+        entry = re.search(r"void (_mlir_" + re.escape(v.name) + r"__mlir_ciface_\w+)\(void \*\*args", h)
+        if not entry:
+            sys.exit(f"export: no entry point in {v.name}.h")
+        args = "bargs, 7" if v.bias else "args, 6"
+        c.append(f"\tcase {i}: {entry.group(1)}({args}); return ret;")
+    c.append("\t}\n\treturn -1;\n}")
+    return "\n".join(c) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="directory for the headers, libswiglu_gemm.a and ptx/")
+    p.add_argument("--variants", default=DEFAULT_VARIANTS,
+                   help="without biases: comma-separated pp|coop:<tile M>x<tile N>:<cluster M>x<cluster N>, the default first")
+    p.add_argument("--bias-variants", default=DEFAULT_BIAS_VARIANTS, help="with f32 biases: the same")
+    args = p.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     # the export links the host launcher in-process first: the runtime's symbols must resolve
     libs = pathlib.Path(cutlass.__file__).parents[2] / "cu13" / "lib"
     ctypes.CDLL(str(libs / "libcute_dsl_runtime.so"), mode=ctypes.RTLD_GLOBAL)
-    compiled.export_to_c(str(out), "swiglu_gemm")
-    # the launcher's runtime, beside it for core/internal/gpu's cgo (the quack build tag)
+    variants = [Variant(s, False) for s in args.variants.split(",")]
+    variants += [Variant(s, True) for s in args.bias_variants.split(",")]
+    headers = []
+    for i, v in enumerate(variants):
+        print(f"export: [{i + 1}/{len(variants)}] {v.spec}{' with biases' if v.bias else ''} -> {v.name}",
+              file=sys.stderr, flush=True)
+        headers.append(export(v, out))
+    (out / "swiglu_variants.h").write_text(dispatch(variants, headers))
+    lib = out / "libswiglu_gemm.a"
+    lib.unlink(missing_ok=True)
+    subprocess.run(["ar", "rcs", str(lib)] + [str(out / f"{v.name}.o") for v in variants], check=True)
+    # the launchers' runtime, beside them for core/internal/gpu's cgo (the quack build tag)
     shutil.copy(libs / "libcuda_dialect_runtime_static.a", out)
-    print(f"export: {out}/swiglu_gemm.h, swiglu_gemm.o, libcuda_dialect_runtime_static.a", file=sys.stderr)
+    print(f"export: {out}/swiglu_variants.h, libswiglu_gemm.a ({len(variants)} variants), "
+          "libcuda_dialect_runtime_static.a", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -40,13 +40,14 @@ type Backend struct {
 	lanes  ml.Lanes
 
 	// Everything below is used only on the device thread.
-	k       *kernelSet
-	swiglu  *gpu.SwiGLUGemm // Options.QuackSwiGLU's product, shared with the lanes
-	blas    *blas
-	stream  *gpu.Stream
-	chunks  []gpu.Buffer // weights and Alloc'd buffers
-	arena   arena        // where Load and Alloc place tensors
-	scratch map[string]*gpu.Buffer
+	k *kernelSet
+	// Options.QuackSwiGLU's products, without and with biases, shared with the lanes
+	swiglu, swigluBias *gpu.SwiGLUGemm
+	blas               *blas
+	stream             *gpu.Stream
+	chunks             []gpu.Buffer // weights and Alloc'd buffers
+	arena              arena        // where Load and Alloc place tensors
+	scratch            map[string]*gpu.Buffer
 	// epoch counts scratch buffers that moved (grown): a recorded graph bakes addresses in.
 	epoch   int
 	staging *gpu.HostBuffer // pinned uploads (Write, Input, Ints, Load)
@@ -71,12 +72,13 @@ type Backend struct {
 	// afterKernel: the last thing enqueued is a kernel (a dependent launch may follow it).
 	afterKernel bool
 
-	replays  int // passes run as a graph
-	graphs   map[string]*graphEntry
-	joined   map[joinKey]ml.Tensor // biases of merged products, side by side (mergeOuts)
-	mode     graphMode
-	graphErr error // why graphs are off, if they are
-	prof     *profiler
+	replays   int // passes run as a graph
+	graphs    map[string]*graphEntry
+	joined    map[joinKey]ml.Tensor  // biases of merged products, side by side (mergeOuts)
+	joinedF32 map[joinKey]gpu.DevPtr // the same in f32 for the SwiGLU product (swigluBiases)
+	mode      graphMode
+	graphErr  error // why graphs are off, if they are
+	prof      *profiler
 }
 
 type graphMode int
@@ -139,7 +141,7 @@ func NewBackend(opts Options) (*Backend, error) {
 
 // empty is a backend of opts with its caches made and nothing on the device yet.
 func empty(opts Options) *Backend {
-	return &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[joinKey]ml.Tensor{},
+	return &Backend{opts: opts, scratch: map[string]*gpu.Buffer{}, graphs: map[string]*graphEntry{}, joined: map[joinKey]ml.Tensor{}, joinedF32: map[joinKey]gpu.DevPtr{},
 		ptrs: map[ptrKey]gpu.DevPtr{}, tables: map[tableKey]ml.Ints{}, f32Names: map[string]string{}}
 }
 
@@ -161,7 +163,7 @@ func (b *Backend) init() error {
 		if b.dt != bf16 {
 			return fmt.Errorf("the SwiGLU product (QuackSwiGLU) is bf16 only")
 		}
-		if b.swiglu, err = gpu.LoadSwiGLUGemm(b.dev.Info().SMs); err != nil {
+		if b.swiglu, b.swigluBias, err = loadSwiGLU(b.dev.Info().SMs, b.opts.QuackVariant, b.opts.QuackBiasVariant); err != nil {
 			return err
 		}
 	}
@@ -215,7 +217,7 @@ func (b *Backend) Lane() (ml.Backend, error) {
 		return nil, err
 	}
 	l := empty(b.opts)
-	l.dt, l.dev, l.k, l.swiglu, l.parent = b.dt, dev, b.k, b.swiglu, b
+	l.dt, l.dev, l.k, l.swiglu, l.swigluBias, l.parent = b.dt, dev, b.k, b.swiglu, b.swigluBias, b
 	if err := dev.Do(func() error {
 		var err error
 		if l.stream, err = gpu.NewStream(); err != nil {

@@ -45,10 +45,13 @@ type Options struct {
 	// a row's keys (iris_attn_pool_gqa_whole); for comparison.
 	NoWholeDecode bool
 	// QuackSwiGLU runs a bf16 pass's gate/up product and SwiGLU (of at least swigluMinRows
-	// rows, no biases) as one kernel with the activation in its epilogue (gpu.SwiGLUGemm:
-	// scripts/gpu/swiglu-gemm, in builds with the quack tag; others refuse the option). An
-	// experiment for issue 14: not yet run on a GPU.
+	// rows: prefill and tower passes) as one kernel with the activation and any biases in its
+	// epilogue (gpu.SwiGLUGemm: scripts/gpu/swiglu-gemm, in builds with the quack tag; others
+	// refuse the option). An experiment for issue 14.
 	QuackSwiGLU bool
+	// QuackVariant and QuackBiasVariant pick QuackSwiGLU's tile configurations without and
+	// with biases: the n-th of gpu.SwiGLUVariants of each kind (0: the export's default).
+	QuackVariant, QuackBiasVariant int
 	// EqualPriority gives the backend's stream the default priority, as a lane's, instead of
 	// the greatest; for comparison.
 	EqualPriority bool

@@ -318,28 +318,91 @@ func (b *Backend) NormSwiGLU(act, gu, xn, xOut, x, delta, w ml.Tensor, eps float
 // step's products read the weights, and its SwiGLU pass is small.
 const swigluMinRows = 128
 
+// loadSwiGLU loads the n-th SwiGLU product variant without biases and the bn-th with them.
+func loadSwiGLU(sms, n, bn int) (plain, biased *gpu.SwiGLUGemm, err error) {
+	var idx [2][]int
+	for i, v := range gpu.SwiGLUVariants() {
+		k := 0
+		if v.Bias {
+			k = 1
+		}
+		idx[k] = append(idx[k], i)
+	}
+	if n < 0 || n >= len(idx[0]) || bn < 0 || bn >= len(idx[1]) {
+		return nil, nil, fmt.Errorf("SwiGLU product variants %d and %d (with biases): this build has %d and %d (%v)",
+			n, bn, len(idx[0]), len(idx[1]), gpu.SwiGLUVariants())
+	}
+	if plain, err = gpu.LoadSwiGLUGemm(sms, idx[0][n]); err == nil {
+		biased, err = gpu.LoadSwiGLUGemm(sms, idx[1][bn])
+	}
+	return plain, biased, err
+}
+
 // swigluProduct runs act = SwiGLU of xn's gate and up products as one kernel (gpu.SwiGLUGemm,
-// Options.QuackSwiGLU) when it takes them: bf16, no biases, the up weight right after the gate
-// weight, whole 16-byte rows, act at its own columns (not padded). It reports whether it ran.
+// Options.QuackSwiGLU) when it takes them: bf16, both biases or neither, the up weight right
+// after the gate weight, whole 16-byte rows, act's stride room for its columns rounded up to a
+// 16-byte chunk (the kernel writes those past I zero, as SiluMul does for a padded down
+// weight). It reports whether it ran.
 func (b *Backend) swigluProduct(act, xn ml.Tensor, gate, up ml.Out) bool {
 	I, K := act.Cols, xn.Cols
+	cols := (I + 7) &^ 7
+	g := b.swiglu
+	if gate.B.Valid() {
+		g = b.swigluBias
+	}
 	// adjacent also says the weights' rows are unpadded (stride = K)
-	if b.swiglu == nil || gate.B.Valid() || up.B.Valid() || xn.Rows < swigluMinRows || !adjacent([]ml.Out{gate, up}) ||
-		gate.W.Cols != K || I%8 != 0 || K%8 != 0 || xn.Stride%8 != 0 || act.Stride%8 != 0 ||
+	if g == nil || gate.B.Valid() != up.B.Valid() || xn.Rows < swigluMinRows || !adjacent([]ml.Out{gate, up}) ||
+		gate.W.Cols != K || K%8 != 0 || xn.Stride%8 != 0 || act.Stride%8 != 0 || act.Stride < cols ||
 		xn.Addr%16 != 0 || act.Addr%16 != 0 || gate.W.Addr%16 != 0 {
 		return false
+	}
+	var bias gpu.DevPtr
+	if gate.B.Valid() {
+		if bias = b.swigluBiases(gate.B, up.B, cols); bias == 0 {
+			return false
+		}
 	}
 	if !b.live() {
 		return true
 	}
 	b.flush()
 	b.opStart()
-	b.fail(b.swiglu.Run(b.stream, dp(xn), xn.Rows, K, xn.Stride, dp(gate.W), I, dp(act), act.Stride))
+	b.fail(g.Run(b.stream, dp(xn), xn.Rows, K, xn.Stride, dp(gate.W), I, dp(act), cols, act.Stride, bias))
 	if b.opsProfiled() {
 		b.opEnd(fmt.Sprintf("swiglu product %dx%dx%d", xn.Rows, 2*I, K))
 	}
 	b.afterKernel = true // the product ends with its kernel
 	return true
+}
+
+// swigluBiases is the gate and up biases side by side in f32, 2*cols values (zeros past 2I),
+// made by a plain run the first time (0 otherwise, or on a failure: the caller takes the
+// cuBLASLt path) and kept with the backend: the SwiGLU product's row vector.
+func (b *Backend) swigluBiases(gb, ub ml.Tensor, cols int) gpu.DevPtr {
+	key := joinKey{gb.Addr, ub.Addr, 2}
+	if p, ok := b.joinedF32[key]; ok {
+		return p
+	}
+	if b.mode != plain || gb.Cols != ub.Cols || gb.DType != ml.BF16 || ub.DType != ml.BF16 {
+		return 0
+	}
+	n := int64(2 * cols)
+	buf, err := gpu.Alloc(4 * n)
+	if err != nil {
+		return 0
+	}
+	b.chunks = append(b.chunks, buf)
+	b.flush()
+	b.fail(b.stream.Memset32(buf.Ptr, 0, n))
+	b.afterKernel = false
+	I := int64(gb.Cols)
+	b.elems(b.k.bf16ToF32, I, gpu.P(buf.Ptr), gpu.P(dp(gb)), gpu.L(I))
+	b.elems(b.k.bf16ToF32, I, gpu.P(buf.Ptr.Add(4*I)), gpu.P(dp(ub)), gpu.L(I))
+	if b.err != nil {
+		return 0
+	}
+	b.joinedF32[key] = buf.Ptr
+	return buf.Ptr
 }
 
 // ----------------------------------------------------------------------------------------------

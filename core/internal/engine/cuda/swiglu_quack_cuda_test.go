@@ -4,50 +4,176 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/iris-vlm/iris/core/internal/gpu"
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
-// TestKernelBackendSwiGLUProduct runs ml.NormSwiGLU over prefill-sized rows on a bf16 backend
-// with Options.QuackSwiGLU (the gate/up product with SwiGLU in its epilogue) and on one without
-// (cuBLASLt, then iris_silu_mul): the same activations to bf16 rounding (the products' sums run
-// in another order), and the op profiles name the path each took. Rows not a multiple of the
-// 128-row tile, the 3B's K and an I of 11,008, and a small I.
-func TestKernelBackendSwiGLUProduct(t *testing.T) {
+// swigluCase is one NormSwiGLU: rows of K values into I activations at a row stride of
+// stride (0: I), with biases or without.
+type swigluCase struct {
+	rows, K, I, stride int
+	bias               bool
+}
+
+func (c swigluCase) String() string {
+	s := fmt.Sprintf("%dx%dx%d", c.rows, c.K, c.I)
+	if c.stride != 0 {
+		s += fmt.Sprintf("/%d", c.stride)
+	}
+	if c.bias {
+		s += "+bias"
+	}
+	return s
+}
+
+// swigluInputs are a case's seeded inputs: x, delta, the norm's weight, [gate; up], the gate's
+// and up's biases (none without).
+type swigluInputs struct{ x, delta, w, gu, gb, ub []float32 }
+
+func newSwiGLUInputs(c swigluCase) swigluInputs {
+	r := rand.New(rand.NewPCG(81, uint64(c.rows)))
+	in := swigluInputs{randn(r, bf16, c.rows*c.K, 1), randn(r, bf16, c.rows*c.K, 1), randn(r, bf16, c.K, 1),
+		randn(r, bf16, 2*c.I*c.K, 0.03), nil, nil}
+	if c.bias {
+		in.gb, in.ub = randn(r, bf16, c.I, 0.5), randn(r, bf16, c.I, 0.5)
+	}
+	return in
+}
+
+// runSwiGLU runs ml.NormSwiGLU warm times, then reps times, over in on a backend with opts and
+// returns the activations (every column of the stride: those past I must stay zero) and the op
+// profile of the reps. The activations' scratch starts with NaNs past I, as a reused buffer
+// may hold anything.
+func runSwiGLU(t testing.TB, opts Options, c swigluCase, in swigluInputs, warm, reps int) (act []float32, ops []StageTime) {
+	t.Helper()
 	const eps = 1e-6
-	for _, tc := range []struct{ rows, K, I int }{{200, 2048, 11008}, {1000, 2048, 512}, {129, 256, 264}} {
-		t.Run(fmt.Sprintf("%dx%dx%d", tc.rows, tc.K, tc.I), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(81, uint64(tc.rows)))
-			x := randn(r, bf16, tc.rows*tc.K, 1)
-			delta := randn(r, bf16, tc.rows*tc.K, 1)
-			w := randn(r, bf16, tc.K, 1)
-			gu := randn(r, bf16, 2*tc.I*tc.K, 0.03) // the gate rows, then the up rows
-			run := func(opts Options) (act []float32, ops map[string]int) {
-				b := newBackend(t, opts)
-				b.SetProfileOps(true)
-				err := b.Do(func() error {
-					wts := devTensor(b, 2*tc.I, tc.K, gu)
-					mlp := ml.MLP{Gate: wts.RowsAt(0, tc.I), Up: wts.RowsAt(tc.I, tc.I)}
-					xt, dt, wt := devTensor(b, tc.rows, tc.K, x), devTensor(b, tc.rows, tc.K, delta), devTensor(b, 1, tc.K, w)
-					a, g := b.Scratch("act", tc.rows, tc.I), b.Scratch("gu", tc.rows, 2*tc.I)
-					xn, xOut := b.Scratch("xn", tc.rows, tc.K), b.Scratch("xout", tc.rows, tc.K)
-					ml.NormSwiGLU(b, a, g, xn, xOut, xt, dt, wt, eps, mlp)
-					act = readBack(b, a)
-					return b.Sync()
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return act, opLaunches(b.Profile())
+	b := newBackend(t, opts)
+	b.SetProfileOps(true)
+	var run func(n int) error
+	err := b.Do(func() error {
+		wts := devTensor(b, 2*c.I, c.K, in.gu)
+		mlp := ml.MLP{Gate: wts.RowsAt(0, c.I), Up: wts.RowsAt(c.I, c.I)}
+		if c.bias {
+			mlp.GateB, mlp.UpB = devTensor(b, 1, c.I, in.gb), devTensor(b, 1, c.I, in.ub)
+		}
+		xt, dt, wt := devTensor(b, c.rows, c.K, in.x), devTensor(b, c.rows, c.K, in.delta), devTensor(b, 1, c.K, in.w)
+		stride := max(c.stride, c.I)
+		full := b.Scratch("act", c.rows, stride)
+		b.Write(full, slices.Repeat([]float32{float32(math.NaN())}, c.rows*stride))
+		a, g := full.ColsAt(0, c.I), b.Scratch("gu", c.rows, 2*c.I)
+		xn, xOut := b.Scratch("xn", c.rows, c.K), b.Scratch("xout", c.rows, c.K)
+		run = func(n int) error {
+			for range n {
+				ml.NormSwiGLU(b, a, g, xn, xOut, xt, dt, wt, eps, mlp)
 			}
-			got, ops := run(Options{Precision: "bf16", QuackSwiGLU: true})
-			want, opsLt := run(Options{Precision: "bf16"})
-			check(t, "SwiGLU product against cuBLASLt and iris_silu_mul", got, widen(want), tolFor(bf16))
-			name := fmt.Sprintf("swiglu product %dx%dx%d", tc.rows, 2*tc.I, tc.K)
-			if ops[name] != 1 || ops["iris_silu_mul_bf16"] != 0 || opsLt["iris_silu_mul_bf16"] != 1 {
-				t.Errorf("launches %v and, without the option, %v: want %q once and no iris_silu_mul, then iris_silu_mul", ops, opsLt, name)
+			act = readBack(b, full)
+			return b.Sync()
+		}
+		return run(warm)
+	})
+	b.Profile() // the warm-up's, dropped
+	if err == nil {
+		err = b.Do(func() error { return run(reps) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return act, b.Profile()
+}
+
+// variantOptions are the bf16 options that run the SwiGLU product's variant v (an index of
+// gpu.SwiGLUVariants).
+func variantOptions(v int) Options {
+	vs := gpu.SwiGLUVariants()
+	o := Options{Precision: "bf16", QuackSwiGLU: true}
+	for _, x := range vs[:v] {
+		switch {
+		case x.Bias != vs[v].Bias:
+		case x.Bias:
+			o.QuackBiasVariant++
+		default:
+			o.QuackVariant++
+		}
+	}
+	return o
+}
+
+// TestKernelBackendSwiGLUProduct runs ml.NormSwiGLU over prefill- and tower-sized rows on a bf16
+// backend with Options.QuackSwiGLU (the gate/up product with SwiGLU and any biases in its
+// epilogue), each tile variant the build carries, and on one without (cuBLASLt, then
+// iris_silu_mul): the same activations to bf16 rounding (the products' sums run in another
+// order), zeros in the columns past I of a padded stride (SiluMul's, which the down product of
+// a padded weight reads), and the op profiles name the path each took. Rows not a multiple of
+// the 128-row tile, the 3B's K and an I of 11,008; the tower's K and I of 3,420 (not a whole
+// 16-byte chunk) at the down weight's padded stride of 3,424 with biases; small Is.
+func TestKernelBackendSwiGLUProduct(t *testing.T) {
+	for _, tc := range []swigluCase{{rows: 200, K: 2048, I: 11008}, {rows: 1000, K: 2048, I: 512}, {rows: 129, K: 256, I: 264},
+		{rows: 660, K: 1280, I: 3420, stride: 3424, bias: true}, {rows: 300, K: 256, I: 260, stride: 264, bias: true}} {
+		in := newSwiGLUInputs(tc)
+		want, opsLt := runSwiGLU(t, Options{Precision: "bf16"}, tc, in, 0, 1)
+		for v, spec := range gpu.SwiGLUVariants() {
+			if spec.Bias != tc.bias {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%v", spec, tc), func(t *testing.T) {
+				got, ops := runSwiGLU(t, variantOptions(v), tc, in, 0, 1)
+				check(t, "SwiGLU product against cuBLASLt and iris_silu_mul", got, widen(want), tolFor(bf16))
+				name := fmt.Sprintf("swiglu product %dx%dx%d", tc.rows, 2*tc.I, tc.K)
+				n, nLt := opLaunches(ops), opLaunches(opsLt)
+				if n[name] != 1 || n["iris_silu_mul_bf16"] != 0 || nLt["iris_silu_mul_bf16"] != 1 {
+					t.Errorf("launches %v and, without the option, %v: want %q once and no iris_silu_mul, then iris_silu_mul", n, nLt, name)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSwiGLUProduct times the gate/up product and SwiGLU of prefill and tower passes of
+// the 3B (5 and 10 prompts of the photo; 5 images' patches at the tower's shapes, unbiased)
+// through each variant of the SwiGLU product against cuBLASLt and iris_silu_mul in the same
+// run: GPU time per op by the op profiler's events, the mean of b.N runs after a warm-up.
+// Run on the GPU machine:
+//
+//	cuda.test -test.run '^$' -test.bench SwiGLUProduct -test.benchtime 20x
+func BenchmarkSwiGLUProduct(b *testing.B) {
+	for _, c := range []swigluCase{{rows: 925, K: 2048, I: 11008}, {rows: 1850, K: 2048, I: 11008},
+		{rows: 3300, K: 1280, I: 3420, stride: 3424, bias: true}} {
+		b.Run(c.String(), func(b *testing.B) {
+			in := newSwiGLUInputs(c)
+			// ops' mean microseconds a call, a warm-up run's left out
+			mean := func(opts Options, keep func(string) bool) float64 {
+				_, ops := runSwiGLU(b, opts, c, in, 1, b.N)
+				us := 0.0
+				for _, o := range ops {
+					if keep(o.Stage) {
+						us += o.TotalMS * 1e3 / float64(b.N)
+					}
+				}
+				return us
+			}
+			base := mean(Options{Precision: "bf16"}, func(s string) bool {
+				return s == "iris_silu_mul_bf16" || s == fmt.Sprintf("linear %dx%dx%d", c.rows, 2*c.I, c.K)
+			})
+			line := fmt.Sprintf("swiglu %dx%dx%d cuBLASLt + iris_silu_mul %8.1f us", c.rows, 2*c.I, c.K, base)
+			b.Log(line)
+			fmt.Println(line)
+			for v, spec := range gpu.SwiGLUVariants() {
+				if spec.Bias != c.bias {
+					continue
+				}
+				us := mean(variantOptions(v), func(s string) bool {
+					return strings.HasPrefix(s, "swiglu product")
+				})
+				flops := 2 * float64(c.rows) * float64(2*c.I) * float64(c.K)
+				line := fmt.Sprintf("swiglu %dx%dx%d %-22v %8.1f us  %.3fx  %4.0f TFLOP/s", c.rows, 2*c.I, c.K, spec, us, base/us, flops/us/1e6)
+				b.Log(line)
+				fmt.Println(line)
 			}
 		})
 	}

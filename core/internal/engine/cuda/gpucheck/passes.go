@@ -34,6 +34,8 @@ func passes(args []string) error {
 	noWhole := fs.Bool("no-whole-decode", false, "bf16 decode attention over caches of at most 256 keys in merged 64-key splits (not a block over all of them)")
 	equal := fs.Bool("equal-priority", false, "the decoder's stream at the lane's priority (not the greatest)")
 	quack := fs.Bool("quack-swiglu", false, "bf16 gate/up products of 128 rows or more with SwiGLU in their epilogue (a build with the quack tag: scripts/gpu/swiglu-gemm)")
+	quackVariant := fs.Int("quack-variant", 0, "-quack-swiglu's tile configuration without biases: the n-th of the build's (scripts/gpu/swiglu-gemm/export.py --variants)")
+	quackBias := fs.Int("quack-bias-variant", 0, "-quack-swiglu's tile configuration with biases: the n-th of the build's (export.py --bias-variants)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,7 +54,7 @@ func passes(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack}, mf.lane())
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias}, mf.lane())
 	if err != nil {
 		return err
 	}
