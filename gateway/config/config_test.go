@@ -48,6 +48,12 @@ func TestDecode(t *testing.T) {
 					t.Errorf("an unset key lost its default: %s", c.Server.ShutdownTimeout)
 				}
 			}},
+		{name: "engine switches reach core", src: "[runtime]\nfused_swiglu = true\nvision_lanes = 3\ndecode_apart = true",
+			check: func(t *testing.T, c Config) {
+				if cc := c.Runtime.Core(); !cc.FusedSwiGLU || cc.VisionLanes != 3 || !cc.DecodeApart || cc.VisionSerial {
+					t.Errorf("core config %+v", cc)
+				}
+			}},
 		{name: "unknown key", src: "[server]\nmax_body_byte = 1", wantErr: `unknown key "server.max_body_byte"`},
 		{name: "unknown table", src: "[auth]\nkey = 1", wantErr: `unknown key "auth"`},
 		{name: "wrong type", src: "[server]\nmax_body_bytes = \"big\"", wantErr: "max_body_bytes"},

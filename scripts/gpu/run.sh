@@ -41,7 +41,8 @@
 #                                   this build again with runtime.decode_apart at IRIS_APART_CONC
 #                                   (64), IRIS_AB_SERIAL=1 with runtime.vision_serial at
 #                                   IRIS_SERIAL_CONC (32,64), IRIS_AB_RUNTIME="KEY=VALUE ..." with
-#                                   each runtime setting at IRIS_RT_CONC (64), IRIS_BASE_CONC=<levels>
+#                                   each runtime setting (or KEY=VALUE,KEY=VALUE together) at IRIS_RT_CONC (64),
+#                                   IRIS_NEW_RUNTIME="KEY=VALUE,..." settings of this build's own levels, IRIS_BASE_CONC=<levels>
 #                                   the base build at those levels first and last, IRIS_C1_AB=N the base
 #                                   build's and this one's c=1 in turn N times, transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
 #                                   default the Qwen2.5-VL 3B; ~4 min
@@ -745,6 +746,10 @@ if [[ $phase == throughput ]]; then
       --name "$name" --context 4096 "${plugin[@]}" >/dev/null
   done
   printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/defaults.toml"
+  # IRIS_NEW_RUNTIME="KEY=VALUE,...": settings of this build's table and c=1 runs (not the base's)
+  cp "$work/defaults.toml" "$work/new.toml"
+  new_rt=${IRIS_NEW_RUNTIME:-}
+  for kv in ${new_rt//,/ }; do printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$work/new.toml"; done
   printf '[runtime]\nembedding_cache_bytes = 0\ndecode_apart = true\n' >"$work/apart.toml"
   printf '[runtime]\nembedding_cache_bytes = 0\nvision_serial = true\n' >"$work/serial.toml"
   # apart (IRIS_AB_APART=1): this build again with decode steps in passes of their own, at
@@ -756,15 +761,21 @@ if [[ $phase == throughput ]]; then
   whos=(base new); [[ -n ${IRIS_AB_APART:-} ]] && whos+=(apart)
   [[ -n ${IRIS_AB_SERIAL:-} ]] && whos+=(serial)
   # rt-KEY-VALUE (IRIS_AB_RUNTIME="KEY=VALUE ..."): with runtime.KEY = VALUE, at IRIS_RT_CONC (64)
-  for kv in ${IRIS_AB_RUNTIME:-}; do
-    w=${kv#*=} w="rt-${kv%%=*}-${w//\"/}" # a quoted value (KEY="4ms"): the file name without quotes
-    printf '[runtime]\nembedding_cache_bytes = 0\n%s = %s\n' "${kv%%=*}" "${kv#*=}" >"$work/$w.toml"
+  # (several settings at once: KEY=VALUE,KEY=VALUE)
+  for kvs in ${IRIS_AB_RUNTIME:-}; do
+    w=rt
+    printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/rt.toml"
+    for kv in ${kvs//,/ }; do
+      v=${kv#*=} w+="-${kv%%=*}-${v//\"/}" # a quoted value (KEY="4ms"): the file name without quotes
+      printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$work/rt.toml"
+    done
+    mv "$work/rt.toml" "$work/$w.toml"
     whos+=("$w")
   done
   [[ -n ${IRIS_BASE_CONC:-} ]] && whos+=(base)
   for who in "${whos[@]}"; do
-    b=$bin cfg=$work/defaults.toml bundle=$work/bundle-$who
-    [[ $who == base ]] && b=$base
+    b=$bin cfg=$work/new.toml bundle=$work/bundle-$who
+    [[ $who == base ]] && b=$base cfg=$work/defaults.toml
     [[ $who == apart ]] && cfg=$work/apart.toml bundle=$work/bundle-new
     [[ $who == serial ]] && cfg=$work/serial.toml bundle=$work/bundle-new
     [[ $who == rt-* ]] && cfg=$work/$who.toml bundle=$work/bundle-new
@@ -811,9 +822,9 @@ if [[ $phase == throughput ]]; then
     step "c=1 3-token latency, the base build and this one in turn, $IRIS_C1_AB rounds"
     for i in $(seq "$IRIS_C1_AB"); do
       for who in base new; do
-        b=$bin; [[ $who == base ]] && b=$base
+        b=$bin cfg=$work/new.toml; [[ $who == base ]] && b=$base cfg=$work/defaults.toml
         workers=(); [[ $who == base ]] && workers=(--workers 1)
-        "$b/iris" serve -config "$work/defaults.toml" --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-c1.log" 2>&1 &
+        "$b/iris" serve -config "$cfg" --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-c1.log" 2>&1 &
         srv=$!
         for _ in $(seq 120); do curl -fs 127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 1; done
         echo -n "round $i, $who: "

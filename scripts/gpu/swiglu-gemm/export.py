@@ -1,24 +1,29 @@
-"""Compiles a SwiGLU-fused gate/up product for the H200 (sm_90a) on a machine without a GPU and
-exports it as a C header and an object file: an experiment for issue 14 (docs/gpu.md,
-nineteenth session, "What stands between 235 and 250 images/s"). Nothing in Iris links it yet.
+"""Compiles quack's GEMM for the H200 (sm_90a) on a machine without a GPU, in several products
+and tile configurations, and exports them as C headers and objects behind one dispatch header:
+issue 14's fused SwiGLU (docs/gpu.md, twentieth session), linked into builds with the quack tag.
 
-The kernel is quack's gated GEMM (quack-kernels: CuTe DSL, wgmma and TMA, a persistent tile
-scheduler) with the gate and up weights one after the other as Iris binds them ([gate; up] rows,
-quack's concat_layout) and an activation that rounds where transformers' bf16 MLP rounds:
+The products are quack's GEMM (quack-kernels: CuTe DSL, wgmma and TMA, a persistent tile
+scheduler): the gate/up product with the gate and up weights one after the other as Iris binds
+them ([gate; up] rows, quack's concat_layout) and an activation that rounds where transformers'
+bf16 MLP rounds,
 
-    act = bf16(bf16(silu(bf16(x Wg^T))) * bf16(x Wu^T))
+    act = bf16(bf16(silu(bf16(x Wg^T + bg))) * bf16(x Wu^T + bu))
 
-quack compiles against fake tensors with symbolic M, N and K, so one kernel serves every shape.
-Its own entry takes named tuples, which the C export cannot express; a flat entry (A, B, the
-activation's output, the persistent scheduler's cluster count, a stream) wraps it.
+(the biases, when a variant has them, as an f32 row vector added to the f32 accumulators), and a
+plain product y = bf16(x W^T + b) (Options.QuackLinear's experiment). quack compiles against fake
+tensors with symbolic M, N and K, so one kernel serves every shape. Its own entry takes named
+tuples, which the C export cannot express; a flat entry (A, B, the output, the biases, the
+persistent scheduler's cluster count, a stream) wraps it.
 
     scripts/gpu/swiglu-gemm/setup.sh
     .build/swiglu-gemm-venv/bin/python scripts/gpu/swiglu-gemm/export.py --out .build/swiglu-gemm
 
-writes swiglu_gemm.h and swiglu_gemm.o (the host launcher with the cubin inside; it calls the
+writes a header and an object a variant (the host launcher with the cubin inside; it calls the
 CUDA runtime's library API through the static runtime libcuda_dialect_runtime_static.a of
-nvidia-cutlass-dsl's cu13 package, copied beside them), and the kernel's PTX under --out/ptx.
-core/internal/gpu links them in builds with the quack tag (gpu.SwiGLUGemm).
+nvidia-cutlass-dsl's cu13 package, copied beside them), libswiglu_gemm.a of the objects,
+swiglu_variants.h (the variants by index behind iris_swiglu_load and iris_swiglu_launch) and each
+kernel's PTX under --out/ptx. core/internal/gpu links them in builds with the quack tag
+(gpu.QuackGemm).
 """
 
 import argparse
@@ -63,9 +68,9 @@ def swiglu_hf(x, y, *, loc=None, ip=None):
 
 
 def quack_gemm_args(v):
-    """The arguments quack's own compile gets for the gated GEMM of variant v (its gemm object,
-    fake tensors, epilogue and scheduler arguments), caught at its cute.compile instead of
-    compiling there."""
+    """The arguments quack's own compile gets for variant v's GEMM (its gemm object, fake
+    tensors, epilogue and scheduler arguments), caught at its cute.compile instead of compiling
+    there."""
     qact.gate_fn_map["swiglu_hf"] = swiglu_hf
     caught = []
 
@@ -79,20 +84,22 @@ def quack_gemm_args(v):
     qffi.cute.compile, orig = catch, qffi.cute.compile
     qutils.get_max_active_clusters = qhost.get_max_active_clusters = lambda *a, **k: 1
     try:
-        mod = linear_act_mod("swiglu_hf", gated=True, has_c=False, has_rowvec=v.bias, has_colvec=False)
+        gated = v.op == "swiglu"
+        mod = linear_act_mod("swiglu_hf" if gated else None, gated=gated, has_c=False, has_rowvec=v.bias, has_colvec=False)
         M, K, I = 256, 256, 256  # metadata only: the compiled shapes are symbolic
         a = torch.empty(M, K, dtype=torch.bfloat16)
-        w = torch.empty(2 * I, K, dtype=torch.bfloat16)  # [gate; up] rows
-        act = torch.empty(M, I, dtype=torch.bfloat16)
-        epi, concat = {"mAuxOut": act}, ("B",)
+        w = torch.empty(2 * I, K, dtype=torch.bfloat16)  # [gate; up] rows, or a linear's 2I
+        out = torch.empty(M, I if gated else 2 * I, dtype=torch.bfloat16)
+        epi, concat = {"mAuxOut": out}, ("B",) if gated else ()
         if v.bias:
-            # [gate bias; up bias] in f32: a 32-bit row vector takes the weights' concat relabel
-            # (a 16-bit one quack would want interleaved)
+            # in f32: a gated product's [gate bias; up bias] takes the weights' concat relabel as
+            # a 32-bit row vector (a 16-bit one quack would want interleaved)
             epi["mRowVecBroadcast"] = torch.empty(1, 2 * I, dtype=torch.float32)
-            concat += ("mRowVecBroadcast",)
+            if gated:
+                concat += ("mRowVecBroadcast",)
         try:
             mod.gemm(a, w, None, epi_args=epi, tile_M=v.tile_m, tile_N=v.tile_n, cluster_M=v.cluster_m,
-                     cluster_N=v.cluster_n, pingpong=v.pingpong, concat_layout=concat, _launch=False)
+                     cluster_N=v.cluster_n, pingpong=v.pingpong, concat_layout=concat or None, _launch=False)
         except Caught:
             pass
     finally:
@@ -103,11 +110,12 @@ def quack_gemm_args(v):
 
 
 class Variant:
-    """A tile configuration: "pp" (pingpong: the two consumer warp groups take turns, one's
-    epilogue under the other's products) or "coop" (both on one tile), tile MxN, cluster MxN;
-    e.g. pp:128x192:2x1, quack's default for the H100."""
+    """A product (op "swiglu": the gate/up product with SwiGLU; "linear": a plain product, its
+    bias too) in a tile configuration: "pp" (pingpong: the two consumer warp groups take turns,
+    one's epilogue under the other's products) or "coop" (both on one tile), tile MxN, cluster
+    MxN; e.g. pp:128x192:2x1, quack's default for the H100."""
 
-    def __init__(self, spec, bias):
+    def __init__(self, op, spec, bias):
         try:
             kind, tile, cluster = spec.split(":")
             self.tile_m, self.tile_n = map(int, tile.split("x"))
@@ -116,8 +124,8 @@ class Variant:
             sys.exit(f"export: variant {spec!r}: want pp|coop:<tile M>x<tile N>:<cluster M>x<cluster N>")
         if kind not in ("pp", "coop"):
             sys.exit(f"export: variant {spec!r}: kind pp or coop")
-        self.spec, self.pingpong, self.bias = spec, kind == "pp", bias
-        self.name = f"swiglu_gemm_{'bias_' if bias else ''}{kind}{self.tile_m}x{self.tile_n}c{self.cluster_m}x{self.cluster_n}"
+        self.op, self.spec, self.pingpong, self.bias = op, spec, kind == "pp", bias
+        self.name = f"{op}_gemm_{'bias_' if bias else ''}{kind}{self.tile_m}x{self.tile_n}c{self.cluster_m}x{self.cluster_n}"
 
 
 # The variants built by default, the first of each list the product Options.QuackSwiGLU runs
@@ -128,6 +136,10 @@ class Variant:
 # 3300x6848x1280 1.35x.
 DEFAULT_VARIANTS = "pp:128x192:2x1,pp:128x128:2x1,pp:128x192:1x2,coop:256x192:2x1,coop:128x256:2x1"
 DEFAULT_BIAS_VARIANTS = "pp:128x128:2x1,pp:128x192:2x1,pp:128x128:1x2"
+# Plain products (Options.QuackLinear), without and with biases: candidates for the narrow
+# products of a pass (N of 1,280 to 3,840), where cuBLASLt made 440-630 TFLOP/s.
+DEFAULT_LINEAR_VARIANTS = "pp:128x128:2x1,pp:128x192:2x1,coop:256x128:2x1,pp:128x128:1x2"
+DEFAULT_LINEAR_BIAS_VARIANTS = DEFAULT_LINEAR_VARIANTS
 
 
 def export(v, out):
@@ -179,6 +191,8 @@ def dispatch(variants, headers):
     c.append(f"static const int iris_swiglu_cluster_ctas[] = {{{ctas}}};")
     bias = ", ".join(str(int(v.bias)) for v in variants)
     c.append(f"static const int iris_swiglu_bias[] = {{{bias}}};")
+    ops = ", ".join(str(int(v.op == "linear")) for v in variants)
+    c.append(f"static const int iris_swiglu_linear[] = {{{ops}}};  // 1: a plain product")
     c.append("""
 // iris_swiglu_load loads variant i onto the current device into *lib, errors returned, not printed.
 static cudaError_t iris_swiglu_load(int i, cudaLibrary_t *lib) {
@@ -219,17 +233,21 @@ def main():
     p.add_argument("--variants", default=DEFAULT_VARIANTS,
                    help="without biases: comma-separated pp|coop:<tile M>x<tile N>:<cluster M>x<cluster N>, the default first")
     p.add_argument("--bias-variants", default=DEFAULT_BIAS_VARIANTS, help="with f32 biases: the same")
+    p.add_argument("--linear-variants", default=DEFAULT_LINEAR_VARIANTS, help="plain products: the same")
+    p.add_argument("--linear-bias-variants", default=DEFAULT_LINEAR_BIAS_VARIANTS, help="plain products with f32 biases")
     args = p.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # the export links the host launcher in-process first: the runtime's symbols must resolve
     libs = pathlib.Path(cutlass.__file__).parents[2] / "cu13" / "lib"
     ctypes.CDLL(str(libs / "libcute_dsl_runtime.so"), mode=ctypes.RTLD_GLOBAL)
-    variants = [Variant(s, False) for s in args.variants.split(",")]
-    variants += [Variant(s, True) for s in args.bias_variants.split(",")]
+    variants = []
+    for op, bias, specs in (("swiglu", False, args.variants), ("swiglu", True, args.bias_variants),
+                            ("linear", False, args.linear_variants), ("linear", True, args.linear_bias_variants)):
+        variants += [Variant(op, s, bias) for s in specs.split(",") if s]
     headers = []
     for i, v in enumerate(variants):
-        print(f"export: [{i + 1}/{len(variants)}] {v.spec}{' with biases' if v.bias else ''} -> {v.name}",
+        print(f"export: [{i + 1}/{len(variants)}] {v.op} {v.spec}{' with biases' if v.bias else ''} -> {v.name}",
               file=sys.stderr, flush=True)
         headers.append(export(v, out))
     (out / "swiglu_variants.h").write_text(dispatch(variants, headers))

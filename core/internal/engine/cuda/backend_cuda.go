@@ -41,13 +41,14 @@ type Backend struct {
 
 	// Everything below is used only on the device thread.
 	k *kernelSet
-	// Options.QuackSwiGLU's products, without and with biases, shared with the lanes
-	swiglu, swigluBias *gpu.SwiGLUGemm
-	blas               *blas
-	stream             *gpu.Stream
-	chunks             []gpu.Buffer // weights and Alloc'd buffers
-	arena              arena        // where Load and Alloc place tensors
-	scratch            map[string]*gpu.Buffer
+	// Options.QuackSwiGLU's and QuackLinear's products, without and with biases, shared with
+	// the lanes
+	swiglu, swigluBias, linQ, linQBias *gpu.QuackGemm
+	blas                               *blas
+	stream                             *gpu.Stream
+	chunks                             []gpu.Buffer // weights and Alloc'd buffers
+	arena                              arena        // where Load and Alloc place tensors
+	scratch                            map[string]*gpu.Buffer
 	// epoch counts scratch buffers that moved (grown): a recorded graph bakes addresses in.
 	epoch   int
 	staging *gpu.HostBuffer // pinned uploads (Write, Input, Ints, Load)
@@ -75,7 +76,7 @@ type Backend struct {
 	replays   int // passes run as a graph
 	graphs    map[string]*graphEntry
 	joined    map[joinKey]ml.Tensor  // biases of merged products, side by side (mergeOuts)
-	joinedF32 map[joinKey]gpu.DevPtr // the same in f32 for the SwiGLU product (swigluBiases)
+	joinedF32 map[joinKey]gpu.DevPtr // biases in f32 for quack's products (f32Biases)
 	mode      graphMode
 	graphErr  error // why graphs are off, if they are
 	prof      *profiler
@@ -159,11 +160,11 @@ func (b *Backend) init() error {
 	if b.k, err = loadKernels(b.dt); err != nil {
 		return err
 	}
-	if b.opts.QuackSwiGLU {
+	if b.opts.QuackSwiGLU || b.opts.QuackLinear {
 		if b.dt != bf16 {
-			return fmt.Errorf("the SwiGLU product (QuackSwiGLU) is bf16 only")
+			return fmt.Errorf("quack's products (QuackSwiGLU, QuackLinear) are bf16 only")
 		}
-		if b.swiglu, b.swigluBias, err = loadSwiGLU(b.dev.Info().SMs, b.opts.QuackVariant, b.opts.QuackBiasVariant); err != nil {
+		if err := b.loadQuack(); err != nil {
 			return err
 		}
 	}
@@ -217,7 +218,8 @@ func (b *Backend) Lane() (ml.Backend, error) {
 		return nil, err
 	}
 	l := empty(b.opts)
-	l.dt, l.dev, l.k, l.swiglu, l.swigluBias, l.parent = b.dt, dev, b.k, b.swiglu, b.swigluBias, b
+	l.dt, l.dev, l.k, l.parent = b.dt, dev, b.k, b
+	l.swiglu, l.swigluBias, l.linQ, l.linQBias = b.swiglu, b.swigluBias, b.linQ, b.linQBias
 	if err := dev.Do(func() error {
 		var err error
 		if l.stream, err = gpu.NewStream(); err != nil {

@@ -46,12 +46,19 @@ type Options struct {
 	NoWholeDecode bool
 	// QuackSwiGLU runs a bf16 pass's gate/up product and SwiGLU (of at least swigluMinRows
 	// rows: prefill and tower passes) as one kernel with the activation and any biases in its
-	// epilogue (gpu.SwiGLUGemm: scripts/gpu/swiglu-gemm, in builds with the quack tag; others
+	// epilogue (gpu.QuackGemm: scripts/gpu/swiglu-gemm, in builds with the quack tag; others
 	// refuse the option). An experiment for issue 14.
 	QuackSwiGLU bool
 	// QuackVariant and QuackBiasVariant pick QuackSwiGLU's tile configurations without and
-	// with biases: the n-th of gpu.SwiGLUVariants of each kind (0: the export's default).
+	// with biases: the n-th of gpu.QuackVariants of each kind (0: the export's default).
 	QuackVariant, QuackBiasVariant int
+	// QuackLinear runs a bf16 pass's other products of at least swigluMinRows rows through
+	// quack's plain product (gpu.QuackGemm, biases in its epilogue) instead of cuBLASLt; the
+	// same builds only. An experiment for issue 14.
+	QuackLinear bool
+	// QuackLinearVariant and QuackLinearBiasVariant pick its tile configurations, as
+	// QuackVariant.
+	QuackLinearVariant, QuackLinearBiasVariant int
 	// EqualPriority gives the backend's stream the default priority, as a lane's, instead of
 	// the greatest; for comparison.
 	EqualPriority bool

@@ -221,6 +221,9 @@ func (b *Backend) linear(x ml.Tensor, o ml.Out) {
 			gpu.I(0), gpu.P(0), gpu.P(0), gpu.P(0), gpu.F(0))
 		return
 	}
+	if y == o.Y && b.quackLinear(y, xp, ldx, o, M, N, K) {
+		return
+	}
 	if b.opts.GemmEx {
 		if o.B.Valid() {
 			b.launchDep(b.k.bias, grid2(M, N), gpu.Dim3{X: 256}, 0, gpu.P(dp(y)), gpu.P(dp(o.B)), gpu.I(M), gpu.I(N), gpu.I(y.Stride))
@@ -318,27 +321,44 @@ func (b *Backend) NormSwiGLU(act, gu, xn, xOut, x, delta, w ml.Tensor, eps float
 // step's products read the weights, and its SwiGLU pass is small.
 const swigluMinRows = 128
 
-// loadSwiGLU loads the n-th SwiGLU product variant without biases and the bn-th with them.
-func loadSwiGLU(sms, n, bn int) (plain, biased *gpu.SwiGLUGemm, err error) {
-	var idx [2][]int
-	for i, v := range gpu.SwiGLUVariants() {
-		k := 0
-		if v.Bias {
-			k = 1
-		}
+// loadQuack loads the quack products the options ask for: of each kind (SwiGLU or plain,
+// without or with biases) the n-th of gpu.QuackVariants.
+func (b *Backend) loadQuack() error {
+	type kind struct{ linear, bias bool }
+	idx := map[kind][]int{}
+	for i, v := range gpu.QuackVariants() {
+		k := kind{v.Linear, v.Bias}
 		idx[k] = append(idx[k], i)
 	}
-	if n < 0 || n >= len(idx[0]) || bn < 0 || bn >= len(idx[1]) {
-		return nil, nil, fmt.Errorf("SwiGLU product variants %d and %d (with biases): this build has %d and %d (%v)",
-			n, bn, len(idx[0]), len(idx[1]), gpu.SwiGLUVariants())
+	sms := b.dev.Info().SMs
+	for _, x := range []struct {
+		on   bool
+		k    kind
+		n    int
+		dest **gpu.QuackGemm
+	}{
+		{b.opts.QuackSwiGLU, kind{false, false}, b.opts.QuackVariant, &b.swiglu},
+		{b.opts.QuackSwiGLU, kind{false, true}, b.opts.QuackBiasVariant, &b.swigluBias},
+		{b.opts.QuackLinear, kind{true, false}, b.opts.QuackLinearVariant, &b.linQ},
+		{b.opts.QuackLinear, kind{true, true}, b.opts.QuackLinearBiasVariant, &b.linQBias},
+	} {
+		if !x.on {
+			continue
+		}
+		if x.n < 0 || x.n >= len(idx[x.k]) {
+			return fmt.Errorf("quack product variant %d (linear %t, biases %t): this build has %d (%v)", x.n, x.k.linear, x.k.bias,
+				len(idx[x.k]), gpu.QuackVariants())
+		}
+		g, err := gpu.LoadQuack(sms, idx[x.k][x.n])
+		if err != nil {
+			return err
+		}
+		*x.dest = g
 	}
-	if plain, err = gpu.LoadSwiGLUGemm(sms, idx[0][n]); err == nil {
-		biased, err = gpu.LoadSwiGLUGemm(sms, idx[1][bn])
-	}
-	return plain, biased, err
+	return nil
 }
 
-// swigluProduct runs act = SwiGLU of xn's gate and up products as one kernel (gpu.SwiGLUGemm,
+// swigluProduct runs act = SwiGLU of xn's gate and up products as one kernel (gpu.QuackGemm,
 // Options.QuackSwiGLU) when it takes them: bf16, both biases or neither, the up weight right
 // after the gate weight, whole 16-byte rows, act's stride room for its columns rounded up to a
 // 16-byte chunk (the kernel writes those past I zero, as SiluMul does for a padded down
@@ -358,7 +378,7 @@ func (b *Backend) swigluProduct(act, xn ml.Tensor, gate, up ml.Out) bool {
 	}
 	var bias gpu.DevPtr
 	if gate.B.Valid() {
-		if bias = b.swigluBiases(gate.B, up.B, cols); bias == 0 {
+		if bias = b.f32Biases(2*cols, gate.B, up.B); bias == 0 {
 			return false
 		}
 	}
@@ -367,7 +387,7 @@ func (b *Backend) swigluProduct(act, xn ml.Tensor, gate, up ml.Out) bool {
 	}
 	b.flush()
 	b.opStart()
-	b.fail(g.Run(b.stream, dp(xn), xn.Rows, K, xn.Stride, dp(gate.W), I, dp(act), cols, act.Stride, bias))
+	b.fail(g.SwiGLU(b.stream, dp(xn), xn.Rows, K, xn.Stride, dp(gate.W), I, dp(act), cols, act.Stride, bias))
 	if b.opsProfiled() {
 		b.opEnd(fmt.Sprintf("swiglu product %dx%dx%d", xn.Rows, 2*I, K))
 	}
@@ -375,29 +395,65 @@ func (b *Backend) swigluProduct(act, xn ml.Tensor, gate, up ml.Out) bool {
 	return true
 }
 
-// swigluBiases is the gate and up biases side by side in f32, 2*cols values (zeros past 2I),
-// made by a plain run the first time (0 otherwise, or on a failure: the caller takes the
-// cuBLASLt path) and kept with the backend: the SwiGLU product's row vector.
-func (b *Backend) swigluBiases(gb, ub ml.Tensor, cols int) gpu.DevPtr {
-	key := joinKey{gb.Addr, ub.Addr, 2}
+// quackLinear runs y = x W^T + B (K columns of x at row stride ldx, from xp) through
+// Options.QuackLinear's product when it takes it: bf16 rows of at least swigluMinRows, whole
+// 16-byte rows, the weight's stride K. It reports whether it ran.
+func (b *Backend) quackLinear(y ml.Tensor, xp gpu.DevPtr, ldx int, o ml.Out, M, N, K int) bool {
+	g := b.linQ
+	if o.B.Valid() {
+		g = b.linQBias
+	}
+	if g == nil || M < swigluMinRows || y.DType != ml.BF16 || o.W.DType != ml.BF16 || o.W.Stride != K || K%8 != 0 || ldx%8 != 0 ||
+		y.Stride%8 != 0 || xp%16 != 0 || y.Addr%16 != 0 || o.W.Addr%16 != 0 {
+		return false
+	}
+	var bias gpu.DevPtr
+	if o.B.Valid() {
+		if bias = b.f32Biases(N, o.B); bias == 0 {
+			return false
+		}
+	}
+	b.opStart()
+	b.fail(g.Linear(b.stream, xp, M, K, ldx, dp(o.W), N, dp(y), y.Stride, bias))
+	if b.opsProfiled() {
+		b.opEnd(fmt.Sprintf("quack linear %dx%dx%d", M, N, K))
+	}
+	b.afterKernel = true // the product ends with its kernel
+	return true
+}
+
+// f32Biases is the bf16 vectors parts side by side in f32, n values (zeros past theirs): a
+// row vector of quack's products. It is made by a plain run the first time and kept with the
+// backend; 0 when it cannot be (the caller takes the cuBLASLt path).
+func (b *Backend) f32Biases(n int, parts ...ml.Tensor) gpu.DevPtr {
+	key := joinKey{parts[0].Addr, parts[len(parts)-1].Addr, len(parts)}
 	if p, ok := b.joinedF32[key]; ok {
 		return p
 	}
-	if b.mode != plain || gb.Cols != ub.Cols || gb.DType != ml.BF16 || ub.DType != ml.BF16 {
+	total := 0
+	for _, v := range parts {
+		if v.DType != ml.BF16 || v.Rows != 1 {
+			return 0
+		}
+		total += v.Cols
+	}
+	if b.mode != plain || total > n {
 		return 0
 	}
-	n := int64(2 * cols)
-	buf, err := gpu.Alloc(4 * n)
+	buf, err := gpu.Alloc(4 * int64(n))
 	if err != nil {
 		return 0
 	}
 	b.chunks = append(b.chunks, buf)
 	b.flush()
-	b.fail(b.stream.Memset32(buf.Ptr, 0, n))
+	b.fail(b.stream.Memset32(buf.Ptr, 0, int64(n)))
 	b.afterKernel = false
-	I := int64(gb.Cols)
-	b.elems(b.k.bf16ToF32, I, gpu.P(buf.Ptr), gpu.P(dp(gb)), gpu.L(I))
-	b.elems(b.k.bf16ToF32, I, gpu.P(buf.Ptr.Add(4*I)), gpu.P(dp(ub)), gpu.L(I))
+	at := buf.Ptr
+	for _, v := range parts {
+		c := int64(v.Cols)
+		b.elems(b.k.bf16ToF32, c, gpu.P(at), gpu.P(dp(v)), gpu.L(c))
+		at = at.Add(4 * c)
+	}
 	if b.err != nil {
 		return 0
 	}

@@ -36,6 +36,9 @@ func passes(args []string) error {
 	quack := fs.Bool("quack-swiglu", false, "bf16 gate/up products of 128 rows or more with SwiGLU in their epilogue (a build with the quack tag: scripts/gpu/swiglu-gemm)")
 	quackVariant := fs.Int("quack-variant", 0, "-quack-swiglu's tile configuration without biases: the n-th of the build's (scripts/gpu/swiglu-gemm/export.py --variants)")
 	quackBias := fs.Int("quack-bias-variant", 0, "-quack-swiglu's tile configuration with biases: the n-th of the build's (export.py --bias-variants)")
+	quackLin := fs.Bool("quack-linear", false, "bf16 products of 128 rows or more through quack's plain product, not cuBLASLt (a build with the quack tag)")
+	quackLinV := fs.Int("quack-linear-variant", 0, "-quack-linear's tile configuration without biases: the n-th of the build's (export.py --linear-variants)")
+	quackLinB := fs.Int("quack-linear-bias-variant", 0, "-quack-linear's tile configuration with biases (export.py --linear-bias-variants)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,7 +57,8 @@ func passes(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias}, mf.lane())
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias,
+		QuackLinear: *quackLin, QuackLinearVariant: *quackLinV, QuackLinearBiasVariant: *quackLinB}, mf.lane())
 	if err != nil {
 		return err
 	}

@@ -88,13 +88,13 @@ func runSwiGLU(t testing.TB, opts Options, c swigluCase, in swigluInputs, warm, 
 }
 
 // variantOptions are the bf16 options that run the SwiGLU product's variant v (an index of
-// gpu.SwiGLUVariants).
+// gpu.QuackVariants).
 func variantOptions(v int) Options {
-	vs := gpu.SwiGLUVariants()
+	vs := gpu.QuackVariants()
 	o := Options{Precision: "bf16", QuackSwiGLU: true}
 	for _, x := range vs[:v] {
 		switch {
-		case x.Bias != vs[v].Bias:
+		case x.Linear || x.Bias != vs[v].Bias:
 		case x.Bias:
 			o.QuackBiasVariant++
 		default:
@@ -117,8 +117,8 @@ func TestKernelBackendSwiGLUProduct(t *testing.T) {
 		{rows: 660, K: 1280, I: 3420, stride: 3424, bias: true}, {rows: 300, K: 256, I: 260, stride: 264, bias: true}} {
 		in := newSwiGLUInputs(tc)
 		want, opsLt := runSwiGLU(t, Options{Precision: "bf16"}, tc, in, 0, 1)
-		for v, spec := range gpu.SwiGLUVariants() {
-			if spec.Bias != tc.bias {
+		for v, spec := range gpu.QuackVariants() {
+			if spec.Linear || spec.Bias != tc.bias {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%v", spec, tc), func(t *testing.T) {
@@ -163,15 +163,148 @@ func BenchmarkSwiGLUProduct(b *testing.B) {
 			line := fmt.Sprintf("swiglu %dx%dx%d cuBLASLt + iris_silu_mul %8.1f us", c.rows, 2*c.I, c.K, base)
 			b.Log(line)
 			fmt.Println(line)
-			for v, spec := range gpu.SwiGLUVariants() {
-				if spec.Bias != c.bias {
+			for v, spec := range gpu.QuackVariants() {
+				if spec.Linear || spec.Bias != c.bias {
 					continue
 				}
 				us := mean(variantOptions(v), func(s string) bool {
 					return strings.HasPrefix(s, "swiglu product")
 				})
 				flops := 2 * float64(c.rows) * float64(2*c.I) * float64(c.K)
-				line := fmt.Sprintf("swiglu %dx%dx%d %-22v %8.1f us  %.3fx  %4.0f TFLOP/s", c.rows, 2*c.I, c.K, spec, us, base/us, flops/us/1e6)
+				line := fmt.Sprintf("swiglu %dx%dx%d %-22s %8.1f us  %.3fx  %4.0f TFLOP/s", c.rows, 2*c.I, c.K, spec.Spec, us, base/us, flops/us/1e6)
+				b.Log(line)
+				fmt.Println(line)
+			}
+		})
+	}
+}
+
+// linearCase is one product: rows of K values into N outputs, with a bias or without.
+type linearCase struct {
+	rows, K, N int
+	bias       bool
+}
+
+func (c linearCase) String() string {
+	s := fmt.Sprintf("%dx%dx%d", c.rows, c.N, c.K)
+	if c.bias {
+		s += "+bias"
+	}
+	return s
+}
+
+// runLinear runs b.Linears over c's seeded inputs warm times, then reps times, on a backend
+// with opts and returns the output and the op profile of the reps.
+func runLinear(t testing.TB, opts Options, c linearCase, warm, reps int) (y []float32, ops []StageTime) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(82, uint64(c.rows*c.N)))
+	xv, wv := randn(r, bf16, c.rows*c.K, 1), randn(r, bf16, c.N*c.K, 0.03)
+	var bv []float32
+	if c.bias {
+		bv = randn(r, bf16, c.N, 0.5)
+	}
+	b := newBackend(t, opts)
+	b.SetProfileOps(true)
+	var run func(n int) error
+	err := b.Do(func() error {
+		x, w := devTensor(b, c.rows, c.K, xv), devTensor(b, c.N, c.K, wv)
+		o := ml.Out{Y: b.Scratch("y", c.rows, c.N), W: w}
+		if c.bias {
+			o.B = devTensor(b, 1, c.N, bv)
+		}
+		run = func(n int) error {
+			for range n {
+				b.Linears(x, o)
+			}
+			y = readBack(b, o.Y)
+			return b.Sync()
+		}
+		return run(warm)
+	})
+	b.Profile() // the warm-up's, dropped
+	if err == nil {
+		err = b.Do(func() error { return run(reps) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y, b.Profile()
+}
+
+// linearOptions are the bf16 options that run quack's plain product variant v (an index of
+// gpu.QuackVariants).
+func linearOptions(v int) Options {
+	vs := gpu.QuackVariants()
+	o := Options{Precision: "bf16", QuackLinear: true}
+	for _, x := range vs[:v] {
+		if x.Linear && x.Bias == vs[v].Bias {
+			if x.Bias {
+				o.QuackLinearBiasVariant++
+			} else {
+				o.QuackLinearVariant++
+			}
+		}
+	}
+	return o
+}
+
+// TestKernelBackendQuackLinear runs products of prefill and tower passes on a bf16 backend with
+// Options.QuackLinear (quack's plain product), each variant the build carries, and on one
+// without (cuBLASLt): the same outputs to bf16 rounding, biases added before the one rounding,
+// and the op profiles name the path each took. Rows not a multiple of a tile, Ns not of one.
+func TestKernelBackendQuackLinear(t *testing.T) {
+	for _, tc := range []linearCase{{rows: 200, K: 2048, N: 2560, bias: true}, {rows: 925, K: 11008, N: 2048}, {rows: 300, K: 1280, N: 3840, bias: true},
+		{rows: 129, K: 256, N: 264}, {rows: 130, K: 512, N: 200, bias: true}} {
+		want, opsLt := runLinear(t, Options{Precision: "bf16"}, tc, 0, 1)
+		for v, spec := range gpu.QuackVariants() {
+			if !spec.Linear || spec.Bias != tc.bias {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%v", spec, tc), func(t *testing.T) {
+				got, ops := runLinear(t, linearOptions(v), tc, 0, 1)
+				check(t, "quack's product against cuBLASLt", got, widen(want), tolFor(bf16))
+				name := fmt.Sprintf("quack linear %dx%dx%d", tc.rows, tc.N, tc.K)
+				lt := fmt.Sprintf("linear %dx%dx%d", tc.rows, tc.N, tc.K)
+				if n, nLt := opLaunches(ops), opLaunches(opsLt); n[name] != 1 || n[lt] != 0 || nLt[lt] != 1 {
+					t.Errorf("launches %v and, without the option, %v: want %q once, then %q", n, nLt, name, lt)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkQuackLinear times the products of a 5-image tower pass and of 5- and 10-prompt
+// prefill passes of the 3B (other than the gate/up product) through each variant of quack's
+// plain product against cuBLASLt in the same run: GPU time per op by the op profiler's events,
+// the mean of b.N runs after a warm-up. Run on the GPU machine:
+//
+//	cuda.test -test.run '^$' -test.bench QuackLinear -test.benchtime 20x
+func BenchmarkQuackLinear(b *testing.B) {
+	for _, c := range []linearCase{
+		{rows: 3300, K: 1280, N: 3840, bias: true}, {rows: 3300, K: 3424, N: 1280, bias: true}, {rows: 3300, K: 1280, N: 1280, bias: true},
+		{rows: 925, K: 2048, N: 2560, bias: true}, {rows: 925, K: 2048, N: 2048}, {rows: 925, K: 11008, N: 2048},
+		{rows: 1850, K: 2048, N: 2560, bias: true}, {rows: 1850, K: 11008, N: 2048}} {
+		b.Run(c.String(), func(b *testing.B) {
+			mean := func(opts Options, name string) float64 {
+				_, ops := runLinear(b, opts, c, 1, b.N)
+				for _, o := range ops {
+					if o.Stage == name {
+						return o.TotalMS * 1e3 / float64(b.N)
+					}
+				}
+				return 0
+			}
+			flops := 2 * float64(c.rows) * float64(c.N) * float64(c.K)
+			base := mean(Options{Precision: "bf16"}, fmt.Sprintf("linear %dx%dx%d", c.rows, c.N, c.K))
+			line := fmt.Sprintf("linear %-18v cuBLASLt               %8.1f us         %4.0f TFLOP/s", c, base, flops/base/1e6)
+			b.Log(line)
+			fmt.Println(line)
+			for v, spec := range gpu.QuackVariants() {
+				if !spec.Linear || spec.Bias != c.bias {
+					continue
+				}
+				us := mean(linearOptions(v), fmt.Sprintf("quack linear %dx%dx%d", c.rows, c.N, c.K))
+				line := fmt.Sprintf("linear %-18v %-22s %8.1f us  %.3fx  %4.0f TFLOP/s", c, spec.Spec, us, base/us, flops/us/1e6)
 				b.Log(line)
 				fmt.Println(line)
 			}
