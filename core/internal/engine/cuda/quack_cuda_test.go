@@ -53,10 +53,7 @@ func newSwiGLUInputs(c swigluCase) swigluInputs {
 func runSwiGLU(t testing.TB, opts Options, c swigluCase, in swigluInputs, warm, reps int) (act []float32, ops []StageTime) {
 	t.Helper()
 	const eps = 1e-6
-	b := newBackend(t, opts)
-	b.SetProfileOps(true)
-	var run func(n int) error
-	err := b.Do(func() error {
+	return profiledRuns(t, opts, warm, reps, func(b *Backend) (func(), ml.Tensor) {
 		wts := devTensor(b, 2*c.I, c.K, in.gu)
 		mlp := ml.MLP{Gate: wts.RowsAt(0, c.I), Up: wts.RowsAt(c.I, c.I)}
 		if c.bias {
@@ -68,13 +65,29 @@ func runSwiGLU(t testing.TB, opts Options, c swigluCase, in swigluInputs, warm, 
 		b.Write(full, slices.Repeat([]float32{float32(math.NaN())}, c.rows*stride))
 		a, g := full.ColsAt(0, c.I), b.Scratch("gu", c.rows, 2*c.I)
 		xn, xOut := b.Scratch("xn", c.rows, c.K), b.Scratch("xout", c.rows, c.K)
-		run = func(n int) error {
-			for range n {
-				ml.NormSwiGLU(b, a, g, xn, xOut, xt, dt, wt, eps, mlp)
-			}
-			act = readBack(b, full)
-			return b.Sync()
+		return func() { ml.NormSwiGLU(b, a, g, xn, xOut, xt, dt, wt, eps, mlp) }, full
+	})
+}
+
+// profiledRuns opens a backend with opts and the op profiler, makes a step and its output with
+// setup (on the device thread), runs the step warm times, then reps times, and returns the
+// output and the op profile of the reps.
+func profiledRuns(t testing.TB, opts Options, warm, reps int, setup func(b *Backend) (step func(), out ml.Tensor)) ([]float32, []StageTime) {
+	t.Helper()
+	b := newBackend(t, opts)
+	b.SetProfileOps(true)
+	var step func()
+	var out ml.Tensor
+	var y []float32
+	run := func(n int) error {
+		for range n {
+			step()
 		}
+		y = readBack(b, out)
+		return b.Sync()
+	}
+	err := b.Do(func() error {
+		step, out = setup(b)
 		return run(warm)
 	})
 	b.Profile() // the warm-up's, dropped
@@ -84,22 +97,29 @@ func runSwiGLU(t testing.TB, opts Options, c swigluCase, in swigluInputs, warm, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return act, b.Profile()
+	return y, b.Profile()
 }
 
-// variantOptions are the bf16 options that run the SwiGLU product's variant v (an index of
-// gpu.QuackVariants).
-func variantOptions(v int) Options {
+// quackOptions are the bf16 options that run quack's variant v (an index of
+// gpu.QuackVariants): QuackSwiGLU or QuackLinear, and its index among the variants of its kind.
+func quackOptions(v int) Options {
 	vs := gpu.QuackVariants()
-	o := Options{Precision: "bf16", QuackSwiGLU: true}
+	o := Options{Precision: "bf16", QuackSwiGLU: !vs[v].Linear, QuackLinear: vs[v].Linear}
+	n := 0
 	for _, x := range vs[:v] {
-		switch {
-		case x.Linear || x.Bias != vs[v].Bias:
-		case x.Bias:
-			o.QuackBiasVariant++
-		default:
-			o.QuackVariant++
+		if x.Linear == vs[v].Linear && x.Bias == vs[v].Bias {
+			n++
 		}
+	}
+	switch {
+	case vs[v].Linear && vs[v].Bias:
+		o.QuackLinearBiasVariant = n
+	case vs[v].Linear:
+		o.QuackLinearVariant = n
+	case vs[v].Bias:
+		o.QuackBiasVariant = n
+	default:
+		o.QuackVariant = n
 	}
 	return o
 }
@@ -122,7 +142,7 @@ func TestKernelBackendSwiGLUProduct(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%v", spec, tc), func(t *testing.T) {
-				got, ops := runSwiGLU(t, variantOptions(v), tc, in, 0, 1)
+				got, ops := runSwiGLU(t, quackOptions(v), tc, in, 0, 1)
 				check(t, "SwiGLU product against cuBLASLt and iris_silu_mul", got, widen(want), tolFor(bf16))
 				name := fmt.Sprintf("swiglu product %dx%dx%d", tc.rows, 2*tc.I, tc.K)
 				n, nLt := opLaunches(ops), opLaunches(opsLt)
@@ -167,7 +187,7 @@ func BenchmarkSwiGLUProduct(b *testing.B) {
 				if spec.Linear || spec.Bias != c.bias {
 					continue
 				}
-				us := mean(variantOptions(v), func(s string) bool {
+				us := mean(quackOptions(v), func(s string) bool {
 					return strings.HasPrefix(s, "swiglu product")
 				})
 				flops := 2 * float64(c.rows) * float64(2*c.I) * float64(c.K)
@@ -203,49 +223,14 @@ func runLinear(t testing.TB, opts Options, c linearCase, warm, reps int) (y []fl
 	if c.bias {
 		bv = randn(r, bf16, c.N, 0.5)
 	}
-	b := newBackend(t, opts)
-	b.SetProfileOps(true)
-	var run func(n int) error
-	err := b.Do(func() error {
+	return profiledRuns(t, opts, warm, reps, func(b *Backend) (func(), ml.Tensor) {
 		x, w := devTensor(b, c.rows, c.K, xv), devTensor(b, c.N, c.K, wv)
 		o := ml.Out{Y: b.Scratch("y", c.rows, c.N), W: w}
 		if c.bias {
 			o.B = devTensor(b, 1, c.N, bv)
 		}
-		run = func(n int) error {
-			for range n {
-				b.Linears(x, o)
-			}
-			y = readBack(b, o.Y)
-			return b.Sync()
-		}
-		return run(warm)
+		return func() { b.Linears(x, o) }, o.Y
 	})
-	b.Profile() // the warm-up's, dropped
-	if err == nil {
-		err = b.Do(func() error { return run(reps) })
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return y, b.Profile()
-}
-
-// linearOptions are the bf16 options that run quack's plain product variant v (an index of
-// gpu.QuackVariants).
-func linearOptions(v int) Options {
-	vs := gpu.QuackVariants()
-	o := Options{Precision: "bf16", QuackLinear: true}
-	for _, x := range vs[:v] {
-		if x.Linear && x.Bias == vs[v].Bias {
-			if x.Bias {
-				o.QuackLinearBiasVariant++
-			} else {
-				o.QuackLinearVariant++
-			}
-		}
-	}
-	return o
 }
 
 // TestKernelBackendQuackLinear runs products of prefill and tower passes on a bf16 backend with
@@ -261,7 +246,7 @@ func TestKernelBackendQuackLinear(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%v", spec, tc), func(t *testing.T) {
-				got, ops := runLinear(t, linearOptions(v), tc, 0, 1)
+				got, ops := runLinear(t, quackOptions(v), tc, 0, 1)
 				check(t, "quack's product against cuBLASLt", got, widen(want), tolFor(bf16))
 				name := fmt.Sprintf("quack linear %dx%dx%d", tc.rows, tc.N, tc.K)
 				lt := fmt.Sprintf("linear %dx%dx%d", tc.rows, tc.N, tc.K)
@@ -303,7 +288,7 @@ func BenchmarkQuackLinear(b *testing.B) {
 				if !spec.Linear || spec.Bias != c.bias {
 					continue
 				}
-				us := mean(linearOptions(v), fmt.Sprintf("quack linear %dx%dx%d", c.rows, c.N, c.K))
+				us := mean(quackOptions(v), fmt.Sprintf("quack linear %dx%dx%d", c.rows, c.N, c.K))
 				line := fmt.Sprintf("linear %-18v %-22s %8.1f us  %.3fx  %4.0f TFLOP/s", c, spec.Spec, us, base/us, flops/us/1e6)
 				b.Log(line)
 				fmt.Println(line)
