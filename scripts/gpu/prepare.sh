@@ -14,10 +14,7 @@ tags=cuda
 if [[ -n ${IRIS_QUACK:-} ]]; then
   # issue 14's experiment: the gate/up product with SwiGLU in its epilogue linked in
   # (scripts/gpu/swiglu-gemm; gpucheck passes -quack-swiglu, the cuda tests' TestKernelBackendSwiGLUProduct)
-  if [[ ! -f .build/swiglu-gemm/libswiglu_gemm.a ]]; then
-    scripts/gpu/swiglu-gemm/setup.sh
-    .build/swiglu-gemm-venv/bin/python scripts/gpu/swiglu-gemm/export.py --out .build/swiglu-gemm
-  fi
+  scripts/gpu/swiglu-gemm/build.sh
   tags=cuda,quack
   CGO_LDFLAGS+=" -L$(ls -d "$PWD"/.build/swiglu-gemm-venv/lib/python3*/site-packages/nvidia/cu13/lib)" # libcudart.so.13
   export CGO_LDFLAGS
