@@ -55,8 +55,9 @@ type Config struct {
 	// VisionLanes is how many tower passes of a cuda model run at once beside the decoder's
 	// passes, a stream each (0: 2; ignored with VisionSerial).
 	VisionLanes int
-	// FusedSwiGLU runs a cuda bf16 model's prefill gate/up products with SwiGLU in their
-	// epilogue (cuda.Options.QuackSwiGLU: builds with the quack tag only; others fail to load).
+	// FusedSwiGLU runs a cuda bf16 model's gate/up products of prefill and tower passes with
+	// SwiGLU (and biases) in their epilogue (cuda.Options.QuackSwiGLU: builds with the quack tag
+	// only; others fail to load).
 	FusedSwiGLU bool
 	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
 	// template's system turn) keep their KV rows for the next prompts that start with them

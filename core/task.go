@@ -106,7 +106,7 @@ type TaskEnv struct {
 	VisionSerial bool
 	// VisionLanes is how many tower passes run at once beside the decoder's (0: the model's default).
 	VisionLanes int
-	// FusedSwiGLU puts a cuda model's prefill SwiGLU in its gate/up product (Config.FusedSwiGLU).
+	// FusedSwiGLU puts a cuda model's SwiGLU in its gate/up products (Config.FusedSwiGLU).
 	FusedSwiGLU bool
 	// PromptHeads is how many prompt heads keep their KV rows for reuse (0: 8; negative: none).
 	PromptHeads int

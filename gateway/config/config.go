@@ -98,8 +98,9 @@ type Runtime struct {
 	// VisionLanes is how many tower passes of a cuda bundle run at once beside the decoder's, a
 	// stream each (0: 2): one pass's host work overlaps another's kernels.
 	VisionLanes int `toml:"vision_lanes"`
-	// FusedSwiGLU runs a cuda bf16 bundle's prefill gate/up products with SwiGLU in their
-	// epilogue (an experiment: only builds with the quack tag have it; others refuse to load).
+	// FusedSwiGLU runs a cuda bf16 bundle's gate/up products of prefill and tower passes with
+	// SwiGLU (and biases) in their epilogue (only builds with the quack tag have it; others
+	// refuse to load).
 	FusedSwiGLU bool `toml:"fused_swiglu"`
 	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
 	// template's system turn) keep their KV rows for the next prompts that start with them,

@@ -16,8 +16,6 @@ if [[ -n ${IRIS_QUACK:-} ]]; then
   # (scripts/gpu/swiglu-gemm; gpucheck passes -quack-swiglu, the cuda tests' TestKernelBackendSwiGLUProduct)
   scripts/gpu/swiglu-gemm/build.sh
   tags=cuda,quack
-  CGO_LDFLAGS+=" -L$(ls -d "$PWD"/.build/swiglu-gemm-venv/lib/python3*/site-packages/nvidia/cu13/lib)" # libcudart.so.13
-  export CGO_LDFLAGS
 fi
 flags=(-tags "$tags" -trimpath -ldflags '-s -w')
 # IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~23 MB):

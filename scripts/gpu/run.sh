@@ -745,13 +745,17 @@ if [[ $phase == throughput ]]; then
     budgeted "bundle-$who" 200 "$b/iris" bundle build --from "$model" --family "$fam" --out "$work/bundle-$who" --backend "$backend" \
       --name "$name" --context 4096 "${plugin[@]}" >/dev/null
   done
-  printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/defaults.toml"
+  # rt_config FILE [KEY=VALUE,...]: a server config, the embedding cache off, with those settings
+  rt_config() {
+    local kvs=${2:-} kv
+    printf '[runtime]\nembedding_cache_bytes = 0\n' >"$1"
+    for kv in ${kvs//,/ }; do printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$1"; done
+  }
+  rt_config "$work/defaults.toml"
   # IRIS_NEW_RUNTIME="KEY=VALUE,...": settings of this build's table and c=1 runs (not the base's)
-  cp "$work/defaults.toml" "$work/new.toml"
-  new_rt=${IRIS_NEW_RUNTIME:-}
-  for kv in ${new_rt//,/ }; do printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$work/new.toml"; done
-  printf '[runtime]\nembedding_cache_bytes = 0\ndecode_apart = true\n' >"$work/apart.toml"
-  printf '[runtime]\nembedding_cache_bytes = 0\nvision_serial = true\n' >"$work/serial.toml"
+  rt_config "$work/new.toml" "${IRIS_NEW_RUNTIME:-}"
+  rt_config "$work/apart.toml" decode_apart=true
+  rt_config "$work/serial.toml" vision_serial=true
   # apart (IRIS_AB_APART=1): this build again with decode steps in passes of their own, at
   # IRIS_APART_CONC (default 64): what carrying them in the prefill passes gives, same call;
   # serial (IRIS_AB_SERIAL=1): with the tower between the decoder's passes on its stream instead
@@ -764,12 +768,10 @@ if [[ $phase == throughput ]]; then
   # (several settings at once: KEY=VALUE,KEY=VALUE)
   for kvs in ${IRIS_AB_RUNTIME:-}; do
     w=rt
-    printf '[runtime]\nembedding_cache_bytes = 0\n' >"$work/rt.toml"
     for kv in ${kvs//,/ }; do
       v=${kv#*=} w+="-${kv%%=*}-${v//\"/}" # a quoted value (KEY="4ms"): the file name without quotes
-      printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$work/rt.toml"
     done
-    mv "$work/rt.toml" "$work/$w.toml"
+    rt_config "$work/$w.toml" "$kvs"
     whos+=("$w")
   done
   [[ -n ${IRIS_BASE_CONC:-} ]] && whos+=(base)

@@ -212,6 +212,7 @@ func httpBench(args []string) error {
 			fmt.Printf("bench http c=1 %2d tokens: server stages p50 ms: %s\n", n, strings.Join(parts, ", "))
 		}
 	}
+	level, warmup := time.Duration(*secs*float64(time.Second)), time.Duration(*warm*float64(time.Second))
 	for _, f := range strings.Split(*conc, ",") {
 		c, err := strconv.Atoi(f)
 		if err != nil {
@@ -220,7 +221,7 @@ func httpBench(args []string) error {
 		var mu sync.Mutex
 		var tot, first []float64
 		stages := map[string][]float64{}
-		run, err := speed.ClosedLoopRun(c, time.Duration(*secs*float64(time.Second)), func() error {
+		run, err := speed.ClosedLoopRun(c, level, func() error {
 			r, err := chatOnce(ctx, client, *url, body(10))
 			if err == nil {
 				mu.Lock()
@@ -239,7 +240,7 @@ func httpBench(args []string) error {
 		done, el := run.Done, run.Seconds
 		// the rate between the ramp-up and the deadline: the whole run's also counts the ramp-up
 		// (c requests in flight, none answered yet) and the drain after the deadline
-		steady := run.Steady(time.Duration(*warm*float64(time.Second)), time.Duration(*secs*float64(time.Second)))
+		steady := run.Steady(warmup, level)
 		res["c"+f+"_images_per_s"] = float64(done) / el
 		res["c"+f+"_steady_images_per_s"] = steady
 		l := map[string]float64{"p50_ms": speed.Percentile(tot, 50), "p95_ms": speed.Percentile(tot, 95), "ttft_p50_ms": speed.Percentile(first, 50), "ttft_p95_ms": speed.Percentile(first, 95)}

@@ -4,7 +4,7 @@ package gpu
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../../.build/swiglu-gemm
-#cgo LDFLAGS: ${SRCDIR}/../../../.build/swiglu-gemm/libswiglu_gemm.a ${SRCDIR}/../../../.build/swiglu-gemm/libcuda_dialect_runtime_static.a -l:libcudart.so.13 -lstdc++ -ldl -lpthread
+#cgo LDFLAGS: ${SRCDIR}/../../../.build/swiglu-gemm/libswiglu_gemm.a ${SRCDIR}/../../../.build/swiglu-gemm/libcuda_dialect_runtime_static.a -L${SRCDIR}/../../../.build/swiglu-gemm -l:libcudart.so.13 -lstdc++ -ldl -lpthread
 #include "swiglu_variants.h"
 
 // iris_swiglu_run launches variant v: act[M, cols] = swiglu(x[M, K] w[2I, K]^T + bias) (w: the

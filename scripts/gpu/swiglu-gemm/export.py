@@ -131,9 +131,9 @@ class Variant:
 # The variants built by default, the first of each list the product Options.QuackSwiGLU runs
 # unless told otherwise: from quack's H100 search space for gated products
 # (gemm_config._get_sm90_configs). Without biases (the decoder's prefill), then with them (the
-# tower's MLP); on the H200 (docs/gpu.md, twentieth session) pp:128x192:2x1 made a 5- and 10-prompt
-# prefill's 1850x22016x2048 product 1.17x cuBLASLt + iris_silu_mul, pp:128x128:2x1 the tower's
-# 3300x6848x1280 1.35x.
+# tower's MLP); on the H200 (docs/gpu.md, twentieth session) pp:128x192:2x1 made a 10-prompt
+# prefill's 1850x22016x2048 product 1.18x cuBLASLt + iris_silu_mul, pp:128x128:2x1 the tower's
+# 3300x6840x1280 with biases 1.45x.
 DEFAULT_VARIANTS = "pp:128x192:2x1,pp:128x128:2x1,pp:128x192:1x2,coop:256x192:2x1,coop:128x256:2x1"
 DEFAULT_BIAS_VARIANTS = "pp:128x128:2x1,pp:128x192:2x1,pp:128x128:1x2"
 # Plain products (Options.QuackLinear), without and with biases: candidates for the narrow

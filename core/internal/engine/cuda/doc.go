@@ -44,7 +44,7 @@ type Options struct {
 	// splits merged by the last to finish (iris_attn_pool_gqa) instead of a block over all of
 	// a row's keys (iris_attn_pool_gqa_whole); for comparison.
 	NoWholeDecode bool
-	// QuackSwiGLU runs a bf16 pass's gate/up product and SwiGLU (of at least swigluMinRows
+	// QuackSwiGLU runs a bf16 pass's gate/up product and SwiGLU (of at least quackMinRows
 	// rows: prefill and tower passes) as one kernel with the activation and any biases in its
 	// epilogue (gpu.QuackGemm: scripts/gpu/swiglu-gemm, in builds with the quack tag; others
 	// refuse the option). An experiment for issue 14.
@@ -52,7 +52,7 @@ type Options struct {
 	// QuackVariant and QuackBiasVariant pick QuackSwiGLU's tile configurations without and
 	// with biases: the n-th of gpu.QuackVariants of each kind (0: the export's default).
 	QuackVariant, QuackBiasVariant int
-	// QuackLinear runs a bf16 pass's other products of at least swigluMinRows rows through
+	// QuackLinear runs a bf16 pass's other products of at least quackMinRows rows through
 	// quack's plain product (gpu.QuackGemm, biases in its epilogue) instead of cuBLASLt; the
 	// same builds only. An experiment for issue 14.
 	QuackLinear bool

@@ -317,9 +317,9 @@ func (b *Backend) NormSwiGLU(act, gu, xn, xOut, x, delta, w ml.Tensor, eps float
 	b.SiluMul(act, gu.ColsAt(0, I), gu.ColsAt(I, I))
 }
 
-// swigluMinRows are the fewest rows Options.QuackSwiGLU's product takes (a tile's): a decode
-// step's products read the weights, and its SwiGLU pass is small.
-const swigluMinRows = 128
+// quackMinRows are the fewest rows quack's products take (a tile's): a decode step's products
+// read the weights, and its SwiGLU pass is small.
+const quackMinRows = 128
 
 // loadQuack loads the quack products the options ask for: of each kind (SwiGLU or plain,
 // without or with biases) the n-th of gpu.QuackVariants.
@@ -371,7 +371,7 @@ func (b *Backend) swigluProduct(act, xn ml.Tensor, gate, up ml.Out) bool {
 		g = b.swigluBias
 	}
 	// adjacent also says the weights' rows are unpadded (stride = K)
-	if g == nil || gate.B.Valid() != up.B.Valid() || xn.Rows < swigluMinRows || !adjacent([]ml.Out{gate, up}) ||
+	if g == nil || gate.B.Valid() != up.B.Valid() || xn.Rows < quackMinRows || !adjacent([]ml.Out{gate, up}) ||
 		gate.W.Cols != K || K%8 != 0 || xn.Stride%8 != 0 || act.Stride%8 != 0 || act.Stride < cols ||
 		xn.Addr%16 != 0 || act.Addr%16 != 0 || gate.W.Addr%16 != 0 {
 		return false
@@ -396,14 +396,14 @@ func (b *Backend) swigluProduct(act, xn ml.Tensor, gate, up ml.Out) bool {
 }
 
 // quackLinear runs y = x W^T + B (K columns of x at row stride ldx, from xp) through
-// Options.QuackLinear's product when it takes it: bf16 rows of at least swigluMinRows, whole
+// Options.QuackLinear's product when it takes it: bf16 rows of at least quackMinRows, whole
 // 16-byte rows, the weight's stride K. It reports whether it ran.
 func (b *Backend) quackLinear(y ml.Tensor, xp gpu.DevPtr, ldx int, o ml.Out, M, N, K int) bool {
 	g := b.linQ
 	if o.B.Valid() {
 		g = b.linQBias
 	}
-	if g == nil || M < swigluMinRows || y.DType != ml.BF16 || o.W.DType != ml.BF16 || o.W.Stride != K || K%8 != 0 || ldx%8 != 0 ||
+	if g == nil || M < quackMinRows || y.DType != ml.BF16 || o.W.DType != ml.BF16 || o.W.Stride != K || K%8 != 0 || ldx%8 != 0 ||
 		y.Stride%8 != 0 || xp%16 != 0 || y.Addr%16 != 0 || o.W.Addr%16 != 0 {
 		return false
 	}
