@@ -10,6 +10,9 @@ cd "$(dirname "$0")/../.."
 out=${IRIS_CARRY_DIR:-.carry} # another git-ignored .carry-* directory for a second carry
 case $out in .carry | .carry-*) ;; *) echo "prepare: IRIS_CARRY_DIR must be .carry or .carry-<name> (git-ignored)" >&2; exit 2 ;; esac
 rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins" "$out/base"
+# the kernels the binaries embed, rebuilt when iris.cu changed (a stale fatbin would carry
+# kernels the Go side no longer names, or lack new ones)
+scripts/gpu/build-kernels.sh
 tags=cuda
 if [[ -n ${IRIS_QUACK:-} ]]; then
   # issue 14's experiment: the gate/up product with SwiGLU in its epilogue linked in

@@ -42,7 +42,8 @@
 #                                   (64), IRIS_AB_SERIAL=1 with runtime.vision_serial at
 #                                   IRIS_SERIAL_CONC (32,64), IRIS_AB_RUNTIME="KEY=VALUE ..." with
 #                                   each runtime setting (or KEY=VALUE,KEY=VALUE together) at IRIS_RT_CONC (64),
-#                                   IRIS_NEW_RUNTIME="KEY=VALUE,..." settings of this build's own levels, IRIS_BASE_CONC=<levels>
+#                                   IRIS_NEW_RUNTIME="KEY=VALUE,..." settings of this build's own levels (IRIS_BASE_RUNTIME
+#                                   the base build's), IRIS_BASE_CONC=<levels>
 #                                   the base build at those levels first and last, IRIS_C1_AB=N the base
 #                                   build's and this one's c=1 in turn N times, transformers batch 1 and 16 (IRIS_SKIP_BASELINE=1 skips);
 #                                   default the Qwen2.5-VL 3B; ~4 min
@@ -751,9 +752,11 @@ if [[ $phase == throughput ]]; then
     printf '[runtime]\nembedding_cache_bytes = 0\n' >"$1"
     for kv in ${kvs//,/ }; do printf '%s = %s\n' "${kv%%=*}" "${kv#*=}" >>"$1"; done
   }
-  rt_config "$work/defaults.toml"
   # IRIS_NEW_RUNTIME="KEY=VALUE,...": settings of this build's table and c=1 runs (not the base's)
   rt_config "$work/new.toml" "${IRIS_NEW_RUNTIME:-}"
+  # IRIS_BASE_RUNTIME="KEY=VALUE,...": the base build's (a setting both builds have, e.g.
+  # fused_swiglu=true between two quack builds)
+  rt_config "$work/base.toml" "${IRIS_BASE_RUNTIME:-}"
   rt_config "$work/apart.toml" decode_apart=true
   rt_config "$work/serial.toml" vision_serial=true
   # apart (IRIS_AB_APART=1): this build again with decode steps in passes of their own, at
@@ -777,7 +780,7 @@ if [[ $phase == throughput ]]; then
   [[ -n ${IRIS_BASE_CONC:-} ]] && whos+=(base)
   for who in "${whos[@]}"; do
     b=$bin cfg=$work/new.toml bundle=$work/bundle-$who
-    [[ $who == base ]] && b=$base cfg=$work/defaults.toml
+    [[ $who == base ]] && b=$base cfg=$work/base.toml
     [[ $who == apart ]] && cfg=$work/apart.toml bundle=$work/bundle-new
     [[ $who == serial ]] && cfg=$work/serial.toml bundle=$work/bundle-new
     [[ $who == rt-* ]] && cfg=$work/$who.toml bundle=$work/bundle-new
@@ -824,7 +827,7 @@ if [[ $phase == throughput ]]; then
     step "c=1 3-token latency, the base build and this one in turn, $IRIS_C1_AB rounds"
     for i in $(seq "$IRIS_C1_AB"); do
       for who in base new; do
-        b=$bin cfg=$work/new.toml; [[ $who == base ]] && b=$base cfg=$work/defaults.toml
+        b=$bin cfg=$work/new.toml; [[ $who == base ]] && b=$base cfg=$work/base.toml
         workers=(); [[ $who == base ]] && workers=(--workers 1)
         "$b/iris" serve -config "$cfg" --bundle "$work/bundle-$who" --addr 127.0.0.1:18080 "${workers[@]}" >"$work/serve-c1.log" 2>&1 &
         srv=$!

@@ -394,48 +394,53 @@ func siluGelu(t *testing.T, f *kfix, r *rand.Rand, I, ldo int) {
 func TestKernelRopeRows(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, once := range []int{0, 1} {
-		t.Run(fmt.Sprintf("once%d", once), func(t *testing.T) {
-			forTypes(t, func(t *testing.T, dt dtype) {
-				const n, heads, hd, ld = 3, 4, 80, 4*80 + 2*2*80
-				half := hd / 2
-				x := randn(r, dt, n*ld, 1)
-				cs := randn(r, f32, 2*n*half, 1) // cos rows, then sin rows
-				var got []float32
-				f.do(func() error {
-					xp, cp := f.put(dt, x), f.put(f32, cs)
-					err := f.ks[dt].ropeRows.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(xp), gpu.I(ld), gpu.I(heads), gpu.I(hd),
-						gpu.P(cp), gpu.P(cp.Add(int64(n*half)*4)), gpu.I(half), gpu.I(once))
-					if err == nil {
-						err = f.s.Sync()
+	// a fused qkv's rows (16-byte chunks: the vector path), and a head dim and stride without
+	// whole chunks (the element loop)
+	for _, sh := range []struct{ heads, hd, ld int }{{4, 80, 4*80 + 2*2*80}, {4, 20, 4*20 + 3}} {
+		for _, once := range []int{0, 1} {
+			t.Run(fmt.Sprintf("hd%d-ld%d-once%d", sh.hd, sh.ld, once), func(t *testing.T) {
+				forTypes(t, func(t *testing.T, dt dtype) {
+					const n = 3
+					heads, hd, ld := sh.heads, sh.hd, sh.ld
+					half := hd / 2
+					x := randn(r, dt, n*ld, 1)
+					cs := randn(r, f32, 2*n*half, 1) // cos rows, then sin rows
+					var got []float32
+					f.do(func() error {
+						xp, cp := f.put(dt, x), f.put(f32, cs)
+						err := f.ks[dt].ropeRows.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(xp), gpu.I(ld), gpu.I(heads), gpu.I(hd),
+							gpu.P(cp), gpu.P(cp.Add(int64(n*half)*4)), gpu.I(half), gpu.I(once))
+						if err == nil {
+							err = f.s.Sync()
+						}
+						got = f.get(dt, xp, n*ld)
+						return err
+					})
+					want := make([]float64, n*ld)
+					for i := range want {
+						want[i] = float64(x[i])
 					}
-					got = f.get(dt, xp, n*ld)
-					return err
-				})
-				want := make([]float64, n*ld)
-				for i := range want {
-					want[i] = float64(x[i])
-				}
-				for i := range n {
-					for h := range heads {
-						for fq := range half {
-							c, s := float64(cs[i*half+fq]), float64(cs[n*half+i*half+fq])
-							x1, x2 := float64(x[i*ld+h*hd+fq]), float64(x[i*ld+h*hd+fq+half])
-							var lo, hi float64
-							if once == 1 {
-								lo, hi = round(dt, x1*c-x2*s), round(dt, x2*c+x1*s)
-							} else {
-								c, s = round(dt, c), round(dt, s)
-								lo = round(dt, round(dt, x1*c)+round(dt, -x2*s))
-								hi = round(dt, round(dt, x2*c)+round(dt, x1*s))
+					for i := range n {
+						for h := range heads {
+							for fq := range half {
+								c, s := float64(cs[i*half+fq]), float64(cs[n*half+i*half+fq])
+								x1, x2 := float64(x[i*ld+h*hd+fq]), float64(x[i*ld+h*hd+fq+half])
+								var lo, hi float64
+								if once == 1 {
+									lo, hi = round(dt, x1*c-x2*s), round(dt, x2*c+x1*s)
+								} else {
+									c, s = round(dt, c), round(dt, s)
+									lo = round(dt, round(dt, x1*c)+round(dt, -x2*s))
+									hi = round(dt, round(dt, x2*c)+round(dt, x1*s))
+								}
+								want[i*ld+h*hd+fq], want[i*ld+h*hd+fq+half] = lo, hi
 							}
-							want[i*ld+h*hd+fq], want[i*ld+h*hd+fq+half] = lo, hi
 						}
 					}
-				}
-				check(t, "rotated rows", got, want, tolFor(dt))
+					check(t, "rotated rows", got, want, tolFor(dt))
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -444,59 +449,66 @@ func TestKernelRopeRows(t *testing.T) {
 func TestKernelRopeKV(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(7, 8))
-	forTypes(t, func(t *testing.T, dt dtype) {
-		const n, heads, kvh, hd, poolRows = 3, 6, 2, 16, 9
-		qd, kvd, half := heads*hd, kvh*hd, hd/2
-		ld := qd + 2*kvd
-		qkv := randn(r, dt, n*ld, 1)
-		cs := randn(r, f32, 2*n*half, 1)
-		pool := randn(r, dt, 2*poolRows*kvd, 1)
-		slots := []int32{4, 0, 7}
-		var gotQ, gotK, gotV []float32
-		f.do(func() error {
-			qp, cp, pp, sl := f.put(dt, qkv), f.put(f32, cs), f.put(dt, pool), f.putI32(slots)
-			kp, vp := pp, pp.Add(int64(poolRows*kvd)*dt.size())
-			e := dt.size()
-			err := f.ks[dt].ropeKV.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(qp), gpu.I(ld), gpu.P(qp.Add(int64(qd)*e)), gpu.I(ld),
-				gpu.P(qp.Add(int64(qd+kvd)*e)), gpu.I(ld), gpu.P(cp), gpu.P(cp.Add(int64(n*half)*4)), gpu.I(half), gpu.I(0),
-				gpu.P(kp), gpu.P(vp), gpu.P(sl), gpu.I(heads), gpu.I(kvh), gpu.I(hd))
-			if err == nil {
-				err = f.s.Sync()
-			}
-			gotQ, gotK, gotV = f.get(dt, qp, n*ld), f.get(dt, kp, poolRows*kvd), f.get(dt, vp, poolRows*kvd)
-			return err
-		})
-		wantQ := make([]float64, n*ld)
-		for i := range wantQ {
-			wantQ[i] = float64(qkv[i])
-		}
-		wantK, wantV := make([]float64, poolRows*kvd), make([]float64, poolRows*kvd)
-		for i := range poolRows * kvd {
-			wantK[i], wantV[i] = float64(pool[i]), float64(pool[poolRows*kvd+i])
-		}
-		for i := range n {
-			for h := range heads + kvh {
-				for fq := range half {
-					c, s := round(dt, float64(cs[i*half+fq])), round(dt, float64(cs[n*half+i*half+fq]))
-					x1, x2 := float64(qkv[i*ld+h*hd+fq]), float64(qkv[i*ld+h*hd+fq+half])
-					lo := round(dt, round(dt, x1*c)+round(dt, -x2*s))
-					hi := round(dt, round(dt, x2*c)+round(dt, x1*s))
-					if h < heads {
-						wantQ[i*ld+h*hd+fq], wantQ[i*ld+h*hd+fq+half] = lo, hi
-					} else {
-						at := int(slots[i])*kvd + (h-heads)*hd
-						wantK[at+fq], wantK[at+fq+half] = lo, hi
+	// 16-byte chunks (the vector path: a small shape and the 3B's), and a head dim without (the
+	// element loop)
+	for _, sh := range []struct{ heads, kvh, hd int }{{6, 2, 16}, {16, 2, 128}, {6, 2, 12}} {
+		t.Run(fmt.Sprintf("%dx%d-hd%d", sh.heads, sh.kvh, sh.hd), func(t *testing.T) {
+			forTypes(t, func(t *testing.T, dt dtype) {
+				const n, poolRows = 3, 9
+				heads, kvh, hd := sh.heads, sh.kvh, sh.hd
+				qd, kvd, half := heads*hd, kvh*hd, hd/2
+				ld := qd + 2*kvd
+				qkv := randn(r, dt, n*ld, 1)
+				cs := randn(r, f32, 2*n*half, 1)
+				pool := randn(r, dt, 2*poolRows*kvd, 1)
+				slots := []int32{4, 0, 7}
+				var gotQ, gotK, gotV []float32
+				f.do(func() error {
+					qp, cp, pp, sl := f.put(dt, qkv), f.put(f32, cs), f.put(dt, pool), f.putI32(slots)
+					kp, vp := pp, pp.Add(int64(poolRows*kvd)*dt.size())
+					e := dt.size()
+					err := f.ks[dt].ropeKV.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(qp), gpu.I(ld), gpu.P(qp.Add(int64(qd)*e)), gpu.I(ld),
+						gpu.P(qp.Add(int64(qd+kvd)*e)), gpu.I(ld), gpu.P(cp), gpu.P(cp.Add(int64(n*half)*4)), gpu.I(half), gpu.I(0),
+						gpu.P(kp), gpu.P(vp), gpu.P(sl), gpu.I(heads), gpu.I(kvh), gpu.I(hd))
+					if err == nil {
+						err = f.s.Sync()
+					}
+					gotQ, gotK, gotV = f.get(dt, qp, n*ld), f.get(dt, kp, poolRows*kvd), f.get(dt, vp, poolRows*kvd)
+					return err
+				})
+				wantQ := make([]float64, n*ld)
+				for i := range wantQ {
+					wantQ[i] = float64(qkv[i])
+				}
+				wantK, wantV := make([]float64, poolRows*kvd), make([]float64, poolRows*kvd)
+				for i := range poolRows * kvd {
+					wantK[i], wantV[i] = float64(pool[i]), float64(pool[poolRows*kvd+i])
+				}
+				for i := range n {
+					for h := range heads + kvh {
+						for fq := range half {
+							c, s := round(dt, float64(cs[i*half+fq])), round(dt, float64(cs[n*half+i*half+fq]))
+							x1, x2 := float64(qkv[i*ld+h*hd+fq]), float64(qkv[i*ld+h*hd+fq+half])
+							lo := round(dt, round(dt, x1*c)+round(dt, -x2*s))
+							hi := round(dt, round(dt, x2*c)+round(dt, x1*s))
+							if h < heads {
+								wantQ[i*ld+h*hd+fq], wantQ[i*ld+h*hd+fq+half] = lo, hi
+							} else {
+								at := int(slots[i])*kvd + (h-heads)*hd
+								wantK[at+fq], wantK[at+fq+half] = lo, hi
+							}
+						}
+					}
+					for j := range kvd {
+						wantV[int(slots[i])*kvd+j] = float64(qkv[i*ld+qd+kvd+j])
 					}
 				}
-			}
-			for j := range kvd {
-				wantV[int(slots[i])*kvd+j] = float64(qkv[i*ld+qd+kvd+j])
-			}
-		}
-		check(t, "q rotated in place (k, v columns untouched)", gotQ, wantQ, tolFor(dt))
-		check(t, "keys in the pool", gotK, wantK, tolFor(dt))
-		check(t, "values in the pool", gotV, wantV, 0)
-	})
+				check(t, "q rotated in place (k, v columns untouched)", gotQ, wantQ, tolFor(dt))
+				check(t, "keys in the pool", gotK, wantK, tolFor(dt))
+				check(t, "values in the pool", gotV, wantV, 0)
+			})
+		})
+	}
 }
 
 // TestKernelGatherScatter moves strided rows both ways.
@@ -904,7 +916,8 @@ func TestKernelFlashAttention(t *testing.T) {
 // multiples of the 16-row tiles, rows wider than the heads (a fused qkv's stride); windows and
 // frames with the tower's rope table rotated inside (rounded as rope_rows in F32 on the host),
 // the table's cos/sin rows staged by cp.async or, from an address that is not 16-byte aligned,
-// plainly, and restaged for key tiles other than the query tile's rows (frames).
+// plainly, and restaged for key tiles other than the query tile's rows (frames); the windows
+// through iris_attn_mma_win as well, bit for bit.
 func TestKernelMMAAttention(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(51, 52))
@@ -920,7 +933,9 @@ func TestKernelMMAAttention(t *testing.T) {
 		{"frames", 4, 4, []int32{0, 130, 0, 130, 130, 65, 130, 65, 195, 63, 195, 63}, false, false, 0},
 		{"chunk-gqa3", 12, 4, []int32{0, 70, 0, 70, 70, 129, 80, 140}, true, false, 0},
 		{"one-kv-head", 3, 1, []int32{0, 17, 0, 300, 17, 80, 300, 5}, false, false, 0},
+		{"windows", 3, 3, windows, false, false, 0},
 		{"windows-rope", 3, 3, windows, false, true, 0},
+		{"windows-rope-gqa3", 6, 2, windows, false, true, 0},
 		{"frames-rope", 2, 2, []int32{0, 150, 0, 150, 150, 77, 150, 77}, false, true, 0},
 		{"windows-rope-unaligned", 3, 3, windows, false, true, 1},
 		{"frames-rope-unaligned", 2, 2, []int32{0, 150, 0, 150, 150, 77, 150, 77}, false, true, 3},
@@ -962,7 +977,13 @@ func TestKernelMMAAttention(t *testing.T) {
 						}
 					}
 				}
-				var got []float32
+				// windows (segments of at most mmaBK rows attending themselves, the rope table
+				// aligned) go through iris_attn_mma_win too, which must give attn_mma's bits
+				win := f.ks[dt].mmaWin[hd] != nil && !tc.causal && longest <= mmaBK && tc.csOff%4 == 0
+				for i := 0; i < len(tc.segs); i += 4 {
+					win = win && tc.segs[i] == tc.segs[i+2] && tc.segs[i+1] == tc.segs[i+3]
+				}
+				var got, gotWin []float32
 				f.do(func() error {
 					qp, kp, vp, out := f.put(dt, q), f.put(dt, k), f.put(dt, v), f.poisoned(dt, nq*qd)
 					sp := f.putI32(tc.segs)
@@ -981,8 +1002,27 @@ func TestKernelMMAAttention(t *testing.T) {
 						err = f.s.Sync()
 					}
 					got = f.get(dt, out, nq*qd)
+					if err != nil || !win {
+						return err
+					}
+					out = f.poisoned(dt, nq*qd)
+					err = f.ks[dt].mmaWin[hd].Launch(gpu.Dim3{X: tc.heads, Y: len(tc.segs) / 4}, gpu.Dim3{X: mmaThreads}, 0, f.s,
+						gpu.P(out), gpu.P(qp), gpu.P(kp), gpu.P(vp), gpu.I(ldq), gpu.I(ldk), gpu.I(ldk), gpu.I(qd), gpu.P(sp),
+						gpu.I(tc.heads), gpu.I(tc.kv), gpu.F(float32(scale)), gpu.P(csp), gpu.I(nq))
+					if err == nil {
+						err = f.s.Sync()
+					}
+					gotWin = f.get(dt, out, nq*qd)
 					return err
 				})
+				if win {
+					for i := 0; i < len(tc.segs); i += 4 {
+						q0, n := int(tc.segs[i]), int(tc.segs[i+1])
+						if !slices.Equal(gotWin[q0*qd:(q0+n)*qd], got[q0*qd:(q0+n)*qd]) {
+							t.Errorf("segment %d: iris_attn_mma_win differs from iris_attn_mma", i/4)
+						}
+					}
+				}
 				for i := 0; i < len(tc.segs); i += 4 {
 					q0, n, k0, m := int(tc.segs[i]), int(tc.segs[i+1]), int(tc.segs[i+2]), int(tc.segs[i+3])
 					want := attnRef(qr[q0*ldq:], kr[k0*ldk:], v[k0*ldk:], n, m, tc.heads, tc.kv, hd, ldq, ldk, ldk, tc.causal, scale)
