@@ -995,107 +995,6 @@ __device__ __forceinline__ void mma_rope_staged(bf16 *t, int n, const float *cst
     }
 }
 
-// mma_q loads the warp's 16 query rows of a staged tile (LD = HD + 8 a row) as A fragments.
-template <int HD> __device__ __forceinline__ void mma_q(uint32_t qf[HD / 16][4], const bf16 *t) {
-    constexpr int LD = HD + 8;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) ldsm_x4(qf[kk], t + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
-}
-
-// mma_scores is one key tile's half of FlashAttention-2's step for the warp's 16 query rows:
-// S = Q K^T over the staged keys kt.. (Ks), masked (keys at or past nk; causal: past the row's
-// diagonal, qi the thread's two rows, off = nk - nq), folded into the online softmax (m, l, and o
-// rescaled), and P = exp(S - m) rounded to bf16 as A fragments (the C layout of two 8-key tiles
-// is A's).
-template <int HD>
-__device__ __forceinline__ void mma_scores(uint32_t pf[MMA_BK / 16][4], float o[HD / 8][4], float m[2], float l[2],
-                                           const uint32_t qf[HD / 16][4], const bf16 *Ks, int kt, int nk, int causal,
-                                           const int qi[2], int off, float sl2) {
-    constexpr int LD = HD + 8, NT = MMA_BK / 8; // 8-key tiles of S
-    int lane = threadIdx.x & 31;
-    float sc[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-#pragma unroll
-        for (int n2 = 0; n2 < NT / 2; n2++) {
-            uint32_t b[4]; // keys [16 n2, +8) then [+8, +16); dims [16 kk, +8) then [+8, +16)
-            ldsm_x4(b, Ks + (n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-            mma_16816(sc[2 * n2], qf[kk], b[0], b[1]);
-            mma_16816(sc[2 * n2 + 1], qf[kk], b[2], b[3]);
-        }
-    }
-    // mask, and the rows' new maxima (a row's values sit in the four lanes of a quad)
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int n = 0; n < NT; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int key = kt + n * 8 + 2 * (lane & 3) + (e & 1), r = e >> 1;
-            bool masked = key >= nk || (causal && key > qi[r] + off);
-            sc[n][e] = masked ? -INFINITY : sc[n][e] * sl2;
-            mx[r] = fmaxf(mx[r], sc[n][e]);
-        }
-    float corr[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        corr[r] = mx[r] == -INFINITY ? 1.f : exp2f(m[r] - mx[r]);
-        m[r] = mx[r];
-        l[r] *= corr[r];
-    }
-#pragma unroll
-    for (int n = 0; n < HD / 8; n++) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
-#pragma unroll
-    for (int n = 0; n < NT; n++) {
-        float p[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int r = e >> 1;
-            p[e] = m[r] == -INFINITY ? 0.f : exp2f(sc[n][e] - m[r]);
-            l[r] += p[e];
-        }
-        pf[n / 2][(n & 1) * 2] = pack_bf16(p[0], p[1]);
-        pf[n / 2][(n & 1) * 2 + 1] = pack_bf16(p[2], p[3]);
-    }
-}
-
-// mma_pv is the step's other half: O += P V over the staged values (Vs).
-template <int HD> __device__ __forceinline__ void mma_pv(float o[HD / 8][4], const uint32_t pf[MMA_BK / 16][4], const bf16 *Vs) {
-    constexpr int LD = HD + 8;
-    int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int kk = 0; kk < MMA_BK / 16; kk++) {
-#pragma unroll
-        for (int d2 = 0; d2 < HD / 16; d2++) {
-            uint32_t b[4]; // keys [16 kk, +16) transposed; dims [16 d2, +8) then [+8, +16)
-            ldsm_x4_t(b, Vs + (kk * 16 + (lane & 15)) * LD + d2 * 16 + (lane >> 4) * 8);
-            mma_16816(o[2 * d2], pf[kk], b[0], b[1]);
-            mma_16816(o[2 * d2 + 1], pf[kk], b[2], b[3]);
-        }
-    }
-}
-
-// mma_store writes the thread's rows qi (of nq; row q0 + qi of out, head h) as O / l.
-template <int HD>
-__device__ __forceinline__ void mma_store(bf16 *out, int ldo, int q0, int nq, int h, const float o[HD / 8][4], float l[2],
-                                          const int qi[2]) {
-    int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        if (qi[r] >= nq) continue;
-        float inv = l[r] > 0.f ? 1.0f / l[r] : 0.f;
-        bf16 *orow = out + (size_t)(q0 + qi[r]) * ldo + (size_t)h * HD + 2 * (lane & 3);
-#pragma unroll
-        for (int n = 0; n < HD / 8; n++) *(uint32_t *)(orow + n * 8) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-    }
-}
-
 template <int HD>
 __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
                          const int *seg, int heads, int kvh, int causal, float scale, const float *cs, int N) {
@@ -1103,6 +1002,7 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     static_assert(HD % 16 == 0, "whole k16 steps over the head");
     static_assert(MMA_BQ == MMA_BK, "the query tile is staged as a key tile");
     constexpr int LD = HD + 8; // padded rows: ldmatrix's eight 16-byte rows fall in distinct banks
+    constexpr int NT = MMA_BK / 8; // 8-key tiles of S
     // the tower's head dims (64, 80) stage the query tile's cos/sin rows too (20 KB at 80:
     // 43 KB in all, under the 48 KB of static shared memory; 128 would need 67)
     constexpr bool STAGE = HD <= 80;
@@ -1148,7 +1048,8 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
         __syncthreads();
     }
     uint32_t qf[HD / 16][4];
-    mma_q<HD>(qf, Vs);
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) ldsm_x4(qf[kk], Vs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
     __syncthreads();
 
     // this thread's rows of the warp's 16: r = 0 (lane / 4) and r = 1 (lane / 4 + 8)
@@ -1178,14 +1079,78 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
             }
             __syncthreads();
         }
-        uint32_t pf[MMA_BK / 16][4];
-        mma_scores<HD>(pf, o, m, l, qf, Ks, kt, nk, causal, qi, off, sl2);
+        float sc[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+#pragma unroll
+            for (int n2 = 0; n2 < NT / 2; n2++) {
+                uint32_t b[4]; // keys [16 n2, +8) then [+8, +16); dims [16 kk, +8) then [+8, +16)
+                ldsm_x4(b, Ks + (n2 * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+                mma_16816(sc[2 * n2], qf[kk], b[0], b[1]);
+                mma_16816(sc[2 * n2 + 1], qf[kk], b[2], b[3]);
+            }
+        }
+        // mask, and the rows' new maxima (a row's values sit in the four lanes of a quad)
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = kt + n * 8 + 2 * (lane & 3) + (e & 1), r = e >> 1;
+                bool masked = key >= nk || (causal && key > qi[r] + off);
+                sc[n][e] = masked ? -INFINITY : sc[n][e] * sl2;
+                mx[r] = fmaxf(mx[r], sc[n][e]);
+            }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            corr[r] = mx[r] == -INFINITY ? 1.f : exp2f(m[r] - mx[r]);
+            m[r] = mx[r];
+            l[r] *= corr[r];
+        }
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
+        uint32_t pf[MMA_BK / 16][4]; // P as A fragments: the C layout of two 8-key tiles is A's
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int r = e >> 1;
+                p[e] = m[r] == -INFINITY ? 0.f : exp2f(sc[n][e] - m[r]);
+                l[r] += p[e];
+            }
+            pf[n / 2][(n & 1) * 2] = pack_bf16(p[0], p[1]);
+            pf[n / 2][(n & 1) * 2 + 1] = pack_bf16(p[2], p[3]);
+        }
         cp_async_wait<0>(); // V
         __syncthreads();
-        mma_pv<HD>(o, pf, Vs);
+#pragma unroll
+        for (int kk = 0; kk < MMA_BK / 16; kk++) {
+#pragma unroll
+            for (int d2 = 0; d2 < HD / 16; d2++) {
+                uint32_t b[4]; // keys [16 kk, +16) transposed; dims [16 d2, +8) then [+8, +16)
+                ldsm_x4_t(b, Vs + (kk * 16 + (lane & 15)) * LD + d2 * 16 + (lane >> 4) * 8);
+                mma_16816(o[2 * d2], pf[kk], b[0], b[1]);
+                mma_16816(o[2 * d2 + 1], pf[kk], b[2], b[3]);
+            }
+        }
         __syncthreads(); // every warp is done with Ks and Vs before the next tile
     }
-    mma_store<HD>(out, ldo, q0, nq, h, o, l, qi);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        if (qi[r] >= nq) continue;
+        float inv = l[r] > 0.f ? 1.0f / l[r] : 0.f;
+        bf16 *orow = out + (size_t)(q0 + qi[r]) * ldo + (size_t)h * HD + 2 * (lane & 3);
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) *(uint32_t *)(orow + n * 8) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    }
 }
 #define ATTN_MMA(HD)                                                                                                   \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS) iris_attn_mma_bf16_##HD(                                 \
@@ -1196,81 +1161,6 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
 ATTN_MMA(64)
 ATTN_MMA(80)
 ATTN_MMA(128)
-
-// The tower's windows on tensor cores: attn_mma's arithmetic for segments that attend themselves
-// (seg's q0 = k0, nq = nk <= MMA_BK: one key tile), with Q, K and V issued together into their
-// own tiles and the rope's cos and sin (cs 16-byte aligned, N rows each) loaded into registers
-// meanwhile: one round trip to memory where attn_mma makes two (its query tile is staged where
-// V goes, so V waits for the query's fragments) and 34 KB of shared memory where it holds 43
-// (the angles staged). Each rotated pair of q is a pair of k with the same angles. grid
-// (heads, segments), 4 warps of 16 query rows.
-template <int HD>
-__device__ void attn_win(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
-                         const int *seg, int heads, int kvh, float scale, const float *cs, int N) {
-    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    constexpr int LD = HD + 8, HALF = HD / 2, CH = HALF / 4; // 16-byte chunks of a row's angles
-    constexpr int PER = (MMA_BK * CH + MMA_THREADS - 1) / MMA_THREADS;
-    static_assert(HALF % 4 == 0, "whole float4 chunks of angles");
-    __shared__ __align__(16) bf16 Qs[MMA_BK * LD];
-    __shared__ __align__(16) bf16 Ks[MMA_BK * LD];
-    __shared__ __align__(16) bf16 Vs[MMA_BK * LD];
-    int h = blockIdx.x, s = blockIdx.y;
-    int r0 = seg[4 * s], n = seg[4 * s + 1];
-    int g = h / (heads / kvh);
-    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    mma_tile<HD>(Qs, q + (size_t)r0 * ldq + (size_t)h * HD, ldq, 0, n);
-    mma_tile<HD>(Ks, k + (size_t)r0 * ldk + (size_t)g * HD, ldk, 0, n);
-    mma_tile<HD>(Vs, v + (size_t)r0 * ldv + (size_t)g * HD, ldv, 0, n);
-    cp_async_commit();
-    float4 c[PER], sn[PER];
-    if (cs) {
-#pragma unroll
-        for (int u = 0; u < PER; u++) {
-            int e = tid + u * MMA_THREADS, i = e / CH, ch = e % CH;
-            if (i < n && i < MMA_BK) {
-                c[u] = ((const float4 *)(cs + (size_t)(r0 + i) * HALF))[ch];
-                sn[u] = ((const float4 *)(cs + (size_t)(N + r0 + i) * HALF))[ch];
-            }
-        }
-    }
-    cp_async_wait<0>();
-    __syncthreads();
-    if (cs) {
-#pragma unroll
-        for (int u = 0; u < PER; u++) {
-            int e = tid + u * MMA_THREADS, i = e / CH, ch = e % CH;
-            if (i >= n || i >= MMA_BK) continue;
-            const float *cf = (const float *)&c[u], *sf = (const float *)&sn[u];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int f = ch * 4 + j;
-                bf16 *x = Qs + i * LD, *y = Ks + i * LD;
-                rope_pair(x[f], x[f + HALF], ld(x[f]), ld(x[f + HALF]), cf[j], sf[j], 1);
-                rope_pair(y[f], y[f + HALF], ld(y[f]), ld(y[f + HALF]), cf[j], sf[j], 1);
-            }
-        }
-        __syncthreads();
-    }
-    uint32_t qf[HD / 16][4];
-    mma_q<HD>(qf, Qs);
-    int qi[2] = {warp * 16 + (lane >> 2), warp * 16 + (lane >> 2) + 8};
-    float o[HD / 8][4];
-#pragma unroll
-    for (int j = 0; j < HD / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    uint32_t pf[MMA_BK / 16][4];
-    mma_scores<HD>(pf, o, m, l, qf, Ks, 0, n, 0, qi, 0, scale * 1.4426950408889634f);
-    mma_pv<HD>(o, pf, Vs);
-    mma_store<HD>(out, ldo, r0, n, h, o, l, qi);
-}
-#define ATTN_WIN(HD)                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(MMA_THREADS) iris_attn_mma_win_bf16_##HD(                                 \
-        bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo, const int *seg,   \
-        int heads, int kvh, float scale, const float *cs, int N) {                                                     \
-        attn_win<HD>(out, q, k, v, ldq, ldk, ldv, ldo, seg, heads, kvh, scale, cs, N);                                \
-    }
-ATTN_WIN(64)
-ATTN_WIN(80)
 
 // Row softmax for attention through cuBLAS (long segments): S [rows, nk] F32 scores (already
 // scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq).

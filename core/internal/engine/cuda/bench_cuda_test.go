@@ -4,9 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -437,81 +434,4 @@ func BenchmarkPixelUpload(b *testing.B) {
 			}), "write-GB/s")
 		})
 	}
-}
-
-// BenchmarkWindowAttention times the window attention of a 5-image tower layer of the
-// Qwen2.5-VL 3B (the photo's 660 patches an image in 12 windows of 36-64 rows: 60 windows, 16
-// heads of 80, the rope table rotated inside) through iris_attn_mma (the query tile staged where
-// V goes) and iris_attn_mma_win (Q, K and V in one round trip) in the same run: GPU time by
-// events around 50 launches after a warm-up, microseconds a launch. Run on the GPU machine:
-//
-//	cuda.test -test.run '^$' -test.bench WindowAttention -test.benchtime 1x
-func BenchmarkWindowAttention(b *testing.B) {
-	const images, heads, hd, reps = 5, 16, 80, 50
-	var segs []int32 // q0, nq, k0, nk each
-	row := int32(0)
-	for range images {
-		for _, r := range []int32{8, 8, 6} { // a 22x30 grid of patches in windows of 8x8
-			for _, c := range []int32{8, 8, 8, 6} {
-				segs = append(segs, row, r*c, row, r*c)
-				row += r * c
-			}
-		}
-	}
-	n, qd, half := int(row), heads*hd, hd/2
-	ld := 3 * qd // a fused qkv's rows
-	r := rand.New(rand.NewPCG(61, 62))
-	f := newKfix(b)
-	k := f.ks[bf16]
-	qkv, cs := randn(r, bf16, n*ld, 1), randn(r, f32, 2*n*half, 1)
-	timed := func(fn *gpu.Function, grid gpu.Dim3, args ...gpu.Arg) (us float64) {
-		f.do(func() error {
-			start, err := gpu.NewEvent()
-			if err != nil {
-				return err
-			}
-			defer func() { _ = start.Destroy() }()
-			stop, err := gpu.NewEvent()
-			if err != nil {
-				return err
-			}
-			defer func() { _ = stop.Destroy() }()
-			if err := fn.Launch(grid, gpu.Dim3{X: mmaThreads}, 0, f.s, args...); err != nil { // warm-up
-				return err
-			}
-			if err := start.Record(f.s); err != nil {
-				return err
-			}
-			for range reps {
-				if err := fn.Launch(grid, gpu.Dim3{X: mmaThreads}, 0, f.s, args...); err != nil {
-					return err
-				}
-			}
-			if err := stop.Record(f.s); err != nil {
-				return err
-			}
-			if err := stop.Sync(); err != nil {
-				return err
-			}
-			d, err := stop.Since(start)
-			us = float64(d.Nanoseconds()) / 1e3 / reps
-			return err
-		})
-		return us
-	}
-	var mma, win float64
-	f.do(func() error {
-		qp, out, sp, cp := f.put(bf16, qkv), f.poisoned(bf16, n*qd), f.putI32(segs), f.put(f32, cs)
-		e := int64(qd) * bf16.size()
-		args := []gpu.Arg{gpu.P(out), gpu.P(qp), gpu.P(qp.Add(e)), gpu.P(qp.Add(2 * e)), gpu.I(ld), gpu.I(ld), gpu.I(ld), gpu.I(qd), gpu.P(sp),
-			gpu.I(heads), gpu.I(heads)}
-		scale, rope := gpu.F(float32(1/math.Sqrt(hd))), []gpu.Arg{gpu.P(cp), gpu.I(n)}
-		mma = timed(k.mma[hd], mmaGrid(mmaBK, heads, len(segs)/4), append(append(slices.Clone(args), gpu.I(0), scale), rope...)...)
-		win = timed(k.mmaWin[hd], gpu.Dim3{X: heads, Y: len(segs) / 4}, append(append(slices.Clone(args), scale), rope...)...)
-		return nil
-	})
-	line := fmt.Sprintf("tower windows (%d of %d rows, %d heads of %d): iris_attn_mma %.2f us, iris_attn_mma_win %.2f us (%.2fx)",
-		len(segs)/4, n, heads, hd, mma, win, mma/win)
-	b.Log(line)
-	fmt.Println("kernel", line)
 }

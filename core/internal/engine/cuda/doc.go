@@ -37,10 +37,6 @@ type Options struct {
 	// NoMMA runs bf16 attention through cuBLAS and the CUDA-core flash kernel instead of the
 	// tensor-core flash kernel (iris_attn_mma); for comparison.
 	NoMMA bool
-	// NoMMAWindows runs bf16 window attention (segments of at most 64 rows attending
-	// themselves: the towers' windows) through iris_attn_mma, which stages the query tile where
-	// V goes and so reads V a round trip later, instead of iris_attn_mma_win; for comparison.
-	NoMMAWindows bool
 	// NoGroupDecode runs bf16 decode attention with a block a query head (iris_attn_pool)
 	// instead of a block a KV group (iris_attn_pool_gqa); for comparison.
 	NoGroupDecode bool

@@ -23,7 +23,6 @@ type kernelSet struct {
 	flash                             map[int]*gpu.Function // by head dim
 	window                            map[int]*gpu.Function // by head dim; bf16 only
 	mma                               map[int]*gpu.Function // by head dim; bf16 only
-	mmaWin                            map[int]*gpu.Function // by head dim; bf16 only
 	poolGQA                           map[int]*gpu.Function // by head dim; bf16 only
 	poolGQAWhole                      map[int]*gpu.Function // by head dim; bf16 only
 	argmax, argmaxPart, gemv, gemvGLU *gpu.Function
@@ -40,10 +39,6 @@ var windowHeadDims = []int{16, 32, 64, 80}
 // Qwen2.5-VL and Qwen3-VL towers' 80 and 64, InternViT's 64.
 var mmaHeadDims = []int{64, 80, 128}
 
-// mmaWinHeadDims are those of iris_attn_mma_win (the towers' windows: segments of at most mmaBK
-// rows that attend themselves).
-var mmaWinHeadDims = []int{64, 80}
-
 // poolGQAHeadDims are those of iris_attn_pool_gqa (bf16, at most gqaMax query heads a KV head).
 var poolGQAHeadDims = []int{64, 128}
 
@@ -53,7 +48,6 @@ func loadKernels(t dtype) (*kernelSet, error) {
 		return nil, fmt.Errorf("%s: %w", kernels.Source, err)
 	}
 	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}, window: map[int]*gpu.Function{}, mma: map[int]*gpu.Function{},
-		mmaWin:  map[int]*gpu.Function{},
 		poolGQA: map[int]*gpu.Function{}, poolGQAWhole: map[int]*gpu.Function{}}
 	sfx := "_f32"
 	if t == bf16 {
@@ -106,11 +100,6 @@ func loadKernels(t dtype) (*kernelSet, error) {
 			var f *gpu.Function
 			get(&f, fmt.Sprintf("iris_attn_mma_bf16_%d", hd))
 			k.mma[hd] = f
-		}
-		for _, hd := range mmaWinHeadDims {
-			var f *gpu.Function
-			get(&f, fmt.Sprintf("iris_attn_mma_win_bf16_%d", hd))
-			k.mmaWin[hd] = f
 		}
 		for _, hd := range poolGQAHeadDims {
 			var f *gpu.Function

@@ -947,21 +947,13 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 			b.Rope(k, a.KVHeads, a.HeadDim, rot)
 		}
 		base.causal = false
-		table := b.passTable(bounds, true, func() []int32 {
+		b.attendMMA(base, b.passTable(bounds, true, func() []int32 {
 			t := make([]int32, 0, 4*segs)
 			for i := range segs {
 				t = append(t, bounds[i], bounds[i+1]-bounds[i], bounds[i], bounds[i+1]-bounds[i])
 			}
 			return t
-		})
-		if w := b.k.mmaWin[a.HeadDim]; w != nil && longest <= mmaBK && uintptr(cs)%16 == 0 && !b.opts.NoMMAWindows {
-			// windows: Q, K and V in one round trip (iris_attn_mma_win)
-			b.launchDep(w, gpu.Dim3{X: a.Heads, Y: segs}, gpu.Dim3{X: mmaThreads}, 0,
-				gpu.P(base.out), gpu.P(base.q), gpu.P(base.k), gpu.P(base.v), gpu.I(base.ldq), gpu.I(base.ldk), gpu.I(base.ldv),
-				gpu.I(base.ldo), gpu.P(gpu.DevPtr(table.Addr)), gpu.I(a.Heads), gpu.I(a.KVHeads), gpu.F(a.Scale), gpu.P(cs), gpu.I(q.Rows))
-			return
-		}
-		b.attendMMA(base, table, longest, cs, q.Rows)
+		}), longest, cs, q.Rows)
 		return
 	}
 	aligned := (int64(q.Stride)*b.dt.size())%16 == 0 && (int64(out.Stride)*b.dt.size())%16 == 0 && q.Addr%16 == 0 && out.Addr%16 == 0

@@ -31,7 +31,6 @@ func passes(args []string) error {
 	ops := fs.Int("ops", 12, "with a round: time every op of one round's passes and print this many costliest of each (0: none; GPU only)")
 	noMMA := fs.Bool("no-mma", false, "bf16 attention through cuBLAS and the CUDA-core flash kernel (not the tensor-core kernel)")
 	noGroup := fs.Bool("no-group-decode", false, "bf16 decode attention with a block a query head (not a block a KV group)")
-	noMMAWin := fs.Bool("no-mma-windows", false, "bf16 window attention through iris_attn_mma (V a round trip after the query tile) instead of iris_attn_mma_win")
 	noWhole := fs.Bool("no-whole-decode", false, "bf16 decode attention over caches of at most 256 keys in merged 64-key splits (not a block over all of them)")
 	equal := fs.Bool("equal-priority", false, "the decoder's stream at the lane's priority (not the greatest)")
 	quack := fs.Bool("quack-swiglu", false, "bf16 gate/up products of 128 rows or more with SwiGLU in their epilogue (a build with the quack tag: scripts/gpu/swiglu-gemm)")
@@ -58,7 +57,7 @@ func passes(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, NoMMAWindows: *noMMAWin, EqualPriority: *equal, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias,
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias,
 		QuackLinear: *quackLin, QuackLinearVariant: *quackLinV, QuackLinearBiasVariant: *quackLinB}, mf.lane())
 	if err != nil {
 		return err
