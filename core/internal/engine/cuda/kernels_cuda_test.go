@@ -2046,3 +2046,50 @@ func TestKernelMixedPassAttention(t *testing.T) {
 		check(t, "values in the pool", v1, widen(v2), 0)
 	})
 }
+
+// TestKernelBackendPlanRows runs products of several row counts on a backend with PlanRows
+// (cuBLASLt's algorithm of a row bucket, checked for each size) and on one without: the same
+// outputs to rounding, and fewer heuristic calls: 200 and 250 rows share the bucket of 256
+// (whose plan a 256-row product then finds made), 129 takes 192's, 64 (not above PlanRows) its
+// own.
+func TestKernelBackendPlanRows(t *testing.T) {
+	const K, N = 256, 264
+	rows := []int{200, 250, 256, 129, 64}
+	for _, prec := range []string{"fp32", "bf16"} {
+		t.Run(prec, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(91, 92))
+			xv, wv := randn(r, f32, 256*K, 1), randn(r, f32, N*K, 0.05)
+			run := func(planRows int) ([][]float32, gpu.LtStats) {
+				b := newBackend(t, Options{Precision: prec, PlanRows: planRows})
+				var ys [][]float32
+				err := b.Do(func() error {
+					w := devTensor(b, N, K, wv)
+					for _, m := range rows {
+						x := devTensor(b, m, K, xv[:m*K])
+						o := ml.Out{Y: b.Scratch(fmt.Sprintf("y%d", m), m, N), W: w}
+						b.Linears(x, o)
+						ys = append(ys, readBack(b, o.Y))
+					}
+					return b.Sync()
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ys, b.LtStats()
+			}
+			want, plain := run(0)
+			got, bucketed := run(64)
+			for i, m := range rows {
+				dt := f32
+				if prec == "bf16" {
+					dt = bf16
+				}
+				check(t, fmt.Sprintf("%d rows", m), got[i], widen(want[i]), tolFor(dt))
+			}
+			if plain.Heuristics != len(rows) || bucketed.Heuristics != 3 || bucketed.Plans != 6 {
+				t.Errorf("heuristic calls %d without buckets (want %d), %d with 64-row buckets in %d plans (want 3 in 6)",
+					plain.Heuristics, len(rows), bucketed.Heuristics, bucketed.Plans)
+			}
+		})
+	}
+}
