@@ -40,9 +40,10 @@ type Request struct {
 	// OnLogprob, if set with Logprobs, receives each answer token's entry just before OnToken
 	// receives the token.
 	OnLogprob func(TokenLogprob)
-	// OnToken, if set, receives each answer token as soon as it is sampled (streaming); an
-	// error it returns ends generation with that error, except [ErrStop], which ends it with
-	// FinishStop, the token kept.
+	// OnToken, if set, receives each answer token as soon as it is sampled (streaming), while
+	// the next step is already on its way to the engine (dropped, or run and discarded, when
+	// OnToken ends the answer); an error it returns ends generation with that error, except
+	// [ErrStop], which ends it with FinishStop, the token kept.
 	OnToken func(id int32) error
 }
 
@@ -220,11 +221,23 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 				req.OnLogprob(lp)
 			}
 		}
+		// The next step goes to the engine before the token goes to the caller: a streaming
+		// client's write then overlaps the step's pass, where it held the step back, and with
+		// it (a scheduler gathers every running sequence's step) everyone's next pass.
+		var next *pending
+		if len(res.Tokens) < req.MaxNewTokens && ctx.Err() == nil {
+			// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
+			// index plus rope_delta on all three axes.
+			at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
+			next = submit(ctx, d, DecodeInput(seq, tok, at, logits))
+		}
 		if req.OnToken != nil {
 			if err := req.OnToken(tok); errors.Is(err, ErrStop) {
+				next.drop()
 				res.Finish = FinishStop
 				return res, nil
 			} else if err != nil {
+				next.drop()
 				return nil, err
 			}
 		}
@@ -233,14 +246,47 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 			return res, nil
 		}
 		if err := ctx.Err(); err != nil {
+			next.drop()
 			return nil, fmt.Errorf("generate: %w", err)
 		}
-		// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
-		// index plus rope_delta on all three axes.
-		at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
-		if out, err = d.step(ctx, DecodeInput(seq, tok, at, logits), true); err != nil {
+		if out, err = next.wait(); err != nil {
 			return nil, fmt.Errorf("decode step %d: %w", len(res.Tokens), err)
 		}
+	}
+}
+
+// pending is a decode step submitted before the caller saw the token it follows.
+type pending struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	out    Output
+	err    error
+}
+
+// submit runs d.step for in on a goroutine of its own.
+func submit(ctx context.Context, d driver, in Input) *pending {
+	sctx, cancel := context.WithCancel(ctx)
+	p := &pending{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.out, p.err = d.step(sctx, in, true)
+	}()
+	return p
+}
+
+// wait returns the step's output.
+func (p *pending) wait() (Output, error) {
+	<-p.done
+	p.cancel()
+	return p.out, p.err
+}
+
+// drop cancels the step (a pass that took it still writes the sequence's cache, so it waits for
+// that before the caller frees the sequence). Nil is none.
+func (p *pending) drop() {
+	if p != nil {
+		p.cancel()
+		<-p.done
 	}
 }
 
