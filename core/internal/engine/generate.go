@@ -204,6 +204,10 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 	sampler := NewSampler(req.Sampling)
 	start = time.Now()
 	defer func() { res.Timings.Decode = time.Since(start) }()
+	// a step submitted and not yet waited for: settled before the sequence is freed, whatever
+	// way the loop ends (a panic in a callback too: a pass may still write its cache)
+	var next *pending
+	defer func() { next.drop() }()
 	for {
 		tok := out.Argmax
 		if logits {
@@ -224,7 +228,6 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		// The next step goes to the engine before the token goes to the caller: a streaming
 		// client's write then overlaps the step's pass, where it held the step back, and with
 		// it (a scheduler gathers every running sequence's step) everyone's next pass.
-		var next *pending
 		if len(res.Tokens) < req.MaxNewTokens && ctx.Err() == nil {
 			// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
 			// index plus rope_delta on all three axes.
@@ -233,11 +236,9 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		}
 		if req.OnToken != nil {
 			if err := req.OnToken(tok); errors.Is(err, ErrStop) {
-				next.drop()
 				res.Finish = FinishStop
 				return res, nil
 			} else if err != nil {
-				next.drop()
 				return nil, err
 			}
 		}
@@ -246,10 +247,11 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 			return res, nil
 		}
 		if err := ctx.Err(); err != nil {
-			next.drop()
 			return nil, fmt.Errorf("generate: %w", err)
 		}
-		if out, err = next.wait(); err != nil {
+		out, err = next.wait()
+		next = nil
+		if err != nil {
 			return nil, fmt.Errorf("decode step %d: %w", len(res.Tokens), err)
 		}
 	}
@@ -282,7 +284,8 @@ func (p *pending) wait() (Output, error) {
 }
 
 // drop cancels the step (a pass that took it still writes the sequence's cache, so it waits for
-// that before the caller frees the sequence). Nil is none.
+// that before the caller frees the sequence). Nil is none; a second drop, or one after wait, is
+// a no-op.
 func (p *pending) drop() {
 	if p != nil {
 		p.cancel()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 )
@@ -324,6 +325,46 @@ func TestFlattenMixedEmbeddings(t *testing.T) {
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, engine.ErrInvalidInput)) {
 			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+// blockingModel's decode steps wait for release, and report whether their sequence was freed
+// while they ran.
+type blockingModel struct {
+	*fakeModel
+	started, release chan struct{}
+	freedEarly       bool
+}
+
+func (m *blockingModel) DecodeStep(ctx context.Context, seq engine.Sequence, token, pos int32) ([]float32, error) {
+	close(m.started)
+	<-m.release
+	m.freedEarly = seq.(*fakeSeq).closed
+	return m.fakeModel.DecodeStep(ctx, seq, token, pos)
+}
+
+// TestGeneratePanicSettlesStep: a callback that panics leaves a decode step submitted beside its
+// token; the sequence is freed only once that step is done (a pass may still write its cache).
+func TestGeneratePanicSettlesStep(t *testing.T) {
+	m := &blockingModel{fakeModel: newFake(5, 6, 7), started: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan any)
+	go func() {
+		defer func() { done <- recover() }()
+		_, _ = engine.Generate(context.Background(), m, engine.Request{IDs: []int32{1, 2}, MaxNewTokens: 10,
+			OnToken: func(int32) error { panic("callback") }})
+	}()
+	<-m.started
+	select {
+	case <-done:
+		t.Fatal("Generate returned while its submitted step was still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(m.release)
+	if p := <-done; p != "callback" {
+		t.Fatalf("recovered %v, want the callback's panic", p)
+	}
+	if m.freedEarly || m.closed != 1 {
+		t.Errorf("sequence freed during its step: %v; closed %d times, want 1", m.freedEarly, m.closed)
 	}
 }
 
