@@ -2059,8 +2059,10 @@ func TestKernelBackendPlanRows(t *testing.T) {
 		t.Run(prec, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(91, 92))
 			xv, wv := randn(r, f32, 256*K, 1), randn(r, f32, N*K, 0.05)
+			var dt dtype // the backends'
 			run := func(planRows int) ([][]float32, gpu.LtStats) {
 				b := newBackend(t, Options{Precision: prec, PlanRows: planRows})
+				dt = b.dt
 				var ys [][]float32
 				err := b.Do(func() error {
 					w := devTensor(b, N, K, wv)
@@ -2080,10 +2082,6 @@ func TestKernelBackendPlanRows(t *testing.T) {
 			want, plain := run(0)
 			got, bucketed := run(64)
 			for i, m := range rows {
-				dt := f32
-				if prec == "bf16" {
-					dt = bf16
-				}
 				check(t, fmt.Sprintf("%d rows", m), got[i], widen(want[i]), tolFor(dt))
 			}
 			if plain.Heuristics != len(rows) || bucketed.Heuristics != 3 || bucketed.Plans != 6 {
