@@ -15,7 +15,7 @@ import (
 // loadCUDA loads the bundle's model on the GPU (device 0) in the bundle's precision, its vision
 // tower on a stream of its own unless env.VisionSerial.
 func loadCUDA(_ context.Context, b *bundles.Bundle, _ *engine.Config, lim engine.Limits, env *TaskEnv) (engine.Model, error) {
-	be, err := cuda.NewBackend(cuda.Options{Precision: b.Manifest.Engine.Precision, QuackSwiGLU: env.FusedSwiGLU, PlanRows: env.PlanRows})
+	be, err := cuda.NewBackend(cuda.Options{Precision: b.Manifest.Engine.Precision, QuackSwiGLU: env.FusedSwiGLU})
 	if err != nil {
 		return nil, fmt.Errorf("load engine: %w", err)
 	}

@@ -59,9 +59,6 @@ type Config struct {
 	// SwiGLU (and biases) in their epilogue (cuda.Options.QuackSwiGLU: builds with the quack tag
 	// only; others fail to load).
 	FusedSwiGLU bool
-	// PlanRows buckets a cuda model's product sizes for cuBLASLt's heuristic
-	// (cuda.Options.PlanRows; 0: none).
-	PlanRows int
 	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
 	// template's system turn) keep their KV rows for the next prompts that start with them
 	// (0: 8; negative: none).
@@ -177,9 +174,6 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 	if cfg.VisionLanes < 0 || cfg.VisionLanes > MaxVisionLanes {
 		return nil, fmt.Errorf("open runtime: vision_lanes %d: want 0 (the default) to %d", cfg.VisionLanes, MaxVisionLanes)
 	}
-	if cfg.PlanRows < 0 {
-		return nil, fmt.Errorf("open runtime: plan_rows %d: want 0 (each size its own) or more", cfg.PlanRows)
-	}
 	if cfg.QueueDepth == 0 {
 		cfg.QueueDepth = DefaultQueueDepth
 	}
@@ -224,7 +218,6 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
 		env.VisionAlone, env.DecodeApart, env.VisionSerial, env.VisionLanes, env.FusedSwiGLU = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial, cfg.VisionLanes, cfg.FusedSwiGLU
-		env.PlanRows = cfg.PlanRows
 		env.VisionPatches, env.PromptHeads = cfg.VisionPatches, cfg.PromptHeads
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)

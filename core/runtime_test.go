@@ -364,7 +364,6 @@ func TestOpenRefusesBadLimits(t *testing.T) {
 		{"queue depth", core.Config{QueueDepth: -1}, "queue depth"},
 		{"KV cache", core.Config{KVCacheTokens: -1}, "KV cache"},
 		{"negative lanes", core.Config{VisionLanes: -1}, "vision_lanes -1"},
-		{"negative plan rows", core.Config{PlanRows: -1}, "plan_rows -1"},
 		{"too many lanes", core.Config{VisionLanes: core.MaxVisionLanes + 1}, "vision_lanes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -108,8 +108,6 @@ type TaskEnv struct {
 	VisionLanes int
 	// FusedSwiGLU puts a cuda model's SwiGLU in its gate/up products (Config.FusedSwiGLU).
 	FusedSwiGLU bool
-	// PlanRows buckets a cuda model's product sizes for cuBLASLt (Config.PlanRows).
-	PlanRows int
 	// PromptHeads is how many prompt heads keep their KV rows for reuse (0: 8; negative: none).
 	PromptHeads int
 	// Registerer takes the task's Prometheus collectors (never nil).

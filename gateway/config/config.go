@@ -102,10 +102,6 @@ type Runtime struct {
 	// SwiGLU (and biases) in their epilogue (only builds with the quack tag have it; others
 	// refuse to load).
 	FusedSwiGLU bool `toml:"fused_swiglu"`
-	// PlanRows gives a cuda bundle's products of more rows the algorithm cuBLASLt picks for
-	// their rows rounded up to a multiple of it, so that passes of new sizes ask its heuristic
-	// once a bucket (0: each size its own).
-	PlanRows int `toml:"plan_rows"`
 	// PromptHeads is how many prompt heads (the tokens before a prompt's first image: the chat
 	// template's system turn) keep their KV rows for the next prompts that start with them,
 	// which copy those rows instead of computing them (0: 8; negative: none).
@@ -122,7 +118,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, FusedSwiGLU: r.FusedSwiGLU, PlanRows: r.PlanRows, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, FusedSwiGLU: r.FusedSwiGLU, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }

@@ -48,9 +48,9 @@ func TestDecode(t *testing.T) {
 					t.Errorf("an unset key lost its default: %s", c.Server.ShutdownTimeout)
 				}
 			}},
-		{name: "engine switches reach core", src: "[runtime]\nfused_swiglu = true\nvision_lanes = 3\ndecode_apart = true\nplan_rows = 64",
+		{name: "engine switches reach core", src: "[runtime]\nfused_swiglu = true\nvision_lanes = 3\ndecode_apart = true",
 			check: func(t *testing.T, c Config) {
-				if cc := c.Runtime.Core(); !cc.FusedSwiGLU || cc.VisionLanes != 3 || !cc.DecodeApart || cc.VisionSerial || cc.PlanRows != 64 {
+				if cc := c.Runtime.Core(); !cc.FusedSwiGLU || cc.VisionLanes != 3 || !cc.DecodeApart || cc.VisionSerial {
 					t.Errorf("core config %+v", cc)
 				}
 			}},

@@ -40,10 +40,9 @@ type Request struct {
 	// OnLogprob, if set with Logprobs, receives each answer token's entry just before OnToken
 	// receives the token.
 	OnLogprob func(TokenLogprob)
-	// OnToken, if set, receives each answer token as soon as it is sampled (streaming), while
-	// the next step is already on its way to the engine (dropped, or run and discarded, when
-	// OnToken ends the answer); an error it returns ends generation with that error, except
-	// [ErrStop], which ends it with FinishStop, the token kept.
+	// OnToken, if set, receives each answer token as soon as it is sampled (streaming); an
+	// error it returns ends generation with that error, except [ErrStop], which ends it with
+	// FinishStop, the token kept.
 	OnToken func(id int32) error
 }
 
@@ -204,10 +203,6 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 	sampler := NewSampler(req.Sampling)
 	start = time.Now()
 	defer func() { res.Timings.Decode = time.Since(start) }()
-	// a step submitted and not yet waited for: settled before the sequence is freed, whatever
-	// way the loop ends (a panic in a callback too: a pass may still write its cache)
-	var next *pending
-	defer func() { next.drop() }()
 	for {
 		tok := out.Argmax
 		if logits {
@@ -225,15 +220,6 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 				req.OnLogprob(lp)
 			}
 		}
-		// The next step goes to the engine before the token goes to the caller: a streaming
-		// client's write then overlaps the step's pass, where it held the step back, and with
-		// it (a scheduler gathers every running sequence's step) everyone's next pass.
-		if len(res.Tokens) < req.MaxNewTokens && ctx.Err() == nil {
-			// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
-			// index plus rope_delta on all three axes.
-			at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
-			next = submit(ctx, d, DecodeInput(seq, tok, at, logits))
-		}
 		if req.OnToken != nil {
 			if err := req.OnToken(tok); errors.Is(err, ErrStop) {
 				res.Finish = FinishStop
@@ -249,47 +235,12 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
-		out, err = next.wait()
-		next = nil
-		if err != nil {
+		// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
+		// index plus rope_delta on all three axes.
+		at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
+		if out, err = d.step(ctx, DecodeInput(seq, tok, at, logits), true); err != nil {
 			return nil, fmt.Errorf("decode step %d: %w", len(res.Tokens), err)
 		}
-	}
-}
-
-// pending is a decode step submitted before the caller saw the token it follows.
-type pending struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	out    Output
-	err    error
-}
-
-// submit runs d.step for in on a goroutine of its own.
-func submit(ctx context.Context, d driver, in Input) *pending {
-	sctx, cancel := context.WithCancel(ctx)
-	p := &pending{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		p.out, p.err = d.step(sctx, in, true)
-	}()
-	return p
-}
-
-// wait returns the step's output.
-func (p *pending) wait() (Output, error) {
-	<-p.done
-	p.cancel()
-	return p.out, p.err
-}
-
-// drop cancels the step (a pass that took it still writes the sequence's cache, so it waits for
-// that before the caller frees the sequence). Nil is none; a second drop, or one after wait, is
-// a no-op.
-func (p *pending) drop() {
-	if p != nil {
-		p.cancel()
-		<-p.done
 	}
 }
 

@@ -25,9 +25,8 @@ type SchedulerOptions struct {
 	// running decodes instead of stalling them.
 	StepTokens int
 	// Gather is how long a pass waits for running sequences that have not sent their next
-	// input yet (default 2ms). A pass starts as soon as every running sequence has one waiting;
-	// a sequence sends its next decode step before its caller sees the token (generate), so a
-	// slow streaming client does not hold it.
+	// input yet, e.g. while a slow client takes its last token (default 2ms). A pass starts as
+	// soon as every running sequence has one waiting.
 	Gather time.Duration
 	// VisionPatches caps the image patches the vision tower takes between two rounds of passes,
 	// in one tower pass when the model is a [BatchEncoder] (default 8192: about twelve 426x320

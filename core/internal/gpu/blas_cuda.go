@@ -61,13 +61,12 @@ static void iris_lt_plan_free(iris_lt_plan *p) {
 	free(p);
 }
 
-// iris_lt_plan_new asks the heuristic for an algorithm, or with algo (non-NULL: the heuristic's
-// for another M of the same product) checks that one for this shape (cublasLtMatmulAlgoCheck).
-// The alignments (bytes) are those of the operands' addresses: the heuristic leaves out
-// algorithms that need more. The bias is added in F32 before D is rounded, once (as addmm does).
+// iris_lt_plan_new asks the heuristic for an algorithm. The alignments (bytes) are those of the
+// operands' addresses: the heuristic leaves out algorithms that need more.
+// The bias is added in F32 before D is rounded, once (as addmm does).
 static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int M, int N, int K, int ldx, int ldy,
                                        unsigned long long bias, unsigned alignW, unsigned alignX, unsigned alignY,
-                                       unsigned long long ws, const cublasLtMatmulAlgo_t *algo, iris_lt_plan **out) {
+                                       unsigned long long ws, iris_lt_plan **out) {
 	cublasStatus_t st;
 	iris_lt_plan *p = calloc(1, sizeof *p);
 	if (!p) return CUBLAS_STATUS_ALLOC_FAILED;
@@ -95,18 +94,7 @@ static cublasStatus_t iris_lt_plan_new(cublasLtHandle_t lt, cudaDataType t, int 
 	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]));
 	TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[3], sizeof al[3]));
 	int n = 0;
-	if (algo) {
-		cublasLtMatmulAlgo_t a = *algo;
-		TRY(cublasLtMatmulAlgoCheck(lt, p->op, p->a, p->b, p->c, p->c, &a, &p->res));
-		if (p->res.workspaceSize > ws) {
-			st = CUBLAS_STATUS_NOT_SUPPORTED;
-			goto fail;
-		}
-		p->res.algo = a;
-		n = 1;
-	} else {
-		TRY(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &p->res, &n));
-	}
+	TRY(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &p->res, &n));
 #undef TRY
 	if (n <= 0) {
 		iris_lt_plan_free(p);
@@ -192,35 +180,7 @@ type BLAS struct {
 	ws Buffer
 	// plans are the cuBLASLt shapes seen so far; at most maxPlans (then they start again).
 	plans map[ltKey]*C.iris_lt_plan
-	// planRows > 0 (SetPlanRows): a shape's algorithm is the heuristic's for its M rounded up
-	// to a multiple of planRows, kept in algos by that shape.
-	planRows int
-	algos    map[ltKey]C.cublasLtMatmulAlgo_t
-	stats    LtStats
 }
-
-// LtStats counts the cuBLASLt plans a BLAS made and the heuristic's part in them.
-type LtStats struct {
-	// Plans is how many plans were made (a shape's first use, or again after the plans were
-	// dropped at maxPlans), Heuristics how many of them asked the heuristic and HeuristicTime
-	// the host time those calls took.
-	Plans, Heuristics int
-	HeuristicTime     time.Duration
-}
-
-// Add sums two counts.
-func (s LtStats) Add(o LtStats) LtStats {
-	return LtStats{Plans: s.Plans + o.Plans, Heuristics: s.Heuristics + o.Heuristics, HeuristicTime: s.HeuristicTime + o.HeuristicTime}
-}
-
-// Stats reports the plans made so far.
-func (b *BLAS) Stats() LtStats { return b.stats }
-
-// SetPlanRows makes a product shape of more than n rows take the heuristic's algorithm for its
-// rows rounded up to a multiple of n, once cublasLtMatmulAlgoCheck accepts it for the shape
-// (else the heuristic's own): passes of many sizes ask the heuristic once a bucket, not once a
-// size. 0 (the default): every shape asks.
-func (b *BLAS) SetPlanRows(n int) { b.planRows = max(n, 0) }
 
 const (
 	blasWorkspace = 32 << 20
@@ -229,7 +189,7 @@ const (
 
 // NewBLAS creates the handles on stream s and allocates their workspace.
 func NewBLAS(s *Stream) (*BLAS, error) {
-	b := &BLAS{s: s, plans: map[ltKey]*C.iris_lt_plan{}, algos: map[ltKey]C.cublasLtMatmulAlgo_t{}}
+	b := &BLAS{s: s, plans: map[ltKey]*C.iris_lt_plan{}}
 	if st := C.cublasCreate(&b.h); st != C.CUBLAS_STATUS_SUCCESS {
 		return nil, fmt.Errorf("cublasCreate: %s", blasStatus(st))
 	}
@@ -272,7 +232,6 @@ func (b *BLAS) dropPlans() {
 		C.iris_lt_plan_free(p)
 		delete(b.plans, k)
 	}
-	clear(b.algos)
 }
 
 // Gemm is one (optionally strided-batched) cuBLAS product in column-major terms:
@@ -339,8 +298,7 @@ func (b *BLAS) LtLinear(t DataType, y DevPtr, ldy int, x DevPtr, ldx int, w, bia
 	return b.ltRun(p, key, y, x, w, bias)
 }
 
-// plan returns the shape's plan, made at its first use with the heuristic's algorithm (with
-// planRows, the one of its bucket when that fits).
+// plan returns the shape's plan, made at its first use with the heuristic's algorithm.
 func (b *BLAS) plan(key ltKey, bias DevPtr) (*C.iris_lt_plan, error) {
 	if p := b.plans[key]; p != nil {
 		return p, nil
@@ -348,41 +306,12 @@ func (b *BLAS) plan(key ltKey, bias DevPtr) (*C.iris_lt_plan, error) {
 	if len(b.plans) >= maxPlans {
 		b.dropPlans()
 	}
-	if b.planRows > 0 && key.m > b.planRows {
-		bk := key
-		bk.m = (key.m + b.planRows - 1) / b.planRows * b.planRows
-		algo, ok := b.algos[bk]
-		if !ok {
-			p, err := b.newPlan(bk, bias, nil)
-			if err != nil {
-				return nil, err
-			}
-			algo, b.algos[bk] = p.res.algo, p.res.algo
-			if bk == key {
-				return p, nil
-			}
-		}
-		if p, err := b.newPlan(key, bias, &algo); err == nil {
-			return p, nil
-		}
-	}
-	return b.newPlan(key, bias, nil)
-}
-
-// newPlan makes key's plan with algo, checked for it, or (nil) the heuristic's, and keeps it.
-func (b *BLAS) newPlan(key ltKey, bias DevPtr, algo *C.cublasLtMatmulAlgo_t) (*C.iris_lt_plan, error) {
 	var p *C.iris_lt_plan
-	start := time.Now()
 	st := C.iris_lt_plan_new(b.lt, key.t.c(), C.int(key.m), C.int(key.n), C.int(key.k), C.int(key.ldx), C.int(key.ldy),
-		C.ulonglong(bias), C.uint(key.align[0]), C.uint(key.align[1]), C.uint(key.align[2]), C.ulonglong(b.ws.Size), algo, &p)
-	if algo == nil {
-		b.stats.Heuristics++
-		b.stats.HeuristicTime += time.Since(start)
-	}
+		C.ulonglong(bias), C.uint(key.align[0]), C.uint(key.align[1]), C.uint(key.align[2]), C.ulonglong(b.ws.Size), &p)
 	if st != C.CUBLAS_STATUS_SUCCESS {
 		return nil, fmt.Errorf("cublasLt plan m=%d n=%d k=%d: %s", key.m, key.n, key.k, blasStatus(st))
 	}
-	b.stats.Plans++
 	b.plans[key] = p
 	return p, nil
 }

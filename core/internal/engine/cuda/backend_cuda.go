@@ -178,7 +178,6 @@ func (b *Backend) initPass(profile, ops bool) error {
 	if b.blas, err = newBlas(b.stream); err != nil {
 		return err
 	}
-	b.blas.b.SetPlanRows(b.opts.PlanRows)
 	if b.staging, err = gpu.AllocHost(64 << 20); err != nil {
 		return err
 	}
@@ -234,20 +233,6 @@ func (b *Backend) Lane() (ml.Backend, error) {
 	}
 	b.lanes.Add(l)
 	return l, nil
-}
-
-// LtStats sums the cuBLASLt plans this backend and its open lanes have made.
-func (b *Backend) LtStats() gpu.LtStats {
-	var s gpu.LtStats
-	for _, x := range append([]*Backend{b}, b.openLanes()...) {
-		_ = x.Do(func() error {
-			if x.blas != nil {
-				s = s.Add(x.blas.b.Stats())
-			}
-			return nil
-		})
-	}
-	return s
 }
 
 // openLanes are the lanes opened from b and not yet closed.

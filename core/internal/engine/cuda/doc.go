@@ -59,12 +59,6 @@ type Options struct {
 	// QuackLinearVariant and QuackLinearBiasVariant pick its tile configurations, as
 	// QuackVariant.
 	QuackLinearVariant, QuackLinearBiasVariant int
-	// PlanRows, when above 0, gives a product of more rows the algorithm cuBLASLt's heuristic
-	// picks for its rows rounded up to a multiple of PlanRows, once cuBLASLt accepts it for the
-	// shape (gpu.BLAS.SetPlanRows): a prefill pass's rows vary with its prompts and the decode
-	// rows riding along (185 a photo's prompt, plus up to 64), so without it nearly every
-	// pass's products ask the heuristic first. 0: each shape its own.
-	PlanRows int
 	// EqualPriority gives the backend's stream the default priority, as a lane's, instead of
 	// the greatest; for comparison.
 	EqualPriority bool

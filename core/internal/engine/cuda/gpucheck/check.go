@@ -33,9 +33,6 @@ type device struct {
 	// setOps turns per-op GPU timing on or off (stages then returns ops).
 	setOps func(bool)
 	stages func() []stageTime
-	// plans reports the cuBLASLt plans made so far, how many asked the heuristic and the host
-	// time those calls took (nil: not cuBLASLt).
-	plans func() (made, heuristics int, took time.Duration)
 }
 
 // stageTime is the GPU time of one stage (cuda.StageTime).

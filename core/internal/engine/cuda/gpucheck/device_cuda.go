@@ -3,8 +3,6 @@
 package main
 
 import (
-	"time"
-
 	"github.com/iris-vlm/iris/core/internal/engine/cuda"
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
@@ -26,10 +24,6 @@ func openCUDA(opts cuda.Options) (ml.Backend, *device, error) {
 				out = append(out, stageTime{Stage: s.Stage, TotalMS: s.TotalMS, Calls: s.Calls})
 			}
 			return out
-		},
-		plans: func() (int, int, time.Duration) {
-			s := b.LtStats()
-			return s.Plans, s.Heuristics, s.HeuristicTime
 		},
 	}, nil
 }

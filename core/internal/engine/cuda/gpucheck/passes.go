@@ -32,7 +32,6 @@ func passes(args []string) error {
 	noMMA := fs.Bool("no-mma", false, "bf16 attention through cuBLAS and the CUDA-core flash kernel (not the tensor-core kernel)")
 	noGroup := fs.Bool("no-group-decode", false, "bf16 decode attention with a block a query head (not a block a KV group)")
 	noWhole := fs.Bool("no-whole-decode", false, "bf16 decode attention over caches of at most 256 keys in merged 64-key splits (not a block over all of them)")
-	planRows := fs.Int("plan-rows", 0, "cuBLASLt's algorithm for a product of more rows: the heuristic's for them rounded up to a multiple of this (0: each shape its own)")
 	equal := fs.Bool("equal-priority", false, "the decoder's stream at the lane's priority (not the greatest)")
 	quack := fs.Bool("quack-swiglu", false, "bf16 gate/up products of 128 rows or more with SwiGLU in their epilogue (a build with the quack tag: scripts/gpu/swiglu-gemm)")
 	quackVariant := fs.Int("quack-variant", 0, "-quack-swiglu's tile configuration without biases: the n-th of the build's (scripts/gpu/swiglu-gemm/export.py --variants)")
@@ -58,7 +57,7 @@ func passes(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, PlanRows: *planRows, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias,
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias,
 		QuackLinear: *quackLin, QuackLinearVariant: *quackLinV, QuackLinearBiasVariant: *quackLinB}, mf.lane())
 	if err != nil {
 		return err
@@ -128,10 +127,6 @@ func passes(args []string) error {
 				return fmt.Errorf("op profile: %w", err)
 			}
 		}
-	}
-	if dev.plans != nil {
-		n, h, d := dev.plans()
-		fmt.Printf("cuBLASLt plans: %d made, %d of them by the heuristic (%.2f ms of host time, %.1f us each)\n", n, h, ms(d), 1e3*ms(d)/float64(max(h, 1)))
 	}
 	return nil
 }
