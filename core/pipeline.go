@@ -87,7 +87,7 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 		return nil, err
 	}
 	if _, batches := t.model.(engine.Batcher); batches {
-		opts := engine.SchedulerOptions{MaxBatch: env.MaxBatch, StepTokens: env.BatchTokens, VisionAlone: env.VisionAlone, VisionPatches: env.VisionPatches, DecodeApart: env.DecodeApart}
+		opts := engine.SchedulerOptions{MaxBatch: env.MaxBatch, StepTokens: env.BatchTokens, VisionAlone: env.VisionAlone, VisionPatches: env.VisionPatches, DecodeApart: env.DecodeApart, DecodeByRequest: env.DecodeByRequest}
 		if t.sched, err = engine.NewScheduler(t.model, opts); err != nil {
 			return nil, err
 		}

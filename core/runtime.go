@@ -49,6 +49,9 @@ type Config struct {
 	// DecodeApart runs decode steps in passes of their own instead of beside a round's prefill
 	// chunks (engine.SchedulerOptions.DecodeApart).
 	DecodeApart bool
+	// DecodeByRequest has each decode step sent by its request after it took the token before,
+	// instead of queued by the scheduler (engine.SchedulerOptions.DecodeByRequest).
+	DecodeByRequest bool
 	// VisionSerial runs a cuda model's vision tower between the decoder's passes instead of
 	// beside them on a stream of its own.
 	VisionSerial bool
@@ -218,6 +221,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		env.EmbeddingCacheBytes = cfg.EmbeddingCacheBytes
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
 		env.VisionAlone, env.DecodeApart, env.VisionSerial, env.VisionLanes, env.FusedSwiGLU = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial, cfg.VisionLanes, cfg.FusedSwiGLU
+		env.DecodeByRequest = cfg.DecodeByRequest
 		env.VisionPatches, env.PromptHeads = cfg.VisionPatches, cfg.PromptHeads
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)

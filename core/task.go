@@ -102,6 +102,8 @@ type TaskEnv struct {
 	VisionPatches int
 	// DecodeApart keeps decode steps out of prefill passes.
 	DecodeApart bool
+	// DecodeByRequest has requests send their decode steps (no scheduler chains).
+	DecodeByRequest bool
 	// VisionSerial keeps a cuda model's tower on the decoder's stream, between its passes.
 	VisionSerial bool
 	// VisionLanes is how many tower passes run at once beside the decoder's (0: the model's default).

@@ -92,6 +92,10 @@ type Runtime struct {
 	// DecodeApart runs decode steps in passes of their own instead of beside the prefill chunks
 	// of the same round (engine.SchedulerOptions.DecodeApart).
 	DecodeApart bool `toml:"decode_apart"`
+	// DecodeByRequest has each decode step sent by its request once it took the token before,
+	// instead of queued by the scheduler as soon as a pass gives it
+	// (engine.SchedulerOptions.DecodeByRequest).
+	DecodeByRequest bool `toml:"decode_by_request"`
 	// VisionSerial runs the vision tower between the decoder's passes, on one stream, instead
 	// of beside them on a stream of its own (a cuda bundle; the CPU always takes turns).
 	VisionSerial bool `toml:"vision_serial"`
@@ -118,7 +122,7 @@ type Runtime struct {
 
 // Core returns the runtime settings as core takes them.
 func (r Runtime) Core() core.Config {
-	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, FusedSwiGLU: r.FusedSwiGLU, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
+	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, DecodeByRequest: r.DecodeByRequest, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, FusedSwiGLU: r.FusedSwiGLU, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	return c
 }

@@ -48,9 +48,9 @@ func TestDecode(t *testing.T) {
 					t.Errorf("an unset key lost its default: %s", c.Server.ShutdownTimeout)
 				}
 			}},
-		{name: "engine switches reach core", src: "[runtime]\nfused_swiglu = true\nvision_lanes = 3\ndecode_apart = true",
+		{name: "engine switches reach core", src: "[runtime]\nfused_swiglu = true\nvision_lanes = 3\ndecode_apart = true\ndecode_by_request = true",
 			check: func(t *testing.T, c Config) {
-				if cc := c.Runtime.Core(); !cc.FusedSwiGLU || cc.VisionLanes != 3 || !cc.DecodeApart || cc.VisionSerial {
+				if cc := c.Runtime.Core(); !cc.FusedSwiGLU || cc.VisionLanes != 3 || !cc.DecodeApart || !cc.DecodeByRequest || cc.VisionSerial {
 					t.Errorf("core config %+v", cc)
 				}
 			}},

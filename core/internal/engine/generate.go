@@ -84,11 +84,16 @@ type driver struct {
 	chunk int
 	// encode runs the vision tower on one image.
 	encode func(ctx context.Context, img Image) (*Embeddings, error)
-	// alloc makes the request's sequence; release follows its Close.
+	// alloc makes the request's sequence; release follows its Close (with its chain, if any).
 	alloc   func(ctx context.Context, capacity int) (Sequence, error)
-	release func()
-	// step runs one input: a prefill chunk or, with decode, one token.
-	step func(ctx context.Context, in Input, decode bool) (Output, error)
+	release func(c *chain)
+	// step runs one input: a prefill chunk or, with decode, one token. c, when set, continues
+	// the sequence after it (a Scheduler's chain; the last prefill chunk of a greedy request).
+	step func(ctx context.Context, in Input, decode bool, c *chain) (Output, error)
+	// next, when set, takes a chain's next decode step (queued by the driver itself) and stop
+	// ends the chain; without them, every step goes through step.
+	next func(ctx context.Context, c *chain) (Output, error)
+	stop func(c *chain)
 }
 
 // alone drives m one request at a time: a Batcher's batch of one, else the Model's own calls.
@@ -96,10 +101,10 @@ func alone(m Model) driver {
 	d := driver{
 		encode:  func(ctx context.Context, img Image) (*Embeddings, error) { return Encode(ctx, m, img) },
 		alloc:   func(_ context.Context, n int) (Sequence, error) { return m.NewSequence(n) },
-		release: func() {},
+		release: func(*chain) {},
 	}
 	if b, ok := m.(Batcher); ok {
-		d.step = func(ctx context.Context, in Input, _ bool) (Output, error) {
+		d.step = func(ctx context.Context, in Input, _ bool, _ *chain) (Output, error) {
 			out, err := b.Forward(ctx, []Input{in})
 			if err != nil {
 				return Output{}, err
@@ -109,7 +114,7 @@ func alone(m Model) driver {
 		return d
 	}
 	greedy, _ := m.(GreedyModel)
-	d.step = func(ctx context.Context, in Input, decode bool) (out Output, err error) {
+	d.step = func(ctx context.Context, in Input, decode bool, _ *chain) (out Output, err error) {
 		switch {
 		case decode && !in.Logits && greedy != nil:
 			out.Argmax, err = greedy.DecodeStepGreedy(ctx, in.Seq, in.IDs[0], in.Positions.T[0])
@@ -169,14 +174,27 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 	if err != nil {
 		return nil, fmt.Errorf("allocating sequence: %w", err)
 	}
+	var ch *chain
 	defer func() {
 		seq.Close()
-		d.release()
+		d.release(ch)
 	}()
 
 	// A greedy request takes each step's argmax from the model (on its device where it can);
 	// otherwise the sampler reads the logits.
 	logits := !req.Sampling.Greedy() || req.Logprobs
+	stop := map[int32]bool{}
+	if !req.IgnoreEOS {
+		for _, id := range req.StopIDs {
+			stop[id] = true
+		}
+	}
+	if d.next != nil && !logits {
+		// the driver queues the decode steps: the one after the prompt feeds its token at the
+		// prompt's length (plus rope_delta), and at most MaxNewTokens-1 follow the prefill's
+		ch = &chain{stop: stop, left: req.MaxNewTokens - 1, pos: int32(len(req.IDs) + pos.Delta)}
+		defer d.stop(ch) // before the sequence is freed: a step in a pass writes its cache
+	}
 	var out Output
 	start = time.Now()
 	image := 0
@@ -188,18 +206,16 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		in := Input{Seq: seq, IDs: req.IDs[c.from:c.to], Positions: pos.slice(c.from, c.to), Logits: logits && c.to == len(req.IDs)}
 		in.Images = embeds[image : image+c.images]
 		image += c.images
-		if out, err = d.step(ctx, in, false); err != nil {
+		var follow *chain
+		if c.to == len(req.IDs) {
+			follow = ch
+		}
+		if out, err = d.step(ctx, in, false, follow); err != nil {
 			return nil, fmt.Errorf("prefill: %w", err)
 		}
 	}
 	res.Timings.Prefill = time.Since(start)
 
-	stop := map[int32]bool{}
-	if !req.IgnoreEOS {
-		for _, id := range req.StopIDs {
-			stop[id] = true
-		}
-	}
 	sampler := NewSampler(req.Sampling)
 	start = time.Now()
 	defer func() { res.Timings.Decode = time.Since(start) }()
@@ -238,7 +254,12 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
 		// index plus rope_delta on all three axes.
 		at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
-		if out, err = d.step(ctx, DecodeInput(seq, tok, at, logits), true); err != nil {
+		if ch != nil {
+			out, err = d.next(ctx, ch)
+		} else {
+			out, err = d.step(ctx, DecodeInput(seq, tok, at, logits), true, nil)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("decode step %d: %w", len(res.Tokens), err)
 		}
 	}

@@ -41,6 +41,10 @@ type SchedulerOptions struct {
 	// decode pass of its own would read them again (on the H200 a 54-row decode pass of the 3B
 	// costs ~5 ms; beside 1,000 prefill rows, ~1 ms more).
 	DecodeApart bool
+	// DecodeByRequest has every decode step sent by its request once it has taken the token
+	// before, as [Generate] does alone. By default a greedy request's steps are queued by the
+	// scheduler as soon as a pass gives their token (a [chain]), and the request follows them.
+	DecodeByRequest bool
 }
 
 func (o SchedulerOptions) withDefaults() SchedulerOptions {
@@ -82,8 +86,10 @@ type Scheduler struct {
 
 	mu     sync.Mutex
 	ready  []*job        // inputs waiting for a pass, in arrival order
+	queued []*job        // decode steps chains queued in this round: ready from the next
 	images []*imageJob   // images waiting for the tower
 	live   int           // sequences allocated and not yet released
+	ended  int           // of those, the ones whose chain ended: they send no more inputs
 	admit  []*waiter     // requests waiting for KV blocks, first come first served
 	freed  chan struct{} // closed (and replaced) whenever blocks go back or the queue moves
 	closed bool
@@ -146,7 +152,8 @@ func (s *Scheduler) timed(phase, n int, fn func()) {
 type job struct {
 	in     Input
 	decode bool
-	taken  bool // in a pass: its caller waits for the pass before freeing the sequence
+	chain  *chain // the request's decode steps, queued by the scheduler after this one
+	taken  bool   // in a pass: its caller waits for the pass before freeing the sequence
 	out    Output
 	err    error
 	finish chan struct{}
@@ -184,7 +191,11 @@ func NewScheduler(m Model, opts SchedulerOptions) (*Scheduler, error) {
 
 // Generate runs req as [Generate] does, its passes shared with the other requests'.
 func (s *Scheduler) Generate(ctx context.Context, req Request) (*Result, error) {
-	return generate(ctx, s.m, req, driver{chunk: s.opts.StepTokens, encode: s.Encode, alloc: s.alloc, release: s.release, step: s.step})
+	d := driver{chunk: s.opts.StepTokens, encode: s.Encode, alloc: s.alloc, release: s.release, step: s.step}
+	if !s.opts.DecodeByRequest {
+		d.next, d.stop = s.next, s.stop
+	}
+	return generate(ctx, s.m, req, d)
 }
 
 // Encode runs the vision tower on img in the scheduler's next round, as [Encode] does (rows on
@@ -266,8 +277,8 @@ func (s *Scheduler) Close() error {
 		return nil
 	}
 	s.closed = true
-	waiting, images := s.ready, s.images
-	s.ready, s.images = nil, nil
+	waiting, images := append(s.ready, s.queued...), s.images
+	s.ready, s.queued, s.images = nil, nil, nil
 	s.broadcast() // requests waiting for blocks see closed
 	s.mu.Unlock()
 	close(s.quit)
@@ -348,10 +359,14 @@ func (s *Scheduler) broadcast() {
 	s.freed = make(chan struct{})
 }
 
-// release follows a sequence's Close: its blocks are back.
-func (s *Scheduler) release() {
+// release follows a sequence's Close: its blocks are back. c is its chain, if it had one.
+func (s *Scheduler) release(c *chain) {
 	s.mu.Lock()
 	s.live--
+	if c != nil && c.ended {
+		s.ended--
+		c.ended = false
+	}
 	s.broadcast()
 	s.mu.Unlock()
 	s.wake()
@@ -367,9 +382,10 @@ func signal(c chan struct{}) {
 	}
 }
 
-// step queues one input for the next pass and waits for its output.
-func (s *Scheduler) step(ctx context.Context, in Input, decode bool) (Output, error) {
-	j := &job{in: in, decode: decode, finish: make(chan struct{})}
+// step queues one input for the next pass and waits for its output; c, when set, is the chain
+// that continues the sequence after it.
+func (s *Scheduler) step(ctx context.Context, in Input, decode bool, c *chain) (Output, error) {
+	j := &job{in: in, decode: decode, chain: c, finish: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -411,6 +427,11 @@ func (s *Scheduler) serve(kick <-chan struct{}, round func() (busy bool)) {
 func (s *Scheduler) loop() {
 	defer close(s.done)
 	s.serve(s.kick, func() bool {
+		s.mu.Lock()
+		s.ready = append(s.ready, s.queued...)
+		clear(s.queued)
+		s.queued = s.queued[:0]
+		s.mu.Unlock()
 		s.timed(phaseGather, 0, s.gather)
 		busy := false
 		if imgs := s.visionRound(); len(imgs) > 0 {
@@ -465,7 +486,7 @@ func (s *Scheduler) gather() {
 	var timer *time.Timer
 	for {
 		s.mu.Lock()
-		all := len(s.ready) == 0 || len(s.ready) >= s.live
+		all := len(s.ready) == 0 || len(s.ready) >= s.live-s.ended
 		s.mu.Unlock()
 		if all {
 			return
@@ -614,7 +635,92 @@ func (s *Scheduler) run(batch []*job) {
 			}
 		}
 	}
+	s.mu.Lock()
+	for _, j := range batch {
+		if j.chain != nil {
+			s.follow(j)
+		}
+	}
+	s.mu.Unlock()
 	for _, j := range batch {
 		close(j.finish)
+	}
+}
+
+// chain is a greedy request's decode steps queued by the scheduler: when a pass gives a token,
+// the step that feeds it is queued for the next round at once, where it used to wait for the
+// request to wake, stream the token and send the step (at c=64 on the H200 the decoder's
+// stream sat ~2% of a level in gather, waiting for the last of those). The scheduler runs ahead
+// of a slow client, at most to its token budget; the request takes the outputs in order and
+// stops the chain when it ends for a reason of its own (a stop string, a cancel, an error).
+type chain struct {
+	stop    map[int32]bool // tokens that end the answer
+	left    int            // steps the scheduler may still queue
+	pos     int32          // rotary position of the next step
+	steps   []*job         // queued, in a pass or done, not yet taken by the request
+	stopped bool           // the request has left: queue nothing more
+	ended   bool           // no more steps will come: counted in Scheduler.ended until release
+}
+
+// follow queues the step after j, whose pass has ended, unless the chain ends there (s.mu held).
+func (s *Scheduler) follow(j *job) {
+	c := j.chain
+	switch {
+	case c.stopped:
+	case j.err == nil && c.left > 0 && !c.stop[j.out.Argmax]:
+		n := &job{in: DecodeInput(j.in.Seq, j.out.Argmax, c.pos, false), decode: true, chain: c, finish: make(chan struct{})}
+		c.pos++
+		c.left--
+		c.steps = append(c.steps, n)
+		s.queued = append(s.queued, n)
+	case !c.ended:
+		c.ended = true
+		s.ended++
+	}
+}
+
+// next waits for the chain's next step and returns its output.
+func (s *Scheduler) next(ctx context.Context, c *chain) (Output, error) {
+	s.mu.Lock()
+	if len(c.steps) == 0 {
+		s.mu.Unlock()
+		return Output{}, errors.New("decode chain ended before its request") // generate and follow disagree
+	}
+	j := c.steps[0]
+	c.steps = slices.Delete(c.steps, 0, 1)
+	s.mu.Unlock()
+	select {
+	case <-j.finish:
+		return j.out, j.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		c.steps = slices.Insert(c.steps, 0, j) // back to the head: stop settles it
+		s.mu.Unlock()
+		return Output{}, ctx.Err()
+	}
+}
+
+// stop ends c for its request: steps not yet in a pass leave the queue, one in a pass is waited
+// for (it writes the sequence's cache, which the request frees next).
+func (s *Scheduler) stop(c *chain) {
+	s.mu.Lock()
+	c.stopped = true
+	if !c.ended {
+		c.ended = true
+		s.ended++
+	}
+	var wait []*job
+	for _, j := range c.steps {
+		if j.taken {
+			wait = append(wait, j)
+			continue
+		}
+		s.ready = slices.DeleteFunc(s.ready, func(r *job) bool { return r == j })
+		s.queued = slices.DeleteFunc(s.queued, func(r *job) bool { return r == j })
+	}
+	c.steps = nil
+	s.mu.Unlock()
+	for _, j := range wait {
+		<-j.finish
 	}
 }

@@ -47,6 +47,7 @@ type poolModel struct {
 	peak  int // most sequences alive at once
 	alive int
 	sizes []int // inputs per pass
+	steps int   // tokens appended to every sequence so far
 }
 
 type poolSeq struct {
@@ -112,6 +113,9 @@ func (m *poolModel) Forward(_ context.Context, batch []Input) ([]Output, error) 
 			return nil, fmt.Errorf("input %d: sequence closed or full: %w", i, ErrInvalidInput)
 		}
 		s.n += len(in.IDs)
+		m.mu.Lock()
+		m.steps += len(in.IDs)
+		m.mu.Unlock()
 		out[i].Argmax = (in.IDs[len(in.IDs)-1] + 1) % 6
 	}
 	return out, nil
@@ -584,5 +588,109 @@ func TestSchedulerParallelVision(t *testing.T) {
 	}
 	if st := s.Stats(); st.Images != 1 || st.VisionPasses != 1 {
 		t.Errorf("stats %+v: want one image in one vision pass", st)
+	}
+}
+
+// total is the tokens appended to every sequence so far.
+func (m *poolModel) total() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.steps
+}
+
+// TestSchedulerChains: a greedy request's decode steps are queued by the scheduler, so a pass
+// does not wait for a request that has not yet taken its last token (a slow client) and its
+// steps run ahead of it; the request still takes every token in order, a stop or cancel on its
+// side ends the chain with its sequence freed, and a request with DecodeByRequest waits for its
+// client as before.
+func TestSchedulerChains(t *testing.T) {
+	const max = 12
+	want := []int32{4, 5, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3} // (last + 1) % 6 from the prompt's 3
+	tests := []struct {
+		name     string
+		byReq    bool
+		stopAt   int  // OnToken's ErrStop at this token (0: none)
+		cancelAt int  // the context cancelled at this token (0: none)
+		ahead    bool // steps run while the client holds its first token
+	}{
+		{"chained", false, 0, 0, true},
+		{"chained, stop string", false, 3, 0, true},
+		{"chained, cancel", false, 0, 2, true},
+		{"by request", true, 0, 0, false},
+		{"by request, stop string", true, 3, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newPoolModel(64)
+			s, err := NewScheduler(m, SchedulerOptions{DecodeByRequest: tt.byReq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			hold := make(chan struct{})
+			var got []int32
+			req := Request{IDs: []int32{1, 2, 3}, MaxNewTokens: max, IgnoreEOS: true, OnToken: func(id int32) error {
+				got = append(got, id)
+				if len(got) == 1 {
+					<-hold // a client still writing its first token
+				}
+				switch len(got) {
+				case tt.stopAt:
+					return ErrStop
+				case tt.cancelAt:
+					cancel()
+				}
+				return nil
+			}}
+			done := make(chan struct{})
+			var res *Result
+			go func() {
+				defer close(done)
+				res, err = s.Generate(ctx, req)
+			}()
+			// while the client holds its first token: every step runs (chained), or none (by request)
+			deadline := time.Now().Add(5 * time.Second)
+			for tt.ahead && m.total() < 3+max-1 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if tt.ahead && m.total() != 3+max-1 {
+				t.Errorf("%d tokens in the cache while the client held its first token, want %d", m.total(), 3+max-1)
+			}
+			if !tt.ahead {
+				time.Sleep(20 * time.Millisecond)
+				if m.total() != 3 {
+					t.Errorf("%d tokens in the cache while the client held its first token, want the prompt's 3", m.total())
+				}
+			}
+			close(hold)
+			<-done
+			switch {
+			case tt.cancelAt > 0:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("err %v, want context.Canceled", err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case tt.stopAt > 0:
+				if res.Finish != FinishStop || !slices.Equal(res.Tokens, want[:tt.stopAt]) {
+					t.Errorf("%v %v, want stop after %v", res.Finish, res.Tokens, want[:tt.stopAt])
+				}
+			default:
+				if res.Finish != FinishLength || !slices.Equal(res.Tokens, want) {
+					t.Errorf("%v %v, want length with %v", res.Finish, res.Tokens, want)
+				}
+			}
+			s.mu.Lock()
+			live, ended, ready, queued := s.live, s.ended, len(s.ready), len(s.queued)
+			s.mu.Unlock()
+			m.mu.Lock()
+			alive := m.alive
+			m.mu.Unlock()
+			if live != 0 || ended != 0 || ready != 0 || queued != 0 || alive != 0 {
+				t.Errorf("after the request: %d live (%d ended), %d inputs ready, %d queued, %d sequences open; want none", live, ended, ready, queued, alive)
+			}
+		})
 	}
 }
