@@ -86,7 +86,7 @@ type Scheduler struct {
 
 	mu     sync.Mutex
 	ready  []*job        // inputs waiting for a pass, in arrival order
-	queued []*job        // decode steps chains queued in this round: ready from the next
+	queued []*job        // decode steps the chains queued this round: ready from the next
 	images []*imageJob   // images waiting for the tower
 	live   int           // sequences allocated and not yet released
 	ended  int           // of those, the ones whose chain ended: they send no more inputs
