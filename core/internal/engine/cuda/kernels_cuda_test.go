@@ -425,15 +425,7 @@ func TestKernelRopeRows(t *testing.T) {
 							for fq := range half {
 								c, s := float64(cs[i*half+fq]), float64(cs[n*half+i*half+fq])
 								x1, x2 := float64(x[i*ld+h*hd+fq]), float64(x[i*ld+h*hd+fq+half])
-								var lo, hi float64
-								if once == 1 {
-									lo, hi = round(dt, x1*c-x2*s), round(dt, x2*c+x1*s)
-								} else {
-									c, s = round(dt, c), round(dt, s)
-									lo = round(dt, round(dt, x1*c)+round(dt, -x2*s))
-									hi = round(dt, round(dt, x2*c)+round(dt, x1*s))
-								}
-								want[i*ld+h*hd+fq], want[i*ld+h*hd+fq+half] = lo, hi
+								want[i*ld+h*hd+fq], want[i*ld+h*hd+fq+half] = ropePair(dt, x1, x2, c, s, once == 1)
 							}
 						}
 					}
@@ -442,6 +434,17 @@ func TestKernelRopeRows(t *testing.T) {
 			})
 		}
 	}
+}
+
+// ropePair is the kernels' rope_pair on the host: the pair (x1, x2) of a head rotated by the
+// angle (c, s), rounded to dt once (once: apply_rotary_pos_emb_vision), or with cos and sin cast
+// to dt and each product and the sum rounded (a bf16 decoder's apply_rotary_pos_emb).
+func ropePair(dt dtype, x1, x2, c, s float64, once bool) (lo, hi float64) {
+	if once {
+		return round(dt, x1*c-x2*s), round(dt, x2*c+x1*s)
+	}
+	c, s = round(dt, c), round(dt, s)
+	return round(dt, round(dt, x1*c)+round(dt, -x2*s)), round(dt, round(dt, x2*c)+round(dt, x1*s))
 }
 
 // TestKernelRopeKV rotates q in place and writes the rotated k and the v of each row to its pool
@@ -487,10 +490,9 @@ func TestKernelRopeKV(t *testing.T) {
 				for i := range n {
 					for h := range heads + kvh {
 						for fq := range half {
-							c, s := round(dt, float64(cs[i*half+fq])), round(dt, float64(cs[n*half+i*half+fq]))
+							c, s := float64(cs[i*half+fq]), float64(cs[n*half+i*half+fq])
 							x1, x2 := float64(qkv[i*ld+h*hd+fq]), float64(qkv[i*ld+h*hd+fq+half])
-							lo := round(dt, round(dt, x1*c)+round(dt, -x2*s))
-							hi := round(dt, round(dt, x2*c)+round(dt, x1*s))
+							lo, hi := ropePair(dt, x1, x2, c, s, false)
 							if h < heads {
 								wantQ[i*ld+h*hd+fq], wantQ[i*ld+h*hd+fq+half] = lo, hi
 							} else {
@@ -1188,10 +1190,10 @@ func TestKernelPoolAttention(t *testing.T) {
 					roped := make([]float32, qd+kvd)
 					for h := range heads + kvh {
 						for fq := range half {
-							c, s := round(dt, float64(cs[b*half+fq])), round(dt, float64(cs[rows*half+b*half+fq]))
+							c, s := float64(cs[b*half+fq]), float64(cs[rows*half+b*half+fq])
 							x1, x2 := float64(row[h*hd+fq]), float64(row[h*hd+fq+half])
-							roped[h*hd+fq] = float32(round(dt, round(dt, x1*c)+round(dt, -x2*s)))
-							roped[h*hd+fq+half] = float32(round(dt, round(dt, x2*c)+round(dt, x1*s)))
+							lo, hi := ropePair(dt, x1, x2, c, s, false)
+							roped[h*hd+fq], roped[h*hd+fq+half] = float32(lo), float32(hi)
 						}
 					}
 					at := int(slots[b]) * kvd
