@@ -251,12 +251,12 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
-		// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
-		// index plus rope_delta on all three axes.
-		at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
 		if ch != nil {
 			out, err = d.next(ctx, ch)
 		} else {
+			// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
+			// index plus rope_delta on all three axes.
+			at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
 			out, err = d.step(ctx, DecodeInput(seq, tok, at, logits), true, nil)
 		}
 		if err != nil {
