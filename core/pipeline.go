@@ -87,7 +87,8 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 		return nil, err
 	}
 	if _, batches := t.model.(engine.Batcher); batches {
-		opts := engine.SchedulerOptions{MaxBatch: env.MaxBatch, StepTokens: env.BatchTokens, VisionAlone: env.VisionAlone, VisionPatches: env.VisionPatches, DecodeApart: env.DecodeApart, DecodeByRequest: env.DecodeByRequest}
+		opts := engine.SchedulerOptions{MaxBatch: env.MaxBatch, StepTokens: env.BatchTokens, VisionAlone: env.VisionAlone, VisionPatches: env.VisionPatches, DecodeApart: env.DecodeApart, DecodeByRequest: env.DecodeByRequest,
+			DecodeHold: env.DecodeHold, DecodeHoldRows: env.DecodeHoldRows}
 		if t.sched, err = engine.NewScheduler(t.model, opts); err != nil {
 			return nil, err
 		}
@@ -416,10 +417,10 @@ func registerScheduler(reg prometheus.Registerer, s *engine.Scheduler) error {
 	for i, phase := range engine.PhaseNames {
 		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "iris_engine_seconds_total",
-			Help:        "Wall time of the engine's scheduler loop by phase: gather (waiting for the running requests' next inputs: the device idles), vision, prefill, decode (on a GPU the vision tower has a loop of its own beside the others: its time overlaps theirs).",
+			Help:        "Wall time of the engine's scheduler loop by phase: gather (waiting for the running requests' next inputs: the device idles), vision, prefill, decode, hold (decode steps waiting for the prompts of images in the tower, runtime.decode_hold) (on a GPU the vision tower has a loop of its own beside the others: its time overlaps theirs).",
 			ConstLabels: prometheus.Labels{"phase": phase},
 		}, func() float64 { return s.Stats().Spent[i].Seconds() }))
-		if phase == "gather" {
+		if phase == "gather" || phase == "hold" {
 			continue
 		}
 		for c, class := range engine.BatchClasses {

@@ -52,6 +52,11 @@ type Config struct {
 	// DecodeByRequest has each decode step sent by its request after it took the token before,
 	// instead of queued by the scheduler (engine.SchedulerOptions.DecodeByRequest).
 	DecodeByRequest bool
+	// DecodeHold is how long a round of decode steps alone (at least DecodeHoldRows of them,
+	// 0: 16) may wait for the prompts of images in the tower, whose prefill pass then carries
+	// them (engine.SchedulerOptions.DecodeHold; 0: never).
+	DecodeHold     time.Duration
+	DecodeHoldRows int
 	// VisionSerial runs a cuda model's vision tower between the decoder's passes instead of
 	// beside them on a stream of its own.
 	VisionSerial bool
@@ -222,6 +227,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 		env.MaxBatch, env.BatchTokens, env.KVCacheTokens = cfg.Workers, cfg.BatchTokens, cfg.KVCacheTokens
 		env.VisionAlone, env.DecodeApart, env.VisionSerial, env.VisionLanes, env.FusedSwiGLU = cfg.VisionAlone, cfg.DecodeApart, cfg.VisionSerial, cfg.VisionLanes, cfg.FusedSwiGLU
 		env.DecodeByRequest = cfg.DecodeByRequest
+		env.DecodeHold, env.DecodeHoldRows = cfg.DecodeHold, cfg.DecodeHoldRows
 		env.VisionPatches, env.PromptHeads = cfg.VisionPatches, cfg.PromptHeads
 		r.models[m.Name] = md
 		r.order = append(r.order, m.Name)

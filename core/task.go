@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -104,6 +105,10 @@ type TaskEnv struct {
 	DecodeApart bool
 	// DecodeByRequest has requests send their decode steps (no scheduler chains).
 	DecodeByRequest bool
+	// DecodeHold and DecodeHoldRows hold rounds of decode steps alone for the tower's prompts
+	// (engine.SchedulerOptions).
+	DecodeHold     time.Duration
+	DecodeHoldRows int
 	// VisionSerial keeps a cuda model's tower on the decoder's stream, between its passes.
 	VisionSerial bool
 	// VisionLanes is how many tower passes run at once beside the decoder's (0: the model's default).

@@ -96,6 +96,11 @@ type Runtime struct {
 	// instead of queued by the scheduler as soon as a pass gives it
 	// (engine.SchedulerOptions.DecodeByRequest).
 	DecodeByRequest bool `toml:"decode_by_request"`
+	// DecodeHold is how long a round of decode steps alone (at least DecodeHoldRows of them, 0:
+	// 16) may wait for the prompts of images in a cuda model's tower, whose prefill pass then
+	// carries them (engine.SchedulerOptions.DecodeHold; 0: never).
+	DecodeHold     time.Duration `toml:"decode_hold"`
+	DecodeHoldRows int           `toml:"decode_hold_rows"`
 	// VisionSerial runs the vision tower between the decoder's passes, on one stream, instead
 	// of beside them on a stream of its own (a cuda bundle; the CPU always takes turns).
 	VisionSerial bool `toml:"vision_serial"`
@@ -124,6 +129,7 @@ type Runtime struct {
 func (r Runtime) Core() core.Config {
 	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, DecodeByRequest: r.DecodeByRequest, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, FusedSwiGLU: r.FusedSwiGLU, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
+	c.DecodeHold, c.DecodeHoldRows = r.DecodeHold, r.DecodeHoldRows
 	return c
 }
 
@@ -268,6 +274,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("runtime.kv_cache_tokens: must be >= 0 (0 takes the engine's default), got %d", r.KVCacheTokens)
 	case r.VisionPatches < 0:
 		return fmt.Errorf("runtime.vision_patches: must be >= 0 (0 takes the engine's default), got %d", r.VisionPatches)
+	case r.DecodeHold < 0:
+		return fmt.Errorf("runtime.decode_hold: must be >= 0 (0: never), got %s", r.DecodeHold)
+	case r.DecodeHoldRows < 0:
+		return fmt.Errorf("runtime.decode_hold_rows: must be >= 0 (0 takes the engine's default), got %d", r.DecodeHoldRows)
 	}
 	if r.EmbeddingCacheBytes < 0 {
 		return fmt.Errorf("runtime.embedding_cache_bytes: must be >= 0 (0 disables the cache), got %d", r.EmbeddingCacheBytes)

@@ -48,12 +48,13 @@ func TestDecode(t *testing.T) {
 					t.Errorf("an unset key lost its default: %s", c.Server.ShutdownTimeout)
 				}
 			}},
-		{name: "engine switches reach core", src: "[runtime]\nfused_swiglu = true\nvision_lanes = 3\ndecode_apart = true\ndecode_by_request = true",
+		{name: "engine switches reach core", src: "[runtime]\nfused_swiglu = true\nvision_lanes = 3\ndecode_apart = true\ndecode_by_request = true\ndecode_hold = \"8ms\"\ndecode_hold_rows = 24",
 			check: func(t *testing.T, c Config) {
-				if cc := c.Runtime.Core(); !cc.FusedSwiGLU || cc.VisionLanes != 3 || !cc.DecodeApart || !cc.DecodeByRequest || cc.VisionSerial {
+				if cc := c.Runtime.Core(); !cc.FusedSwiGLU || cc.VisionLanes != 3 || !cc.DecodeApart || !cc.DecodeByRequest || cc.DecodeHold != 8*time.Millisecond || cc.DecodeHoldRows != 24 || cc.VisionSerial {
 					t.Errorf("core config %+v", cc)
 				}
 			}},
+		{name: "negative decode hold", src: "[runtime]\ndecode_hold = \"-1ms\"", wantErr: "runtime.decode_hold: must be >= 0"},
 		{name: "unknown key", src: "[server]\nmax_body_byte = 1", wantErr: `unknown key "server.max_body_byte"`},
 		{name: "unknown table", src: "[auth]\nkey = 1", wantErr: `unknown key "auth"`},
 		{name: "wrong type", src: "[server]\nmax_body_bytes = \"big\"", wantErr: "max_body_bytes"},

@@ -209,7 +209,9 @@ pass_table() {
       if ($1 ~ /passes/) n[k] = v[1]; else { t[k] = v[1]; secs[ph] += v[1] }
     }
     /^iris_engine_vision_images_total/ { split($3, v, " "); img += v[1] }
+    /^iris_engine_seconds_total.*phase="hold"/ { split($3, v, " "); held += v[1] }
     END {
+      if (held > 0) printf "held   (decode steps for the tower'"'"'s prompts) %.3f s\n", held
       for (k in n) if (n[k] > 0) { split(k, p, " "); printf "%-8s %-6s %8d %9.2f\n", p[1], p[2], n[k], 1000 * t[k] / n[k] }
       if (img > 0) printf "~ per image (%d through the tower): vision %.2f ms, prefill %.2f, decode %.2f: %.2f ms of passes\n", img,
         1000 * secs["vision"] / img, 1000 * secs["prefill"] / img, 1000 * secs["decode"] / img,

@@ -694,3 +694,112 @@ func TestSchedulerChains(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedulerHoldUntil: a round of decode steps alone (at least DecodeHoldRows) waits while
+// the tower has images whose prompts will come, up to the deadline; a prompt ready, too few
+// steps, or a tower idle since before holdGrace end it at once.
+func TestSchedulerHoldUntil(t *testing.T) {
+	now := time.Now()
+	deadline := now.Add(10 * time.Millisecond)
+	dec := func() *job { return &job{decode: true} }
+	for _, tc := range []struct {
+		name          string
+		ready         []*job
+		images, vbusy int
+		vended        time.Time
+		want          time.Time
+	}{
+		{"a prompt ready", []*job{dec(), {}, dec()}, 1, 1, now, now},
+		{"too few steps", []*job{dec()}, 1, 1, now, now},
+		{"images waiting", []*job{dec(), dec()}, 1, 0, time.Time{}, deadline},
+		{"a tower pass", []*job{dec(), dec()}, 0, 1, time.Time{}, deadline},
+		{"a pass just ended", []*job{dec(), dec()}, 0, 0, now.Add(-time.Millisecond), now.Add(holdGrace - time.Millisecond)},
+		{"a pass ended long ago", []*job{dec(), dec()}, 0, 0, now.Add(-time.Second), now.Add(holdGrace - time.Second)},
+		{"the deadline first", []*job{dec(), dec()}, 0, 0, deadline, deadline},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Scheduler{opts: SchedulerOptions{DecodeHoldRows: 2}.withDefaults(), ready: tc.ready, vbusy: tc.vbusy, vended: tc.vended}
+			for range tc.images {
+				s.images = append(s.images, &imageJob{})
+			}
+			if got := s.holdUntil(now, deadline); !got.Equal(tc.want) {
+				t.Errorf("held until %v, want %v", got.Sub(now), tc.want.Sub(now))
+			}
+		})
+	}
+}
+
+// TestSchedulerDecodeHold: with DecodeHold, a request's decode steps wait while an image is in
+// the tower, and the image's prompt pass carries them; the hold ends at DecodeHold when no
+// prompt comes, and the answers are the ones without it.
+func TestSchedulerDecodeHold(t *testing.T) {
+	want := []int32{4, 5, 0, 1} // (last + 1) % 6 from the prompt's 3
+	text := Request{IDs: []int32{1, 2, 3}, MaxNewTokens: len(want), IgnoreEOS: true}
+	image := Request{IDs: []int32{1, 7, 3}, MaxNewTokens: len(want), IgnoreEOS: true,
+		Images: []Image{{Pixels: []float32{1}, Grid: Grid{T: 1, H: 1, W: 1}}}}
+	for _, tc := range []struct {
+		name    string
+		hold    time.Duration
+		release bool // the image leaves the tower once the text request's steps are held
+	}{
+		{"the prompt carries the steps", 10 * time.Second, true},
+		{"no prompt within the hold", 20 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &lanesModel{visionModel: &visionModel{poolModel: newPoolModel(64)}, entered: make(chan struct{}), hold: make(chan struct{})}
+			s, unhold := heldScheduler(t, m, SchedulerOptions{DecodeHold: tc.hold, DecodeHoldRows: 1}, m.hold)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			type answer struct {
+				res *Result
+				err error
+			}
+			run := func(req Request) chan answer {
+				c := make(chan answer, 1)
+				go func() {
+					res, err := s.Generate(ctx, req)
+					c <- answer{res, err}
+				}()
+				return c
+			}
+			withImage := run(image)
+			<-m.entered // its image is in the tower
+			plain := run(text)
+			if !tc.release {
+				a := <-plain // every step held for 20 ms, then run alone
+				if a.err != nil || !slices.Equal(a.res.Tokens, want) {
+					t.Fatalf("text request beside the tower: %v, %v; want %v", a.res, a.err, want)
+				}
+				if held := s.Stats().Spent[phaseHold]; held < time.Duration(len(want)-1)*tc.hold {
+					t.Errorf("held %v in all, want at least %d holds of %v", held, len(want)-1, tc.hold)
+				}
+				unhold()
+				if a := <-withImage; a.err != nil || !slices.Equal(a.res.Tokens, want) {
+					t.Fatalf("image request: %v, %v; want %v", a.res, a.err, want)
+				}
+				return
+			}
+			// the text request's prompt ran; its first decode step waits for the image's prompt
+			deadline := time.Now().Add(5 * time.Second)
+			for m.total() < len(text.IDs) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(30 * time.Millisecond)
+			if got := m.total(); got != len(text.IDs) {
+				t.Fatalf("%d tokens in the caches while the image was in the tower, want the prompt's %d", got, len(text.IDs))
+			}
+			unhold()
+			for _, c := range []chan answer{plain, withImage} {
+				if a := <-c; a.err != nil || !slices.Equal(a.res.Tokens, want) {
+					t.Fatalf("%v, %v; want %v", a.res, a.err, want)
+				}
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			// the text prompt alone, then the held step and the image's prompt in one pass
+			if len(m.sizes) < 2 || m.sizes[0] != 1 || m.sizes[1] != 2 {
+				t.Errorf("passes of %v inputs, want [1 2 ...]", m.sizes)
+			}
+		})
+	}
+}
