@@ -21,6 +21,10 @@ const DefaultWorkers = 64
 // long prompt is prefilled in chunks of at most this many tokens between the running decodes.
 const DefaultBatchTokens = 2048
 
+// DefaultDecodeHold is how long a round of a cuda model's decode steps alone may wait for the
+// prompts of images in its tower when the configuration sets no hold (Config.DecodeHold).
+const DefaultDecodeHold = engine.DefaultDecodeHold
+
 // MaxVisionLanes bounds Config.VisionLanes: each lane holds a tower pass's scratch and staging
 // memory on the device (hundreds of MB at the default patch budget).
 const MaxVisionLanes = 4

@@ -53,8 +53,8 @@ type Config struct {
 	// instead of queued by the scheduler (engine.SchedulerOptions.DecodeByRequest).
 	DecodeByRequest bool
 	// DecodeHold is how long a round of decode steps alone (at least DecodeHoldRows of them,
-	// 0: 16) may wait for the prompts of images in the tower, whose prefill pass then carries
-	// them (engine.SchedulerOptions.DecodeHold; 0: never).
+	// 0: 32) may wait for the prompts of images in the tower, whose prefill pass then carries
+	// them (engine.SchedulerOptions.DecodeHold; 0: DefaultDecodeHold, negative: never).
 	DecodeHold     time.Duration
 	DecodeHoldRows int
 	// VisionSerial runs a cuda model's vision tower between the decoder's passes instead of

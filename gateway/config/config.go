@@ -97,8 +97,8 @@ type Runtime struct {
 	// (engine.SchedulerOptions.DecodeByRequest).
 	DecodeByRequest bool `toml:"decode_by_request"`
 	// DecodeHold is how long a round of decode steps alone (at least DecodeHoldRows of them, 0:
-	// 16) may wait for the prompts of images in a cuda model's tower, whose prefill pass then
-	// carries them (engine.SchedulerOptions.DecodeHold; 0: never).
+	// 32) may wait for the prompts of images in a cuda model's tower, whose prefill pass then
+	// carries them (default core.DefaultDecodeHold; 0: never).
 	DecodeHold     time.Duration `toml:"decode_hold"`
 	DecodeHoldRows int           `toml:"decode_hold_rows"`
 	// VisionSerial runs the vision tower between the decoder's passes, on one stream, instead
@@ -130,6 +130,9 @@ func (r Runtime) Core() core.Config {
 	c := core.Config{Bundles: r.Bundles, Workers: r.Workers, BatchTokens: r.BatchTokens, KVCacheTokens: r.KVCacheTokens, VisionAlone: r.VisionAlone, VisionPatches: r.VisionPatches, DecodeApart: r.DecodeApart, DecodeByRequest: r.DecodeByRequest, VisionSerial: r.VisionSerial, VisionLanes: r.VisionLanes, FusedSwiGLU: r.FusedSwiGLU, PromptHeads: r.PromptHeads, QueueDepth: r.QueueDepth, CacheDir: r.CacheDir}
 	c.EmbeddingCacheBytes = r.EmbeddingCacheBytes
 	c.DecodeHold, c.DecodeHoldRows = r.DecodeHold, r.DecodeHoldRows
+	if c.DecodeHold == 0 {
+		c.DecodeHold = -1 // set to 0: never (core's 0 is its default)
+	}
 	return c
 }
 
@@ -181,6 +184,7 @@ func Default() Config {
 		Telemetry: Telemetry{ServiceName: "iris"},
 	}
 	cfg.Runtime.EmbeddingCacheBytes = core.DefaultEmbeddingCacheBytes
+	cfg.Runtime.DecodeHold = core.DefaultDecodeHold
 	return cfg
 }
 

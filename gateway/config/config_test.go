@@ -54,6 +54,18 @@ func TestDecode(t *testing.T) {
 					t.Errorf("core config %+v", cc)
 				}
 			}},
+		{name: "decode hold by default", src: "[runtime]\nworkers = 8",
+			check: func(t *testing.T, c Config) {
+				if cc := c.Runtime.Core(); cc.DecodeHold != core.DefaultDecodeHold {
+					t.Errorf("decode hold %v, want the default %v", cc.DecodeHold, core.DefaultDecodeHold)
+				}
+			}},
+		{name: "decode hold off", src: "[runtime]\ndecode_hold = \"0s\"",
+			check: func(t *testing.T, c Config) {
+				if cc := c.Runtime.Core(); cc.DecodeHold >= 0 {
+					t.Errorf("decode hold %v, want negative (never) for core", cc.DecodeHold)
+				}
+			}},
 		{name: "negative decode hold", src: "[runtime]\ndecode_hold = \"-1ms\"", wantErr: "runtime.decode_hold: must be >= 0"},
 		{name: "unknown key", src: "[server]\nmax_body_byte = 1", wantErr: `unknown key "server.max_body_byte"`},
 		{name: "unknown table", src: "[auth]\nkey = 1", wantErr: `unknown key "auth"`},
