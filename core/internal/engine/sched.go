@@ -50,10 +50,10 @@ type SchedulerOptions struct {
 	// scheduler as soon as a pass gives their token (a [chain]), and the request follows them.
 	DecodeByRequest bool
 	// DecodeHold is how long a round whose inputs are decode steps alone may wait for the prompt
-	// of an image the tower is encoding, so that the prompt's prefill pass carries the steps
-	// (0: DefaultDecodeHold; negative: never). A pass of decode steps alone reads every weight for them:
-	// on the H200 at c=64 a 32-63-row pass of the 3B took 7.6 ms beside the tower, where 1,000
-	// prefill rows carry them for ~1 ms more. Only with a tower loop of its own
+	// of an image the tower is encoding, so that the prompt's prefill pass carries the steps (0:
+	// DefaultDecodeHold; negative: never). A pass of decode steps alone reads every weight for
+	// them: on the H200 at c=64 a 32-63-row pass of the 3B took 7.6 ms beside the tower, where
+	// 1,000 prefill rows carry them for ~1 ms more. Only with a tower loop of its own
 	// ([ParallelEncoder]).
 	DecodeHold time.Duration
 	// DecodeHoldRows is the fewest decode steps a round holds (default 32): under a lighter load
@@ -93,7 +93,9 @@ func (o SchedulerOptions) withDefaults() SchedulerOptions {
 // Every call on the model comes from the scheduler's loop, so the tower, the prefills and the
 // decodes take turns instead of contending for the model; a model whose tower runs beside its
 // other calls ([ParallelEncoder]: a GPU stream of its own) gets loops of its own for the tower,
-// one a lane ([VisionLaner]), so that images are encoded while the decoder's passes run.
+// one a lane ([VisionLaner]), so that images are encoded while the decoder's passes run. There, a
+// round of decode steps alone may wait a little for the prompts of the images in the tower
+// (DecodeHold), so that their prefill pass carries the steps.
 //
 // A sequence gives the same tokens alone or in any batch (the Batcher's contract), so each
 // request's answer is the one [Generate] gives. A request waits for KV blocks while others hold
