@@ -447,6 +447,17 @@ func ropePair(dt dtype, x1, x2, c, s float64, once bool) (lo, hi float64) {
 	return round(dt, round(dt, x1*c)+round(dt, -x2*s)), round(dt, round(dt, x2*c)+round(dt, x1*s))
 }
 
+// rotBF16 rotates one head's halves in place as the bf16 attention kernels with a rope table
+// do: float32 products and sum (the conversions keep Go from fusing them), rounded to bf16
+// once.
+func rotBF16(x []float32, half int, cos, sin []float32) {
+	for j := range half {
+		a, b, c, s := x[j], x[j+half], cos[j], sin[j]
+		x[j] = roundBF16(float32(a*c) + float32(-b*s))
+		x[j+half] = roundBF16(float32(b*c) + float32(a*s))
+	}
+}
+
 // TestKernelRopeKV rotates q in place and writes the rotated k and the v of each row to its pool
 // row, leaving the other pool rows alone.
 func TestKernelRopeKV(t *testing.T) {
@@ -963,19 +974,13 @@ func TestKernelMMAAttention(t *testing.T) {
 						cs[i], cs[nq*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
 					}
 					qr, kr = slices.Clone(q), slices.Clone(k)
-					rot := func(x []float32, i int) {
-						for j := range half {
-							a, b, c, sn := x[j], x[j+half], cs[i*half+j], cs[nq*half+i*half+j]
-							x[j] = roundBF16(float32(a*c) + float32(-b*sn))
-							x[j+half] = roundBF16(float32(b*c) + float32(a*sn))
-						}
-					}
 					for i := range nq {
+						c, sn := cs[i*half:], cs[nq*half+i*half:]
 						for h := range tc.heads {
-							rot(qr[i*ldq+h*hd:], i)
+							rotBF16(qr[i*ldq+h*hd:], half, c, sn)
 						}
 						for h := range tc.kv {
-							rot(kr[i*ldk+h*hd:], i)
+							rotBF16(kr[i*ldk+h*hd:], half, c, sn)
 						}
 					}
 				}
@@ -1036,12 +1041,7 @@ func TestKernelWindowAttention(t *testing.T) {
 					in = slices.Clone(qkv)
 					for i := range n {
 						for h := range 2 * heads { // q heads, then k heads
-							x := in[i*ld+h*hd:]
-							for j := range half {
-								a, b, c, sn := x[j], x[j+half], cs[i*half+j], cs[n*half+i*half+j]
-								x[j] = roundBF16(float32(a*c) + float32(-b*sn))
-								x[j+half] = roundBF16(float32(b*c) + float32(a*sn))
-							}
+							rotBF16(in[i*ld+h*hd:], half, cs[i*half:], cs[n*half+i*half:])
 						}
 					}
 				}
