@@ -57,8 +57,8 @@ serve-demo addr="127.0.0.1:8080": build plugins
 demo-bundle: build plugins demo-model
     rm -rf .build/bundles/demo .build/bundles/random .build/bundles/demo-qwen3 .build/models/qwen3-seeded
     bin/iris bundle build --from .build/models/demo --family qwen2_5_vl --out .build/bundles/demo
-    bin/iris bundle build --from core/internal/engine/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/random
-    go run ./core/internal/engine/fixture/cmd/servedmodel -family qwen3_vl -out .build/models/qwen3-seeded
+    bin/iris bundle build --from core/internal/enginetest/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/random
+    go run ./core/internal/enginetest/cmd/servedmodel -family qwen3_vl -out .build/models/qwen3-seeded
     bin/iris bundle build --from .build/models/qwen3-seeded --family qwen3_vl --out .build/bundles/demo-qwen3
 
 # The trained demo model's checkpoint into .build/models/demo (scripts/demo/unpack.sh).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 )
 
 // TestEndToEndGreedyParity runs every fixture case through the whole runtime (image decode, the

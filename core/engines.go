@@ -6,7 +6,7 @@ import (
 
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 	"github.com/iris-vlm/iris/core/internal/models"
 )
 
@@ -24,7 +24,7 @@ func loadEngine(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (engine.Mo
 		if m.Engine.Precision != "fp32" {
 			return nil, fmt.Errorf("load engine: the cpu backend computes in fp32, the bundle asks for %s", m.Engine.Precision)
 		}
-		be, err := native.New(native.Options{})
+		be, err := cpu.New(cpu.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("load engine: %w", err)
 		}
@@ -44,4 +44,4 @@ func loadEngine(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (engine.Mo
 // TrimNativeHeap hands the free pages of the C heap (the engine's and the pixel primitives'
 // freed buffers, kept in glibc's per-thread malloc arenas) back to the OS; an idle server calls
 // it beside the Go heap's release. It reports whether any memory was released.
-func TrimNativeHeap() bool { return native.TrimHeap() }
+func TrimNativeHeap() bool { return cpu.TrimHeap() }

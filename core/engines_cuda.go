@@ -8,7 +8,7 @@ import (
 
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/cuda"
+	"github.com/iris-vlm/iris/core/internal/ml/cuda"
 	"github.com/iris-vlm/iris/core/internal/models"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 	"github.com/iris-vlm/iris/core/internal/models"
 	"github.com/iris-vlm/iris/core/internal/pixels"
 	"github.com/iris-vlm/iris/core/internal/plugin"
@@ -81,7 +81,7 @@ func TestVisionTaskRunsViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := native.New(native.Options{})
+	be, err := cpu.New(cpu.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

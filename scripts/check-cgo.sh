@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkg='^github.com/iris-vlm/iris/core/internal/'
-allowed_default="$pkg(engine/native|tokenize)\$"
-allowed_cuda="$pkg(engine/native|tokenize|gpu)\$"
+allowed_default="$pkg(ml/cpu|tokenize)\$"
+allowed_cuda="$pkg(ml/cpu|tokenize|ml/cuda/gpu)\$"
 
 status=0
 check() { # check <build name> <allowed regexp> [go list flags...]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes the random-weight fixture checkpoints' weights (core/internal/engine/testdata/qwen2_5_vl:
+# Writes the random-weight fixture checkpoints' weights (core/internal/enginetest/testdata/qwen2_5_vl:
 # tiny-untied/model.safetensors, tiny-tied/model.safetensors, 20 MB and 5.3 MB, git-ignored) where
 # they are missing or differ from the committed sha256 (seeded/<model>.safetensors.sha256). No
 # weights are committed: each comes from the seeded rule of scripts/reference/seeded.py (the shape
@@ -15,7 +15,7 @@
 #             file's sha256 with the committed one (`just fixtures` runs it; needs go and numpy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=core/internal/engine/testdata/qwen2_5_vl
+dir=core/internal/enginetest/testdata/qwen2_5_vl
 py=${IRIS_PYTHON:-python3}
 
 # write WRITER [-out PATH] MODEL...: one writer over the models.
@@ -23,7 +23,7 @@ write() {
   local writer=$1
   shift
   case $writer in
-    go) go run ./core/internal/engine/fixture/cmd/fixtureweights "$@" ;;
+    go) go run ./core/internal/enginetest/cmd/fixtureweights "$@" ;;
     python) "$py" scripts/reference/seeded.py "$@" ;;
     *) echo "unpack-fixtures: unknown writer $writer (go or python)" >&2; return 1 ;;
   esac

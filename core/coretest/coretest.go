@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/bundles"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/tokenize"
 )

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Compiles core/internal/kernels/iris.cu with the pinned CUDA 13.0 nvcc from .build/cuda
-# (scripts/gpu/setup-cuda.sh) into core/internal/kernels/build/iris.fatbin: sm_90 SASS plus
+# Compiles core/internal/ml/cuda/kernels/iris.cu with the pinned CUDA 13.0 nvcc from .build/cuda
+# (scripts/gpu/setup-cuda.sh) into core/internal/ml/cuda/kernels/build/iris.fatbin: sm_90 SASS plus
 # compute_90 PTX. A resource report (registers, shared memory, spills) goes to build/ptxas.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cuda=$PWD/.build/cuda
-src=core/internal/kernels/iris.cu
-out=core/internal/kernels/build
+src=core/internal/ml/cuda/kernels/iris.cu
+out=core/internal/ml/cuda/kernels/build
 mkdir -p "$out"
 if [[ -f $out/iris.fatbin && $out/iris.fatbin -nt $src && $out/iris.fatbin -nt "$0" ]]; then exit 0; fi
 flags=(-I"$cuda/include" -isystem "$cuda/include/cccl" -O3 -std=c++17 -Xptxas -v

@@ -41,5 +41,5 @@ fi
 echo "GPU tests compiled and linked against the link stubs, NOT run here (no GPU; scripts/gpu/run.sh"
 echo "runs them on an H200, docs/gpu.md \"Running on the GPU machine\"):"
 printf '%s\n' "${lines[@]}" | fold -s -w 110 | sed 's/ *$//; 2,$s/^\([^ ]\)/      \1/'
-echo "  core/internal/engine/cuda/gpucheck: built, not run (parity and bench of the 3B checkpoint)"
+echo "  core/internal/enginetest/gpucheck: built, not run (parity and bench of the 3B checkpoint)"
 echo "Last device results: docs/gpu.md, section \"$results\"."

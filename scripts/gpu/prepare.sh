@@ -37,22 +37,22 @@ phase=${IRIS_PHASE:-all}
 if [[ $phase == base && -z ${IRIS_BASE:-} ]]; then echo "prepare: IRIS_PHASE=base needs IRIS_BASE=<commit>" >&2; exit 2; fi
 if [[ $phase == check || $phase == all ]]; then
   # test binaries keep their source paths: the fixture package finds testdata through them
-  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/gpu
-  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/ml/cuda/gpu
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/ml/cuda
 fi
 if [[ $phase == throughput ]]; then
-  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/engine/cuda
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/ml/cuda
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
   go build -trimpath -ldflags '-s -w' -o "$out/bin/soak" ./benchmark/cmd/soak # issue 14's soak (run.sh soak)
-  go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck # run.sh throughput's passes
+  go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/enginetest/gpucheck # run.sh throughput's passes
 fi
 if [[ $phase == demo ]]; then
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
   go build -trimpath -ldflags '-s -w' -o "$out/bin/accuracy" ./benchmark/cmd/accuracy
 fi
 if [[ $phase == compare || $phase == qwen3 || $phase == internvl || $phase == all ]]; then
-  go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/engine/cuda/gpucheck
+  go build "${flags[@]}" -o "$out/bin/gpucheck" ./core/internal/enginetest/gpucheck
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
 fi
 if [[ $phase == qwen3 || $phase == internvl || $phase == all ]]; then
@@ -85,7 +85,7 @@ if [[ -n ${IRIS_BASE:-} ]]; then
   dest=$PWD/$out/base
   # (throughput serves the base, and without its gpucheck both builds fit the tool's 64 MiB)
   (cd "$wt" && scripts/gpu/build-kernels.sh && go build "${flags[@]}" -o "$dest/iris" ./gateway/cmd/iris &&
-    { [[ $phase == throughput ]] || go build "${flags[@]}" -o "$dest/gpucheck" ./core/internal/engine/cuda/gpucheck; } &&
+    { [[ $phase == throughput ]] || go build "${flags[@]}" -o "$dest/gpucheck" ./core/internal/enginetest/gpucheck; } &&
     cd plugins/qwen2_5_vl && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -o "$dest/qwen2_5_vl.wasm" .)
   git worktree remove --force "$wt"
 fi

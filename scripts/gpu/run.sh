@@ -135,7 +135,7 @@ fi
 # the fixtures' weights are not carried: scripts/unpack-fixtures.sh writes them from their seeded
 # manifests with $IRIS_PYTHON (python3) and numpy (no Go here), checking the committed sha256
 bash "$root/scripts/unpack-fixtures.sh" || echo "FAIL unpack-fixtures"
-tiny=$root/core/internal/engine/testdata/qwen2_5_vl
+tiny=$root/core/internal/enginetest/testdata/qwen2_5_vl
 template=$tiny/tiny-untied
 ref=$root/scripts/reference
 photo_q="What is the main object in this image? Answer in one word."
@@ -362,18 +362,18 @@ vl_phase() {
 
 if [[ $phase == sweep ]]; then # the sweep alone (while it is being mended)
   step "shape sweep"
-  (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
+  (cd core/internal/ml/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
   exit 0
 fi
 if [[ $phase == smoke || $phase == check ]]; then
   step "gpu package: compat symbols, PTX load, launch, graph capture"
-  (cd core/internal/gpu && timeout 60 "$bin/gpu.test" -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)' ); verdict gpu.test ${PIPESTATUS[0]}
+  (cd core/internal/ml/cuda/gpu && timeout 60 "$bin/gpu.test" -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)' ); verdict gpu.test ${PIPESTATUS[0]}
   step "kernels against CPU references"
-  (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
+  (cd core/internal/ml/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
-  (cd core/internal/engine/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
+  (cd core/internal/ml/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
   step "shape sweeps: 14 Qwen2.5-VL and 11 Qwen3-VL seeded checkpoints x 6 cases against transformers (fp32)"
-  (cd core/internal/engine/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
+  (cd core/internal/ml/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
 fi
 if [[ $phase == smoke ]]; then
   step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"
@@ -566,7 +566,7 @@ fi
 # unit_tests <timeout>: kernels, cuBLAS attention and tiny-fixture parity of the cuda package.
 unit_tests() {
   step "unit tests (kernels, decode attention, tiny-fixture parity)"
-  (cd core/internal/engine/cuda && timeout "$1" "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
+  (cd core/internal/ml/cuda && timeout "$1" "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
 }
 # engine_benches <seconds>: gpucheck bench on the photo (throughput for <seconds> each), on
 # 640x480, then on the photo with the earlier products (cublasGemmEx after a bias kernel).
@@ -664,7 +664,7 @@ fi
 if [[ $phase == speed && -z ${IRIS_HTTP_ONLY:-} ]]; then
   unit_tests 60
   step "decode-step kernels in isolation (graph replay; cuBLAS the baseline)"
-  (cd core/internal/engine/cuda && timeout 120 "$bin/cuda.test" -test.run '^$' -test.bench DecodeKernels -test.benchtime 1x 2>&1 | grep -E '^kernel|FAIL|panic'); verdict kernel-times ${PIPESTATUS[0]}
+  (cd core/internal/ml/cuda && timeout 120 "$bin/cuda.test" -test.run '^$' -test.bench DecodeKernels -test.benchtime 1x 2>&1 | grep -E '^kernel|FAIL|panic'); verdict kernel-times ${PIPESTATUS[0]}
   if [[ -f $carry/ref.json ]]; then
     step "engine parity against the carried transformers reference (free-running and teacher-forced)"
     timeout 150 "$bin/gpucheck" parity -model "$model" -cases "$cases" -ref "$carry/ref.json" -new 32 -out "$OUT/parity.json"; verdict parity $?
@@ -696,12 +696,12 @@ if [[ $phase == throughput ]]; then
   fi
   if [[ -x $bin/cuda.test && -z ${IRIS_NO_TESTS:-} ]]; then
     step "the cuda tests: kernels, parity sweeps, fp32 scheduled = alone, batch = single and batched vision = alone (tiny fixtures)"
-    (cd "$root/core/internal/engine/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane|Sweep' -test.count 1 2>&1 | tail -40)
+    (cd "$root/core/internal/ml/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane|Sweep' -test.count 1 2>&1 | tail -40)
   fi
   if [[ -x $bin/cuda.test && -n ${IRIS_BENCH:-} ]]; then
     # IRIS_BENCH=<regexp>: the cuda package's benchmarks matching it (e.g. PixelUpload)
     step "cuda benchmarks matching $IRIS_BENCH"
-    (cd "$root/core/internal/engine/cuda" && budgeted bench 90 "$bin/cuda.test" -test.run '^$' -test.bench "$IRIS_BENCH" -test.benchtime 10x 2>&1 | grep -vE '^(goos|goarch|pkg|cpu):' | tail -${IRIS_BENCH_LINES:-20})
+    (cd "$root/core/internal/ml/cuda" && budgeted bench 90 "$bin/cuda.test" -test.run '^$' -test.bench "$IRIS_BENCH" -test.benchtime 10x 2>&1 | grep -vE '^(goos|goarch|pkg|cpu):' | tail -${IRIS_BENCH_LINES:-20})
   fi
   if [[ -x $bin/gpucheck && -n ${IRIS_NCU:-} && -z $cpu ]]; then
     # IRIS_NCU=1: Nsight Compute (hardware counters: only where the machine's runtime lets ncu

@@ -37,7 +37,7 @@ chmod +x "$out"/bin/* "$out"/nvvm/bin/* 2>/dev/null || true
 
 # Link stubs: one empty function per API name the headers declare (after their own macro renames,
 # so cuCtxCreate appears as cuCtxCreate_v4), plus the CUDA 12 names our compat header binds
-# (core/internal/gpu/cudacompat/cuda.h). Only the names matter to the linker.
+# (core/internal/ml/cuda/gpu/cudacompat/cuda.h). Only the names matter to the linker.
 stub() { # stub <soname> <linkname> <header> <prefix-regex> [extra names...]
   local soname=$1 link=$2 header=$3 re=$4; shift 4
   {

@@ -16,4 +16,4 @@ trap stop_serve EXIT
 port=$(free_port)
 start_serve "$bundle" "$port" "$(free_port)" "$out/serve.log"
 .build/openai-venv/bin/python scripts/openai/e2e.py "http://127.0.0.1:$port" random \
-  core/internal/engine/testdata/qwen2_5_vl/cases/rect_320x240.png
+  core/internal/enginetest/testdata/qwen2_5_vl/cases/rect_320x240.png

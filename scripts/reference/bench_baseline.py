@@ -5,7 +5,7 @@ Run with the reference stack after `make_fixtures.py --bench DIR` (`just bench-e
 
   .build/refenv/bin/python scripts/reference/bench_baseline.py --dir .build/bench --threads 2
   .build/refenv/bin/python scripts/reference/bench_baseline.py --threads 2 \
-      --dir core/internal/engine/testdata/qwen2_5_vl --model tiny-untied --case windows_448x336
+      --dir core/internal/enginetest/testdata/qwen2_5_vl --model tiny-untied --case windows_448x336
 
 It loads DIR/MODEL (bf16 on disk) in float32, feeds the processor outputs recorded in
 DIR/cases/CASE.json (+ .pixels.gz) and reports, as the best of --repeat runs (and their median

@@ -1,11 +1,11 @@
 """Golden log-probabilities for the engine's fixture checkpoints, from transformers itself.
 
-For each fixture case (core/internal/engine/testdata/qwen2_5_vl/cases) and model it runs greedy
+For each fixture case (core/internal/enginetest/testdata/qwen2_5_vl/cases) and model it runs greedy
 generate() with output_logits=True (EOS never stops, as the parity goldens) and records, per
 step, torch.log_softmax of the fp32 logits: the chosen token's log-probability and the 20 most
 likely tokens with theirs, what an OpenAI `logprobs` / `top_logprobs: 20` answer carries.
 
-Writes core/internal/engine/testdata/qwen2_5_vl/golden/logprobs-<model>.json. Run with the
+Writes core/internal/enginetest/testdata/qwen2_5_vl/golden/logprobs-<model>.json. Run with the
 reference stack: `just golden-logprobs`. CI never runs it; the outputs are committed.
 """
 

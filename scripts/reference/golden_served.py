@@ -17,7 +17,7 @@ tokens must be these. It proves the whole served path (image decoding, the plugi
 framing, the tokenizer, the engine) against transformers', not one piece at a time. Random
 weights: the words mean nothing.
 
-Output: core/internal/engine/testdata/<family>/served.json.
+Output: core/internal/enginetest/testdata/<family>/served.json.
 """
 
 import argparse

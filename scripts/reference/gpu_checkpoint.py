@@ -8,7 +8,7 @@ model_type, the weights from transformers' own initialisation under a fixed seed
 speed:
 
   python3 scripts/reference/gpu_checkpoint.py --out /tmp/iris-gpu/qwen25vl-3b \
-      --tokenizer .build/tokenizer/qwen3 --template core/internal/engine/testdata/qwen2_5_vl/tiny-untied
+      --tokenizer .build/tokenizer/qwen3 --template core/internal/enginetest/testdata/qwen2_5_vl/tiny-untied
   python3 scripts/reference/gpu_checkpoint.py --config scripts/reference/gpu_qwen3_vl_8b.config.json \
       --out /tmp/iris-gpu/qwen3_vl-8b --tokenizer .build/tokenizer/qwen3
   python3 scripts/reference/gpu_checkpoint.py --config scripts/reference/gpu_internvl3_2b.config.json \

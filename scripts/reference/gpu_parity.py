@@ -22,7 +22,7 @@ The family comes from the checkpoint's config.json (qwen2_5_vl, qwen3_vl, intern
    bfloat16, SDPA attention, and records per case and precision the tokens and, per step, the
    logit margin between the top two tokens.
 
-The Go side (core/internal/engine/cuda/gpucheck parity) feeds the same case files to the engine
+The Go side (core/internal/enginetest/gpucheck parity) feeds the same case files to the engine
 and compares.
 """
 

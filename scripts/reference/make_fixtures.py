@@ -2,7 +2,7 @@
 """Build the engine's parity fixtures: tiny random Qwen2.5-VL checkpoints and their golden outputs.
 
 Run with the reference stack (`just fixtures`, i.e. .build/refenv/bin/python). CI never runs this: the
-outputs under core/internal/engine/testdata/qwen2_5_vl/ are committed and the Go tests read them
+outputs under core/internal/enginetest/testdata/qwen2_5_vl/ are committed and the Go tests read them
 without torch.
 
 What it writes (families.md §1.6; every file small, the repo must stay small):

@@ -3,12 +3,12 @@
 shapes, whose weights come from a seeded generator instead of a committed file.
 
 One golden a family (--family): qwen2_5_vl (the default) writes
-core/internal/engine/testdata/sweep/golden.json, qwen3_vl writes .../sweep/qwen3_vl.json, internvl
+core/internal/enginetest/testdata/sweep/golden.json, qwen3_vl writes .../sweep/qwen3_vl.json, internvl
 .../sweep/internvl.json.
 
 Run with the reference stack (`just sweep-golden`, i.e. .build/refenv/bin/python). CI never runs
 this: it reads the goldens, regenerates each checkpoint with the same generator in Go
-(core/internal/engine/fixture/seeded.go) and compares the engine with the outputs recorded here.
+(core/internal/enginetest/fixture/seeded.go) and compares the engine with the outputs recorded here.
 
 Why seeded: a checkpoint with the real 151936-token vocabulary is 10-100 MB, and a sweep needs a
 dozen of them; the generator (seeded.py) is a few lines in both languages and bit-identical in both.

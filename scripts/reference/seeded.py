@@ -4,7 +4,7 @@ checkpoints' weights from it.
 
 Tiny checkpoints with the real 151936-token vocabulary are 5-100 MB each; none is committed. Their
 weights come from this generator, written bit-identically in Go
-(core/internal/engine/fixture/seeded.go), and a small manifest:
+(core/internal/enginetest/fixture/seeded.go), and a small manifest:
 
   u(name, i) = top 24 bits of splitmix64((seed ^ fnv1a64(name)) + i), mapped to [-1, 1) exactly
   value      = 0.05u                       biases
@@ -27,7 +27,7 @@ weights come from this generator, written bit-identically in Go
 
 all in float32 with one rounding per operation. The shape sweeps (make_sweep.py) and the served
 goldens (golden_served.py) store these float32 values (F32 checkpoints); the parity fixtures
-(make_fixtures.py: core/internal/engine/testdata/qwen2_5_vl/tiny-untied, tiny-tied) store them in
+(make_fixtures.py: core/internal/enginetest/testdata/qwen2_5_vl/tiny-untied, tiny-tied) store them in
 bf16, each float32 value rounded to the nearest bfloat16 (ties to even), so that transformers'
 bf16 checkpoint and the generated one are the same bytes.
 
@@ -36,7 +36,7 @@ it where there is no Go, e.g. the GPU machine: python3 and numpy are enough):
 
   python3 scripts/reference/seeded.py [MODEL ...] [--out PATH]
 
-Each model's manifest, core/internal/engine/testdata/qwen2_5_vl/seeded/<model>.json, holds its seed
+Each model's manifest, core/internal/enginetest/testdata/qwen2_5_vl/seeded/<model>.json, holds its seed
 and tensors (name and shape, in file order); <model>.safetensors.sha256 beside it the file's
 sha256, which the written file must have (the Go writer is held to the same).
 """

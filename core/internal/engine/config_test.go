@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	_ "github.com/iris-vlm/iris/core/internal/models/internvl" // registers its config defaults
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen3vl"

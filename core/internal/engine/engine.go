@@ -4,7 +4,7 @@
 // -> prefill -> decode).
 //
 // A model family (core/internal/models/<family>, written over the op set of core/internal/ml and
-// run by a backend: engine/native on the CPU, engine/cuda on the GPU) implements [Model],
+// run by a backend: ml/cpu on the CPU, ml/cuda on the GPU) implements [Model],
 // [Sequence] and the batch-first [Batcher], and may implement [DeviceEncoder] (image rows kept in
 // backend memory), [BatchEncoder] (several images in one tower pass), [GreedyModel] (the greedy choice taken in place) and [Pooled] (KV blocks in
 // use), which [Generate] and the runtime use when present; this package is Go without cgo.

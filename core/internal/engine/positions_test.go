@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 )
 
 const img = 151655 // <|image_pad|>

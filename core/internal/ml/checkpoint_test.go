@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/engine/native"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // stTensor is one tensor of a safetensors file written by writeSafetensors.
@@ -71,7 +71,7 @@ func TestLoaderMatrices(t *testing.T) {
 		{"m.short.weight", "F32", []int64{2, 4}, seq(8, 0)},
 		{"m.half.weight", "BF16", []int64{3, 4}, seq(12, 0)},
 	})
-	b, err := native.New(native.Options{Threads: 1})
+	b, err := cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
 // Package ml is the op set: what a model family computes with and what a backend implements.
 //
 // A family (core/internal/models/<family>) writes its vision tower, projector and decoder once,
-// as calls on a [Backend]; a backend (the C CPU engine in engine/native, the CUDA engine in
-// engine/cuda) implements the ops on its device and knows no family, no tensor name and no
+// as calls on a [Backend]; a backend (the C CPU engine in ml/cpu, the CUDA engine in
+// ml/cuda) implements the ops on its device and knows no family, no tensor name and no
 // checkpoint layout. Tensors are row-major matrix views of backend memory; ops are enqueued in
 // call order (a CPU backend runs each at once, a GPU backend on its stream) and report failure
 // through [Backend.Err], so a forward pass reads as the model's own equations.

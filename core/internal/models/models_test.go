@@ -10,9 +10,9 @@ import (
 
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // TestFamilyTables proves the three family tables agree: every model type the engine runs has
@@ -76,7 +76,7 @@ func TestFamilyTables(t *testing.T) {
 
 // TestLoadRefuses: an unknown model type is ErrUnsupported, and the backend is closed.
 func TestLoadRefuses(t *testing.T) {
-	b, err := native.New(native.Options{Threads: 1})
+	b, err := cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestLoadRefuses(t *testing.T) {
 	if b.Kernels() != "" {
 		t.Error("the backend was left open after a failed load")
 	}
-	b2, err := native.New(native.Options{Threads: 1})
+	b2, err := cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestLoadRefuses(t *testing.T) {
 	if _, err := Load(fixture.ModelDir("tiny-tied"), b2, Options{KVTokens: 63, Limits: &lim}); err == nil || !strings.Contains(err.Error(), "less than one context") {
 		t.Errorf("a KV pool of 63 tokens for a 64-token context: %v", err)
 	}
-	b2, err = native.New(native.Options{Threads: 1})
+	b2, err = cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

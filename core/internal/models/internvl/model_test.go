@@ -11,14 +11,14 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // load opens a checkpoint directory on a CPU backend.
-func load(dir string, opts native.Options) (*Model, error) {
-	b, err := native.New(opts)
+func load(dir string, opts cpu.Options) (*Model, error) {
+	b, err := cpu.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func TestSweep(t *testing.T) {
 	var loaders []fixture.SweepLoader
 	for _, k := range []string{"avx512", "avx2", "generic"} {
 		l := fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
-			return load(dir, native.Options{Kernels: k})
+			return load(dir, cpu.Options{Kernels: k})
 		}}
 		if k == "generic" {
 			l.Models = []string{sw.Models[0].Name, sw.Models[len(sw.Models)-1].Name}
@@ -91,7 +91,7 @@ func TestBatchEqualsSingle(t *testing.T) {
 	for _, name := range []string{sw.Models[len(sw.Models)-1].Name} {
 		t.Run(name, func(t *testing.T) {
 			dir, _ := sweepModel(t, name)
-			m, err := load(dir, native.Options{})
+			m, err := load(dir, cpu.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 			if tc.file != nil {
 				tc.file(t, dir)
 			}
-			m, err := load(dir, native.Options{})
+			m, err := load(dir, cpu.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +236,7 @@ func setTensors(t *testing.T, dir, part string, value float32) {
 // an ErrUnsupported from config.json; a context past max_position_embeddings; images whose frames
 // are not the tower's tiles.
 func TestRefuses(t *testing.T) {
-	b, err := native.New(native.Options{Threads: 1})
+	b, err := cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,14 +296,14 @@ func TestRefuses(t *testing.T) {
 	}
 	lim := engine.DefaultLimits(cfg)
 	lim.ContextLength = cfg.Text.MaxPositions + 1
-	b, err = native.New(native.Options{Threads: 1})
+	b, err = cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := New(b, nil, cfg, lim, Options{}); !errors.Is(err, engine.ErrUnsupported) {
 		t.Errorf("a context past max_position_embeddings: %v", err)
 	}
-	m, err := load(dir, native.Options{Threads: 1})
+	m, err := load(dir, cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestVisionBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir, _ := sweepModel(t, sw.Models[0].Name)
-	m, err := load(dir, native.Options{})
+	m, err := load(dir, cpu.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

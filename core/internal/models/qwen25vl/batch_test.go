@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // TestBatchEqualsSingle: a batch of N mixed sequences (joining while others decode, prompts
@@ -15,7 +15,7 @@ import (
 // alone, on the CPU backend.
 func TestBatchEqualsSingle(t *testing.T) {
 	for _, model := range []string{"tiny-untied", "tiny-tied"} {
-		m := loadFixture(t, model, native.Options{})
+		m := loadFixture(t, model, cpu.Options{})
 		t.Run(model, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, nil) })
 	}
 }
@@ -23,7 +23,7 @@ func TestBatchEqualsSingle(t *testing.T) {
 // TestVisionBatch: images of different grids (odd merge units across, partial and whole
 // windows) in one tower pass give exactly the rows each gives alone.
 func TestVisionBatch(t *testing.T) {
-	m := loadFixture(t, "tiny-untied", native.Options{})
+	m := loadFixture(t, "tiny-untied", cpu.Options{})
 	var imgs []engine.Image
 	for i, g := range []engine.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 16, W: 16}, {T: 1, H: 6, W: 8}, {T: 1, H: 6, W: 30}, {T: 1, H: 22, W: 10}} {
 		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
@@ -35,11 +35,11 @@ func TestVisionBatch(t *testing.T) {
 // stream of its own on a GPU) a scheduler encodes images in a loop of its own beside the
 // decoder's passes, and every request still gives the tokens it gives alone.
 func TestVisionLane(t *testing.T) {
-	m := load(t, fixture.ModelDir("tiny-untied"), native.Options{Threads: 1}, Options{VisionLane: true})
+	m := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{Threads: 1}, Options{VisionLane: true})
 	if !m.ParallelVision() {
 		t.Fatal("a vision lane was asked for: the tower does not run beside the decoder")
 	}
-	serial := loadFixture(t, "tiny-untied", native.Options{Threads: 1})
+	serial := loadFixture(t, "tiny-untied", cpu.Options{Threads: 1})
 	if serial.ParallelVision() {
 		t.Error("no vision lane was asked for: the tower runs beside the decoder")
 	}
@@ -53,8 +53,8 @@ func TestVisionLane(t *testing.T) {
 // batched and scheduled. The kept heads' blocks are not counted in use.
 func TestPromptHeads(t *testing.T) {
 	ctx := context.Background()
-	none := load(t, fixture.ModelDir("tiny-untied"), native.Options{}, Options{Heads: -1})
-	m := load(t, fixture.ModelDir("tiny-untied"), native.Options{}, Options{})
+	none := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{}, Options{Heads: -1})
+	m := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{}, Options{})
 	reqs, err := fixture.MixedRequests(m.Config())
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // Benchmarks. Speed is measured here, never asserted by a test. Typical runs (2 threads, as
@@ -131,7 +131,7 @@ func compare(b *testing.B, m *Model, c *fixture.Case, img engine.Image, name str
 
 // BenchmarkTiny times the committed tiny fixture on the windows_448x336 case (192 image tokens).
 func BenchmarkTiny(b *testing.B) {
-	m := loadFixture(b, "tiny-untied", native.Options{Threads: benchThreads})
+	m := loadFixture(b, "tiny-untied", cpu.Options{Threads: benchThreads})
 	c, img := fixture.MustCase(b, "windows_448x336")
 	compare(b, m, c, img, "tiny-untied", 24)
 }
@@ -143,7 +143,7 @@ func BenchmarkMid(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(dir, "qwen25vl-mid", "config.json")); err != nil {
 		b.Skipf("no benchmark model in %s (just bench-engine-model): %v", dir, err)
 	}
-	m, err := Load(filepath.Join(dir, "qwen25vl-mid"), native.Options{Threads: benchThreads}, nil)
+	m, err := Load(filepath.Join(dir, "qwen25vl-mid"), cpu.Options{Threads: benchThreads}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,14 +16,14 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // Load binds the checkpoint in dir on a CPU backend with opts, within lim (nil: the defaults).
-func Load(dir string, opts native.Options, lim *engine.Limits) (*Model, error) {
-	b, err := native.New(opts)
+func Load(dir string, opts cpu.Options, lim *engine.Limits) (*Model, error) {
+	b, err := cpu.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -44,13 +44,13 @@ func Load(dir string, opts native.Options, lim *engine.Limits) (*Model, error) {
 	return New(b, ck, cfg, l, Options{})
 }
 
-func calls(m *Model) int64 { return m.Backend().(*native.Backend).Calls }
+func calls(m *Model) int64 { return m.Backend().(*cpu.Backend).Calls }
 
 // TestRefusesBeforeKernels: requests over the context or the image bounds are refused before
 // any kernel runs, and the next valid request is answered exactly.
 func TestRefusesBeforeKernels(t *testing.T) {
 	lim := engine.Limits{ContextLength: 300, MaxImages: 1, MaxImagePatches: 1000, MaxGridSide: 40}
-	m, err := Load(fixture.ModelDir("tiny-untied"), native.Options{}, &lim)
+	m, err := Load(fixture.ModelDir("tiny-untied"), cpu.Options{}, &lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestParityDetectsWrongGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := native.New(native.Options{})
+	b, err := cpu.New(cpu.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func firstLogits(t *testing.T, m *Model, name string) []float32 {
 }
 
 func TestClose(t *testing.T) {
-	m, err := Load(fixture.ModelDir("tiny-tied"), native.Options{}, nil)
+	m, err := Load(fixture.ModelDir("tiny-tied"), cpu.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestClose(t *testing.T) {
 // TestConcurrentRequests runs requests from several goroutines on one model; each must get
 // exactly its golden answer.
 func TestConcurrentRequests(t *testing.T) {
-	m := loadFixture(t, "tiny-untied", native.Options{})
+	m := loadFixture(t, "tiny-untied", cpu.Options{})
 	golden, err := fixture.LoadGolden("tiny-untied")
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestConcurrentRequests(t *testing.T) {
 
 // TestStopToken: generation stops at a stop id and leaves it out of the answer.
 func TestStopToken(t *testing.T) {
-	m := loadFixture(t, "tiny-untied", native.Options{})
+	m := loadFixture(t, "tiny-untied", cpu.Options{})
 	golden, err := fixture.LoadGolden("tiny-untied")
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +387,7 @@ func modelDir(t *testing.T, from string, edit func(string) string, files map[str
 
 func TestWeightLayouts(t *testing.T) {
 	orig := readST(t, filepath.Join(fixture.ModelDir("tiny-untied"), "model.safetensors"))
-	ref := firstLogits(t, loadFixture(t, "tiny-untied", native.Options{}), "square_56")
+	ref := firstLogits(t, loadFixture(t, "tiny-untied", cpu.Options{}), "square_56")
 
 	var a, b []stTensor
 	index := map[string]map[string]string{"weight_map": {}}
@@ -432,7 +432,7 @@ func TestWeightLayouts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := Load(tt.dir, native.Options{}, nil)
+			m, err := Load(tt.dir, cpu.Options{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -479,7 +479,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(tt.dir, native.Options{}, nil)
+			_, err := Load(tt.dir, cpu.Options{}, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
 			}
@@ -488,7 +488,7 @@ func TestLoadErrors(t *testing.T) {
 
 	// Tied config: lm_head.weight may be absent (the tied fixture has none) or present.
 	tied := modelDir(t, "tiny-untied", tie, map[string][]stTensor{"model.safetensors": orig})
-	m, err := Load(tied, native.Options{}, nil)
+	m, err := Load(tied, cpu.Options{}, nil)
 	if err != nil {
 		t.Fatalf("tied config with lm_head present: %v", err)
 	}
@@ -517,12 +517,12 @@ func TestCorruptFiles(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Load(dir, native.Options{}, nil); err == nil || !strings.Contains(err.Error(), "model.safetensors") {
+			if _, err := Load(dir, cpu.Options{}, nil); err == nil || !strings.Contains(err.Error(), "model.safetensors") {
 				t.Fatalf("err = %v, want one naming the file", err)
 			}
 		})
 	}
-	if _, err := Load(t.TempDir(), native.Options{}, nil); err == nil {
+	if _, err := Load(t.TempDir(), cpu.Options{}, nil); err == nil {
 		t.Error("loading an empty directory succeeded")
 	}
 }
@@ -552,7 +552,7 @@ func FuzzSafetensorsHeader(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m, err := Load(dir, native.Options{Threads: 1}, nil)
+		m, err := Load(dir, cpu.Options{Threads: 1}, nil)
 		if err == nil {
 			m.Close()
 		}
@@ -560,7 +560,7 @@ func FuzzSafetensorsHeader(f *testing.F) {
 }
 
 func ExampleNew() {
-	m, err := Load(fixture.ModelDir("tiny-untied"), native.Options{Threads: 2}, nil)
+	m, err := Load(fixture.ModelDir("tiny-untied"), cpu.Options{Threads: 2}, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -603,7 +603,7 @@ func ExampleNew() {
 // TestChunkedPrefill: a prompt prefilled in two calls (the second attending to the first's
 // cache) gives the logits of one call.
 func TestChunkedPrefill(t *testing.T) {
-	m := loadFixture(t, "tiny-untied", native.Options{})
+	m := loadFixture(t, "tiny-untied", cpu.Options{})
 	ctx := context.Background()
 	c, img := fixture.MustCase(t, "partial_406x238")
 	want := firstLogits(t, m, c.Name)

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // Tolerances against transformers in float32 on the same bf16 checkpoint.
@@ -21,9 +21,9 @@ const (
 )
 
 // load binds the checkpoint in dir on a CPU backend.
-func load(t testing.TB, dir string, opts native.Options, mo Options) *Model {
+func load(t testing.TB, dir string, opts cpu.Options, mo Options) *Model {
 	t.Helper()
-	b, err := native.New(opts)
+	b, err := cpu.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,25 +45,25 @@ func load(t testing.TB, dir string, opts native.Options, mo Options) *Model {
 	return m
 }
 
-func loadFixture(t testing.TB, model string, opts native.Options) *Model {
+func loadFixture(t testing.TB, model string, opts cpu.Options) *Model {
 	t.Helper()
 	return load(t, fixture.ModelDir(model), opts, Options{})
 }
 
 // kernels names the backend's matmul kernels.
-func kernels(m *Model) string { return m.Backend().(*native.Backend).Kernels() }
+func kernels(m *Model) string { return m.Backend().(*cpu.Backend).Kernels() }
 
 // TestParity runs every golden case of both fixture models: the vision tower output, the
 // first-step logits, and 24 greedy tokens must match transformers.
 func TestParity(t *testing.T) {
 	for _, tc := range []struct {
 		model string
-		opts  native.Options
+		opts  cpu.Options
 	}{
-		{"tiny-untied", native.Options{}},
-		{"tiny-tied", native.Options{}},
-		{"tiny-untied", native.Options{Kernels: "avx2"}},
-		{"tiny-untied", native.Options{Kernels: "generic", Threads: 1}},
+		{"tiny-untied", cpu.Options{}},
+		{"tiny-tied", cpu.Options{}},
+		{"tiny-untied", cpu.Options{Kernels: "avx2"}},
+		{"tiny-untied", cpu.Options{Kernels: "generic", Threads: 1}},
 	} {
 		golden, err := fixture.LoadGolden(tc.model)
 		if err != nil {
@@ -123,7 +123,7 @@ func TestLogprobsMatchTransformers(t *testing.T) {
 		if err := json.Unmarshal(raw, &g); err != nil {
 			t.Fatal(err)
 		}
-		m := loadFixture(t, model, native.Options{})
+		m := loadFixture(t, model, cpu.Options{})
 		for _, gc := range g.Cases {
 			t.Run(model+"/"+gc.Case, func(t *testing.T) {
 				c, img := fixture.MustCase(t, gc.Case)

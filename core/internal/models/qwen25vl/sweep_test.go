@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // TestSweep runs the shape sweep (fixture.RunSweep, docs/testing.md) on the CPU backend with each
@@ -17,7 +17,7 @@ func TestSweep(t *testing.T) {
 	var loaders []fixture.SweepLoader
 	for _, k := range []string{"avx512", "avx2", "generic"} {
 		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
-			m, err := Load(dir, native.Options{Kernels: k}, nil)
+			m, err := Load(dir, cpu.Options{Kernels: k}, nil)
 			if err == nil {
 				t.Logf("kernels %s: running %s", k, kernels(m))
 			}

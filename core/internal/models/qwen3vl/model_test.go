@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/fixture"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // load opens a checkpoint directory on a CPU backend.
-func load(dir string, opts native.Options) (*Model, error) {
-	b, err := native.New(opts)
+func load(dir string, opts cpu.Options) (*Model, error) {
+	b, err := cpu.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func TestSweep(t *testing.T) {
 	var loaders []fixture.SweepLoader
 	for _, k := range []string{"avx512", "avx2", "generic"} {
 		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
-			return load(dir, native.Options{Kernels: k})
+			return load(dir, cpu.Options{Kernels: k})
 		}})
 	}
 	fixture.RunSweep(t, fixture.SweepPathFor(ModelType), loaders...)
@@ -75,7 +75,7 @@ func TestBatchEqualsSingle(t *testing.T) {
 	for _, name := range []string{sw.Models[0].Name, sw.Models[len(sw.Models)-1].Name} {
 		t.Run(name, func(t *testing.T) {
 			dir, _ := sweepModel(t, name)
-			m, err := load(dir, native.Options{})
+			m, err := load(dir, cpu.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestBatchEqualsSingle(t *testing.T) {
 // TestRefuses: another family's config, and a checkpoint missing a tensor of the graph.
 func TestRefuses(t *testing.T) {
 	cfg := &engine.Config{ModelType: "qwen2_5_vl"}
-	b, err := native.New(native.Options{Threads: 1})
+	b, err := cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := native.New(native.Options{})
+			b, err := cpu.New(cpu.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +202,7 @@ func TestVisionBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir, _ := sweepModel(t, sw.Models[0].Name)
-	m, err := load(dir, native.Options{})
+	m, err := load(dir, cpu.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
-	"github.com/iris-vlm/iris/core/internal/engine/native"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 )
 
 // towerOnly is a Family whose tower writes each image's first pixel as its one row; it binds and
@@ -26,7 +26,7 @@ func (towerOnly) VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor) {
 // TestLaneBesideDecoder: a vision pass on a lane starts while the decoder's pass holds the model
 // (mu), as the scheduler's two loops need; on the decoder's backend it waits for that pass.
 func TestLaneBesideDecoder(t *testing.T) {
-	b, err := native.New(native.Options{Threads: 1})
+	b, err := cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

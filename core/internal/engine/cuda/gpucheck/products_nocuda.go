@@ -1,8 +1,0 @@
-//go:build !cuda
-
-package main
-
-import "github.com/iris-vlm/iris/core/internal/gpu"
-
-// timeProducts: this build has no GPU backend.
-func timeProducts([][3]int, int, int) error { return gpu.ErrNoCUDA }

@@ -1,0 +1,334 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/models"
+)
+
+// Tolerances against transformers in float32 on the same bf16 checkpoint (the CPU backend's; the
+// GPU adds accumulation-order noise only).
+const (
+	logitTol  = 2e-4 // max |diff| of the stored first-step logits
+	visionTol = 2e-5 // max |diff| of the first vision outputs, relative to their largest magnitude
+)
+
+// loadDir binds the checkpoint in dir on a new GPU backend, its vision tower on a lane of its
+// own as iris serve runs it.
+func loadDir(t testing.TB, dir string, opts Options) (engine.Model, *Backend) {
+	t.Helper()
+	b, err := NewBackend(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := models.Load(dir, b, models.Options{VisionLane: true})
+	if err != nil {
+		t.Fatalf("loading %s: %v", dir, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, b
+}
+
+func loadFixture(t testing.TB, model string, opts Options) (engine.Model, *Backend) {
+	return loadDir(t, fixture.ModelDir(model), opts)
+}
+
+// TestParityFP32 runs every golden case of both fixture models in fp32: the vision tower output,
+// the first-step logits and 24 greedy tokens must match transformers, with and without graphs,
+// with each comparison path.
+func TestParityFP32(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		opts  Options
+	}{
+		{"tiny-untied", Options{Precision: "fp32"}},
+		{"tiny-tied", Options{Precision: "fp32"}},
+		{"tiny-untied", Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
+		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true, NoPDL: true}},
+		{"tiny-untied", Options{Precision: "fp32", GemmEx: true}},
+	} {
+		golden, err := fixture.LoadGolden(tc.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, b := loadFixture(t, tc.model, tc.opts)
+		name := fmt.Sprintf("%s/graph=%v,flash=%v,cublas=%v,gemmex=%v", tc.model, !tc.opts.NoGraph, tc.opts.FlashOnly, tc.opts.DecodeCuBLAS, tc.opts.GemmEx)
+		t.Run(name, func(t *testing.T) {
+			for _, g := range golden.Cases {
+				t.Run(g.Case, func(t *testing.T) { fixture.CheckGolden(t, m, g, logitTol, visionTol) })
+			}
+			if err := b.GraphError(); err != nil && !tc.opts.NoGraph {
+				t.Errorf("graphs not used: %v", err)
+			}
+			if n := b.GraphRuns(); (n > 0) == tc.opts.NoGraph {
+				t.Errorf("%d passes ran as graphs (NoGraph %v)", n, tc.opts.NoGraph)
+			}
+		})
+	}
+}
+
+// TestBatchEqualsSingleFP32: on the GPU too, a batch of N mixed sequences (joining while others
+// decode, prefilled in chunks, leaving at different steps) gives exactly the greedy tokens each
+// gives alone.
+func TestBatchEqualsSingleFP32(t *testing.T) {
+	for _, model := range []string{"tiny-untied", "tiny-tied"} {
+		m, _ := loadFixture(t, model, Options{Precision: "fp32"})
+		t.Run(model, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, nil) })
+	}
+}
+
+// TestVisionLane: the tower on its lane (a stream and thread of its own) gives the rows it
+// gives on the decoder's stream, bit for bit, also while a generation runs beside it; in fp32
+// and bf16.
+func TestVisionLane(t *testing.T) {
+	for _, prec := range []string{"fp32", "bf16"} {
+		t.Run(prec, func(t *testing.T) {
+			lane, _ := loadFixture(t, "tiny-untied", Options{Precision: prec})
+			b, err := NewBackend(Options{Precision: prec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			serial, err := models.Load(fixture.ModelDir("tiny-untied"), b, models.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { serial.Close() })
+			fixture.CheckLane(t, lane, serial)
+		})
+	}
+}
+
+// TestBF16Runs runs the fixture cases in bf16: graphs and plain launches give the same tokens.
+// Agreement with the fp32 golden tokens is logged (bf16 changes near-ties of random weights).
+func TestBF16Runs(t *testing.T) {
+	golden, err := fixture.LoadGolden("tiny-untied")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph, gb := loadFixture(t, "tiny-untied", Options{})
+	plain, _ := loadFixture(t, "tiny-untied", Options{NoGraph: true})
+	ctx := context.Background()
+	agree, total := 0, 0
+	for _, g := range golden.Cases {
+		c, img := fixture.MustCase(t, g.Case)
+		var toks [2][]int32
+		for i, m := range []engine.Model{graph, plain} {
+			res, err := engine.Generate(ctx, m, engine.Request{IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: 8, IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks[i] = res.Tokens
+		}
+		if !slices.Equal(toks[0], toks[1]) {
+			t.Errorf("%s: graph tokens %v, plain %v", g.Case, toks[0], toks[1])
+		}
+		for i, tok := range toks[0] {
+			if i < len(g.Tokens) && tok == g.Tokens[i] {
+				agree++
+			}
+			total++
+		}
+	}
+	if err := gb.GraphError(); err != nil || gb.GraphRuns() == 0 {
+		t.Errorf("graphs not used (%d runs): %v", gb.GraphRuns(), err)
+	}
+	t.Logf("bf16 vs fp32 golden: %d/%d tokens agree", agree, total)
+}
+
+// TestGraphMatchesPlain compares the logits of recorded decode steps with plain launches, step by
+// step, in both precisions.
+func TestGraphMatchesPlain(t *testing.T) {
+	for _, prec := range []string{"fp32", "bf16"} {
+		t.Run(prec, func(t *testing.T) {
+			graph, _ := loadFixture(t, "tiny-untied", Options{Precision: prec})
+			plain, _ := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true})
+			c, img := fixture.MustCase(t, "rect_320x240")
+			ctx := context.Background()
+			var seqs [2]engine.Sequence
+			var last [2][]float32
+			pos, err := engine.PromptPositions(graph.Config(), c.InputIDs, []engine.Grid{c.Grid()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, m := range []engine.Model{graph, plain} {
+				emb, err := m.EncodeVision(ctx, img)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if seqs[i], err = m.NewSequence(len(c.InputIDs) + 8); err != nil {
+					t.Fatal(err)
+				}
+				defer seqs[i].Close()
+				l, err := m.Prefill(ctx, seqs[i], engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				last[i] = slices.Clone(l)
+			}
+			for step := range 6 {
+				if d := fixture.MaxDiff(last[0], last[1]); d != 0 {
+					t.Fatalf("step %d: graph and plain logits differ by %.3g", step, d)
+				}
+				tok := engine.Argmax(last[0])
+				at := int32(len(c.InputIDs) + step + pos.Delta)
+				for i, m := range []engine.Model{graph, plain} {
+					l, err := m.DecodeStep(ctx, seqs[i], tok, at)
+					if err != nil {
+						t.Fatal(err)
+					}
+					last[i] = slices.Clone(l)
+				}
+			}
+		})
+	}
+}
+
+// TestSweepFP32 runs the shape sweep (fixture.RunSweep, docs/testing.md) on the GPU in fp32: 14
+// seeded checkpoints of odd sizes (head dims no kernel is specialised for take the cuBLAS and
+// composed paths), three images each in both part orders; greedy tokens identical to
+// transformers, first-step logits within the sweep's tolerance.
+func TestSweepFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPath(), sweepLoader(Options{Precision: "fp32"}))
+}
+
+// sweepLoader loads a sweep checkpoint on a new GPU backend.
+func sweepLoader(opts Options) fixture.SweepLoader {
+	return fixture.SweepLoader{Name: "cuda-" + opts.Precision, Load: func(dir string) (engine.Model, error) {
+		b, err := NewBackend(opts)
+		if err != nil {
+			return nil, err
+		}
+		return models.Load(dir, b, models.Options{VisionLane: true})
+	}}
+}
+
+// qwen3Sweep loads the Qwen3-VL sweep golden and writes its model i to a temporary directory.
+func qwen3Sweep(t *testing.T, i int) (*fixture.Sweep, string) {
+	t.Helper()
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("qwen3_vl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i < 0 {
+		i += len(sw.Models)
+	}
+	dir := t.TempDir()
+	if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
+		t.Fatal(err)
+	}
+	return sw, dir
+}
+
+// TestSweepQwen3FP32 runs the Qwen3-VL shape sweep on the GPU in fp32: 11 seeded checkpoints
+// (head dims, deepstack blocks and position tables of many sizes), three images each in both
+// part orders; greedy tokens identical to transformers, first-step logits within tolerance.
+func TestSweepQwen3FP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("qwen3_vl"), sweepLoader(Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSingleQwen3FP32: Qwen3-VL's sweep cases batched (chunks splitting images and
+// their deepstack rows) give what each gives alone, fp32.
+func TestBatchEqualsSingleQwen3FP32(t *testing.T) {
+	for _, i := range []int{0, -1} {
+		sw, dir := qwen3Sweep(t, i)
+		m, _ := loadDir(t, dir, Options{Precision: "fp32"})
+		reqs, err := fixture.SweepRequests(sw, m.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, reqs) })
+	}
+}
+
+// TestBF16Qwen3GraphMatchesPlain: in bf16, Qwen3-VL's recorded decode steps (the pool kernel with
+// the q/k norms inside) give the tokens of plain launches (HeadNorm, then the kernel), and the
+// agreement with the fp32 golden is reported.
+func TestBF16Qwen3GraphMatchesPlain(t *testing.T) {
+	const model = 1 // g2-h28-d16: a head dim the pool kernel takes (the others attend per sequence)
+	sw, dir := qwen3Sweep(t, model)
+	graph, gb := loadDir(t, dir, Options{})
+	plain, _ := loadDir(t, dir, Options{NoGraph: true})
+	reqs, err := fixture.SweepRequests(sw, graph.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agree, total := 0, 0
+	for i, c := range sw.Cases {
+		var toks [2][]int32
+		for k, m := range []engine.Model{graph, plain} {
+			res, err := engine.Generate(context.Background(), m, engine.Request{IDs: c.InputIDs, Images: reqs[i].Images, MaxNewTokens: 8, IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks[k] = res.Tokens
+		}
+		if !slices.Equal(toks[0], toks[1]) {
+			t.Errorf("%s: graph tokens %v, plain %v", c.Name, toks[0], toks[1])
+		}
+		for j, tok := range toks[0] {
+			if tok == sw.Models[model].Results[i].Tokens[j] {
+				agree++
+			}
+			total++
+		}
+	}
+	if err := gb.GraphError(); err != nil || gb.GraphRuns() == 0 {
+		t.Errorf("graphs not used (%d runs): %v", gb.GraphRuns(), err)
+	}
+	t.Logf("bf16 vs fp32 golden: %d/%d tokens agree", agree, total)
+}
+
+// TestSweepInternVLFP32 runs the InternVL shape sweep on the GPU in fp32: 10 seeded checkpoints
+// (odd tower widths and head counts, GQA 1-8, tied and untied), images of 1, 3, 6 and 13 tiles in
+// both part orders; greedy tokens identical to transformers, first-step logits within tolerance.
+func TestSweepInternVLFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("internvl"), sweepLoader(Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSingleInternVLFP32: InternVL's sweep cases batched (chunks splitting the tiles'
+// rows) give what each gives alone, fp32.
+func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("internvl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, len(sw.Models) - 1} {
+		dir := t.TempDir()
+		if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := loadDir(t, dir, Options{Precision: "fp32"})
+		reqs, err := fixture.SweepRequests(sw, m.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(sw.Models[i].Name, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, reqs) })
+	}
+}
+
+// TestVisionBatchFP32: images of different grids in one tower pass (the scheduler's batched
+// vision) give the rows each gives alone, within visionTol: cuBLAS may pick another algorithm
+// for another row count, so the GPU is not held to the CPU's bit-for-bit (the token checks,
+// TestBatchEqualsSingle*, hold the tokens to exactly alone's).
+func TestVisionBatchFP32(t *testing.T) {
+	m, _ := loadFixture(t, "tiny-untied", Options{Precision: "fp32"})
+	var imgs []engine.Image
+	for i, g := range []engine.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 16, W: 16}, {T: 1, H: 6, W: 8}, {T: 1, H: 22, W: 10}} {
+		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
+	}
+	t.Run("qwen2_5_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, m, imgs, visionTol) })
+	_, dir := qwen3Sweep(t, 0)
+	q3, _ := loadDir(t, dir, Options{Precision: "fp32"})
+	imgs = imgs[:0]
+	for i, g := range []engine.Grid{{T: 1, H: 12, W: 16}, {T: 1, H: 6, W: 6}, {T: 1, H: 4, W: 8}, {T: 1, H: 20, W: 8}} {
+		imgs = append(imgs, fixture.SeededImage(q3.Config(), g, uint64(i+1)))
+	}
+	t.Run("qwen3_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, q3, imgs, visionTol) })
+}
