@@ -10,7 +10,7 @@ import (
 
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/embcache"
-	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/prep"
 )
 
@@ -24,7 +24,7 @@ const DefaultEmbeddingCacheBytes = 256 << 20
 const StageVisionCached = "vision_cached"
 
 // embedCache is a vision task's image-embedding cache: the vision tower's outputs of recent
-// images, kept where the engine made them (on the device for an engine.DeviceEncoder, in host
+// images, kept where the engine made them (on the device for an model.DeviceEncoder, in host
 // memory otherwise), keyed by everything that changes them.
 type embedCache struct {
 	c *embcache.Cache
@@ -78,12 +78,12 @@ type cachedVision struct {
 }
 
 // encodeFunc runs a model's vision tower on one image (the scheduler's, or the model's own).
-type encodeFunc func(ctx context.Context, img engine.Image) (*engine.Embeddings, error)
+type encodeFunc func(ctx context.Context, img model.Image) (*model.Embeddings, error)
 
 // embed sets img.Embeddings from the cache, or encodes img (and caches the result when there
 // is a cache and an image digest). The caller calls done once the engine is finished with the
 // rows; img's pixels are not needed after embed.
-func (ec *embedCache) embed(ctx context.Context, encode encodeFunc, sha string, pr *prep.Result, img *engine.Image) (cachedVision, error) {
+func (ec *embedCache) embed(ctx context.Context, encode encodeFunc, sha string, pr *prep.Result, img *model.Image) (cachedVision, error) {
 	cv := cachedVision{done: func() {}}
 	start := time.Now()
 	var key embcache.Key
@@ -143,7 +143,7 @@ func (ec *embedCache) close() {
 // engineTimings places the engine's stages from start. A request whose image rows came from the
 // cache has no vision stage but StageVisionCached (the lookup); a miss's vision stage includes
 // its encoding in the task.
-func engineTimings(start time.Time, cv cachedVision, gt engine.Timings) Timings {
+func engineTimings(start time.Time, cv cachedVision, gt model.Timings) Timings {
 	vision := cv.took + gt.Vision
 	stage := StageVision
 	if cv.hit {

@@ -9,18 +9,18 @@ import (
 
 	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
-	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // caseNamed is one reference case of a fixture model.
-func caseNamed(t *testing.T, model, name string) coretest.Case {
+func caseNamed(t *testing.T, fixtureName, name string) coretest.Case {
 	t.Helper()
-	for _, c := range coretest.Cases(t, model) {
+	for _, c := range coretest.Cases(t, fixtureName) {
 		if c.Name == name {
 			return c
 		}
 	}
-	t.Fatalf("%s: no case %s", model, name)
+	t.Fatalf("%s: no case %s", fixtureName, name)
 	return coretest.Case{}
 }
 
@@ -66,10 +66,10 @@ func metric(t *testing.T, reg *prometheus.Registry, name, result string) float64
 // instead) and the counter shows a hit; the same image at another budget (another plan, another
 // grid) misses.
 func TestEmbeddingCache(t *testing.T) {
-	for _, model := range []string{"tiny-untied", coretest.Qwen3} {
-		t.Run(model, func(t *testing.T) {
-			dir := coretest.Bundle(t, model, 4096)
-			c := caseNamed(t, model, "rect_320x240")
+	for _, name := range []string{"tiny-untied", coretest.Qwen3} {
+		t.Run(name, func(t *testing.T) {
+			dir := coretest.Bundle(t, name, 4096)
+			c := caseNamed(t, name, "rect_320x240")
 			open := func(capBytes int64) (*core.Runtime, *prometheus.Registry) {
 				reg := prometheus.NewRegistry()
 				rt, err := core.Open(t.Context(), core.Config{Bundles: []string{dir}, EmbeddingCacheBytes: capBytes}, core.WithRegisterer(reg))
@@ -82,7 +82,7 @@ func TestEmbeddingCache(t *testing.T) {
 			ask := func(rt *core.Runtime, p core.Params) *core.Result {
 				t.Helper()
 				p.MaxTokens, p.IgnoreEOS = 6, true
-				res, err := rt.Generate(t.Context(), core.Request{Model: model, Text: c.Question, Image: c.Image, Params: p}, nil)
+				res, err := rt.Generate(t.Context(), core.Request{Model: name, Text: c.Question, Image: c.Image, Params: p}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -136,10 +136,10 @@ func TestEmbeddingCache(t *testing.T) {
 // TestEmbeddingCacheCap streams distinct images through a cache that holds about one of them:
 // the bytes never pass the cap, evicted images miss again and still answer as uncached.
 func TestEmbeddingCacheCap(t *testing.T) {
-	const model = "tiny-untied"
-	dir := coretest.Bundle(t, model, 4096)
+	const name = "tiny-untied"
+	dir := coretest.Bundle(t, name, 4096)
 	var cases []coretest.Case
-	for _, c := range coretest.Cases(t, model) {
+	for _, c := range coretest.Cases(t, name) {
 		if c.PromptTokens < 150 { // the small ones: the test is about counting, not size
 			cases = append(cases, c)
 		}
@@ -154,14 +154,14 @@ func TestEmbeddingCacheCap(t *testing.T) {
 	t.Cleanup(func() { _ = plain.Close() })
 	ask := func(rt *core.Runtime, c coretest.Case) *core.Result {
 		t.Helper()
-		res, err := rt.Generate(t.Context(), core.Request{Model: model, Text: c.Question, Image: c.Image, Params: core.Params{MaxTokens: 3, IgnoreEOS: true}}, nil)
+		res, err := rt.Generate(t.Context(), core.Request{Model: name, Text: c.Question, Image: c.Image, Params: core.Params{MaxTokens: 3, IgnoreEOS: true}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
 	// the cap: about half the cases' rows (fp32 on the CPU), never less than the largest one's
-	cfg, err := engine.LoadConfig(dir)
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,9 +210,9 @@ func TestEmbeddingCacheCap(t *testing.T) {
 // others free their own rows), later ones borrow the cached rows, and every answer is the
 // reference's.
 func TestEmbeddingCacheConcurrent(t *testing.T) {
-	const model = "tiny-untied"
-	dir := coretest.Bundle(t, model, 4096)
-	c := caseNamed(t, model, "rect_320x240")
+	const name = "tiny-untied"
+	dir := coretest.Bundle(t, name, 4096)
+	c := caseNamed(t, name, "rect_320x240")
 	rt, err := core.Open(t.Context(), core.Config{Bundles: []string{dir}, Workers: 4, EmbeddingCacheBytes: core.DefaultEmbeddingCacheBytes})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func TestEmbeddingCacheConcurrent(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	req := core.Request{Model: model, Text: c.Question, Image: c.Image, Params: core.Params{MaxTokens: 4, IgnoreEOS: true}}
+	req := core.Request{Model: name, Text: c.Question, Image: c.Image, Params: core.Params{MaxTokens: 4, IgnoreEOS: true}}
 	var (
 		wg  sync.WaitGroup
 		mu  sync.Mutex

@@ -5,19 +5,19 @@ import (
 	"fmt"
 
 	"github.com/iris-vlm/iris/bundles"
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models"
 )
 
 // loadEngine loads the bundle's model on the backend its manifest names.
-func loadEngine(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (engine.Model, error) {
+func loadEngine(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (model.Model, error) {
 	m := b.Manifest
-	cfg, err := engine.LoadConfig(b.Dir)
+	cfg, err := model.LoadConfig(b.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("load engine: %w", err)
 	}
-	lim := engine.DefaultLimits(cfg)
+	lim := model.DefaultLimits(cfg)
 	lim.ContextLength = min(lim.ContextLength, m.Engine.ContextLength)
 	switch m.Engine.Backend {
 	case "cpu":

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // DefaultQueueDepth is how many requests of one model may wait for a worker when the
@@ -43,7 +44,7 @@ func poolOf(tasks ...any) KVPooled {
 		switch t := t.(type) {
 		case *visionTask:
 			// the engine itself: Close drops the task's reference, the pool stays readable
-			if p, ok := t.model.(engine.Pooled); ok {
+			if p, ok := t.model.(model.Pooled); ok {
 				return p
 			}
 		case KVPooled:
@@ -54,7 +55,7 @@ func poolOf(tasks ...any) KVPooled {
 }
 
 // acquire waits for one of the model's workers, counted as waiting meanwhile, then as running.
-func (m *model) acquire(ctx context.Context) error {
+func (m *servedModel) acquire(ctx context.Context) error {
 	m.waiting.Add(1)
 	defer m.waiting.Add(-1)
 	select {
@@ -67,13 +68,13 @@ func (m *model) acquire(ctx context.Context) error {
 }
 
 // release gives the worker back.
-func (m *model) release() {
+func (m *servedModel) release() {
 	m.running.Add(-1)
 	<-m.workers
 }
 
 // stats is a snapshot of the model's load.
-func (m *model) stats() Stats {
+func (m *servedModel) stats() Stats {
 	s := Stats{
 		Model: m.info.Name, Inside: int(m.inside.Load()), Capacity: int(m.limit),
 		Queued: int(m.waiting.Load()), Running: int(m.running.Load()),
@@ -81,7 +82,7 @@ func (m *model) stats() Stats {
 	if m.kv != nil {
 		s.KVUsed, s.KVTotal = m.kv.KVUse()
 	}
-	if h, ok := m.kv.(engine.PromptHeadCache); ok {
+	if h, ok := m.kv.(model.PromptHeadCache); ok {
 		s.HeadCache = true
 		s.PromptHeads, s.PromptHeadHits = h.PromptHeads()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/pixels"
 	"github.com/iris-vlm/iris/core/internal/plugin"
 	"github.com/iris-vlm/iris/core/internal/prep"
@@ -27,7 +28,7 @@ type visionTask struct {
 	tok   *tokenize.Tokenizer
 	plug  *plugin.Plugin
 	prep  *prep.Preparer
-	model engine.Model
+	model model.Model
 	// sched batches the model's requests (nil for a model that takes no batches: each
 	// request then runs alone)
 	sched *engine.Scheduler
@@ -86,7 +87,7 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 	if t.cache, err = newEmbedCache(b, env.EmbeddingCacheBytes, env.Registerer); err != nil {
 		return nil, err
 	}
-	if _, batches := t.model.(engine.Batcher); batches {
+	if _, batches := t.model.(model.Batcher); batches {
 		opts := engine.SchedulerOptions{MaxBatch: env.MaxBatch, StepTokens: env.BatchTokens, VisionAlone: env.VisionAlone, VisionPatches: env.VisionPatches, DecodeApart: env.DecodeApart, DecodeByRequest: env.DecodeByRequest,
 			DecodeHold: env.DecodeHold, DecodeHoldRows: env.DecodeHoldRows}
 		if t.sched, err = engine.NewScheduler(t.model, opts); err != nil {
@@ -165,9 +166,9 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 	}
 	req := engine.Request{
 		IDs: pr.InputIDs,
-		Images: []engine.Image{{
+		Images: []model.Image{{
 			Pixels: pr.PixelValues,
-			Grid:   engine.Grid{T: pr.Grid.T, H: pr.Grid.H, W: pr.Grid.W},
+			Grid:   model.Grid{T: pr.Grid.T, H: pr.Grid.H, W: pr.Grid.W},
 		}},
 		MaxNewTokens: in.Params.MaxTokens,
 		Sampling:     engine.Sampling{Temperature: in.Params.Temperature, TopK: in.Params.TopK, TopP: in.Params.TopP, Seed: in.Params.Seed},
@@ -196,7 +197,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		return nil, err
 	}
 	t1 := time.Now()
-	encode := func(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+	encode := func(ctx context.Context, img model.Image) (*model.Embeddings, error) {
 		return engine.Encode(ctx, t.model, img)
 	}
 	if t.sched != nil {
@@ -370,9 +371,9 @@ func prepError(err error) error {
 
 func boundsError(err error) error {
 	switch {
-	case errors.Is(err, engine.ErrContextExceeded):
+	case errors.Is(err, model.ErrContextExceeded):
 		return &Error{Kind: KindInvalid, Code: "context_length_exceeded", Param: "max_tokens", Message: err.Error(), Err: err}
-	case errors.Is(err, engine.ErrImageTooLarge):
+	case errors.Is(err, model.ErrImageTooLarge):
 		return &Error{Kind: KindInvalid, Code: "image_too_large", Param: "image", Message: err.Error(), Err: err}
 	}
 	return &Error{Kind: KindInvalid, Code: "invalid_request", Message: err.Error(), Err: err}

@@ -116,7 +116,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 //   - Generate is safe for concurrent use.
 //   - Close stops admitting requests, waits for running ones and frees every task.
 type Runtime struct {
-	models map[string]*model
+	models map[string]*servedModel
 	order  []string
 	tracer trace.Tracer
 	log    *slog.Logger
@@ -127,7 +127,7 @@ type Runtime struct {
 	wg     sync.WaitGroup
 }
 
-type model struct {
+type servedModel struct {
 	bundle  *bundles.Bundle
 	info    ModelInfo
 	vision  VisionTask
@@ -185,7 +185,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 	if cfg.QueueDepth == 0 {
 		cfg.QueueDepth = DefaultQueueDepth
 	}
-	r := &Runtime{models: map[string]*model{}, tracer: o.tracer.Tracer("github.com/iris-vlm/iris/core"), log: o.logger}
+	r := &Runtime{models: map[string]*servedModel{}, tracer: o.tracer.Tracer("github.com/iris-vlm/iris/core"), log: o.logger}
 	host, err := plugin.NewHost(plugin.Options{CacheDir: cfg.CacheDir, Registerer: o.registerer, TracerProvider: o.tracer, Logger: o.logger})
 	if err != nil {
 		return nil, fmt.Errorf("open runtime: %w", err)
@@ -203,7 +203,7 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Runtime, error) {
 			return nil, fmt.Errorf("open runtime: two bundles are named %q", m.Name)
 		}
 		st, _ := statTime(b.Path(bundles.ManifestName))
-		md := &model{
+		md := &servedModel{
 			bundle:  b,
 			workers: make(chan struct{}, cfg.Workers),
 			limit:   int64(cfg.Workers + cfg.QueueDepth),
@@ -555,7 +555,7 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 
 // runTask runs the request's task, turning a panic inside it into an internal error: a broken
 // task fails its request, never the server.
-func (r *Runtime) runTask(ctx context.Context, m *model, req *Request, img *Image, params Resolved, emit Emit) (res *Result, err error) {
+func (r *Runtime) runTask(ctx context.Context, m *servedModel, req *Request, img *Image, params Resolved, emit Emit) (res *Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("task panicked", "bundle", m.info.Name, "request_id", req.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
@@ -574,7 +574,7 @@ func (r *Runtime) runTask(ctx context.Context, m *model, req *Request, img *Imag
 }
 
 // retryAfter estimates when a slot frees up from the mean run time so far.
-func (m *model) retryAfter() time.Duration {
+func (m *servedModel) retryAfter() time.Duration {
 	n := m.served.Load()
 	if n == 0 {
 		return time.Second

@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/bundles"
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models"
 	"github.com/iris-vlm/iris/core/internal/pixels"
 	"github.com/iris-vlm/iris/core/internal/plugin"
@@ -26,20 +26,20 @@ import (
 // recorder is the real engine with a window on what the runtime hands it: the image the vision
 // tower gets and the prompt prefill gets.
 type recorder struct {
-	engine.Model
+	model.Model
 	mu     sync.Mutex
-	images []engine.Image
+	images []model.Image
 	ids    []int32
 }
 
-func (r *recorder) EncodeVision(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
+func (r *recorder) EncodeVision(ctx context.Context, img model.Image) (*model.Embeddings, error) {
 	r.mu.Lock()
-	r.images = append(r.images, engine.Image{Pixels: slices.Clone(img.Pixels), Grid: img.Grid})
+	r.images = append(r.images, model.Image{Pixels: slices.Clone(img.Pixels), Grid: img.Grid})
 	r.mu.Unlock()
 	return r.Model.EncodeVision(ctx, img)
 }
 
-func (r *recorder) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
+func (r *recorder) Prefill(ctx context.Context, seq model.Sequence, p model.Prompt) ([]float32, error) {
 	r.mu.Lock()
 	r.ids = slices.Clone(p.IDs)
 	r.mu.Unlock()
@@ -62,7 +62,7 @@ func testPNG(t *testing.T, w, h int) []byte {
 
 // TestVisionTaskRunsViews: an ABI-2 plan of views (the test plugin's tiles and thumbnail, in
 // Qwen2.5-VL's patch layout so the tiny checkpoint's vision tower can run them) goes through the
-// runtime as one engine.Image of Grid {T: views, H, W} whose pixels are the views' rows in order,
+// runtime as one model.Image of Grid {T: views, H, W} whose pixels are the views' rows in order,
 // and the frame's placeholders are that image's tokens.
 func TestVisionTaskRunsViews(t *testing.T) {
 	ctx := t.Context()
@@ -85,11 +85,11 @@ func TestVisionTaskRunsViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := models.Load(dir, be, models.Options{})
+	loaded, err := models.Load(dir, be, models.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = model.Close() })
+	t.Cleanup(func() { _ = loaded.Close() })
 
 	data := testPNG(t, 64, 48)
 	for _, tc := range []struct {
@@ -105,7 +105,7 @@ func TestVisionTaskRunsViews(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := &recorder{Model: model}
+			rec := &recorder{Model: loaded}
 			task := &visionTask{name: "views", tok: tok, plug: plug, prep: pr, model: rec, stop: []int32{151645}}
 			hdr, err := inspectImage(data, bundles.Image{MaxBytes: 1 << 20, MaxPixels: 1 << 20, MinSide: 1, MaxAspect: 200})
 			if err != nil {
@@ -132,7 +132,7 @@ func TestVisionTaskRunsViews(t *testing.T) {
 				t.Fatalf("the vision tower ran %d times, want once for the image of views", len(rec.images))
 			}
 			got := rec.images[0]
-			if got.Grid != (engine.Grid{T: tc.views, H: 4, W: 4}) || !slices.Equal(got.Pixels, want.PixelValues) {
+			if got.Grid != (model.Grid{T: tc.views, H: 4, W: 4}) || !slices.Equal(got.Pixels, want.PixelValues) {
 				t.Errorf("engine image: grid %+v, %d pixel values (prep: %d); want grid {T: %d, H: 4, W: 4} and prep's pixels",
 					got.Grid, len(got.Pixels), len(want.PixelValues), tc.views)
 			}

@@ -22,10 +22,11 @@ if [[ -n ${IRIS_QUACK:-} ]]; then
 fi
 flags=(-tags "$tags" -trimpath -ldflags '-s -w')
 # IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~23 MB):
-#   check    the test binaries of the cuda packages (run.sh check)
+#   check    the test binaries of the cuda packages: the backend's kernels (cuda.test) and the
+#            families' parity on it (cudaparity.test) (run.sh check)
 #   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare)
 #   qwen3    iris, gpucheck, httpbench and the qwen3_vl plugin (run.sh qwen3 2b|8b|tiny, run.sh vl)
-#   throughput  iris, httpbench, soak, cuda.test, gpucheck, the qwen2_5_vl plugin, and IRIS_BASE's build when
+#   throughput  iris, httpbench, soak, cuda.test, cudaparity.test, gpucheck, the qwen2_5_vl plugin, and IRIS_BASE's build when
 #            set (run.sh throughput, run.sh soak)
 #   internvl the same with the internvl plugin (run.sh internvl 2b|8b|tiny [parity|speed])
 #   demo     iris, accuracy and the qwen2_5_vl plugin (run.sh demo: issue 15's training call)
@@ -39,9 +40,11 @@ if [[ $phase == check || $phase == all ]]; then
   # test binaries keep their source paths: the fixture package finds testdata through them
   go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/ml/cuda/gpu
   go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/ml/cuda
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cudaparity.test" ./core/internal/enginetest/cudaparity
 fi
 if [[ $phase == throughput ]]; then
   go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/ml/cuda
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cudaparity.test" ./core/internal/enginetest/cudaparity
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
   go build -trimpath -ldflags '-s -w' -o "$out/bin/soak" ./benchmark/cmd/soak # issue 14's soak (run.sh soak)

@@ -362,7 +362,7 @@ vl_phase() {
 
 if [[ $phase == sweep ]]; then # the sweep alone (while it is being mended)
   step "shape sweep"
-  (cd core/internal/ml/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
+  (cd core/internal/enginetest/cudaparity && timeout 240 "$bin/cudaparity.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
   exit 0
 fi
 if [[ $phase == smoke || $phase == check ]]; then
@@ -371,9 +371,9 @@ if [[ $phase == smoke || $phase == check ]]; then
   step "kernels against CPU references"
   (cd core/internal/ml/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
-  (cd core/internal/ml/cuda && timeout 150 "$bin/cuda.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
+  (cd core/internal/enginetest/cudaparity && timeout 150 "$bin/cudaparity.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
   step "shape sweeps: 14 Qwen2.5-VL and 11 Qwen3-VL seeded checkpoints x 6 cases against transformers (fp32)"
-  (cd core/internal/ml/cuda && timeout 240 "$bin/cuda.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
+  (cd core/internal/enginetest/cudaparity && timeout 240 "$bin/cudaparity.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
 fi
 if [[ $phase == smoke ]]; then
   step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"
@@ -566,7 +566,8 @@ fi
 # unit_tests <timeout>: kernels, cuBLAS attention and tiny-fixture parity of the cuda package.
 unit_tests() {
   step "unit tests (kernels, decode attention, tiny-fixture parity)"
-  (cd core/internal/ml/cuda && timeout "$1" "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit ${PIPESTATUS[0]}
+  (cd core/internal/ml/cuda && timeout "$1" "$bin/cuda.test" -test.run 'Kernel|Attention' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit-kernels ${PIPESTATUS[0]}
+  (cd core/internal/enginetest/cudaparity && timeout "$1" "$bin/cudaparity.test" -test.run 'Parity|BF16|Graph' 2>&1 | grep -E -- '--- FAIL|FAIL|ok|PASS|panic|error|relative' | head -40); verdict unit-parity ${PIPESTATUS[0]}
 }
 # engine_benches <seconds>: gpucheck bench on the photo (throughput for <seconds> each), on
 # 640x480, then on the photo with the earlier products (cublasGemmEx after a bias kernel).
@@ -696,7 +697,8 @@ if [[ $phase == throughput ]]; then
   fi
   if [[ -x $bin/cuda.test && -z ${IRIS_NO_TESTS:-} ]]; then
     step "the cuda tests: kernels, parity sweeps, fp32 scheduled = alone, batch = single and batched vision = alone (tiny fixtures)"
-    (cd "$root/core/internal/ml/cuda" && budgeted sched-equals-alone 180 "$bin/cuda.test" -test.run 'Kernel|Attention|Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane|Sweep' -test.count 1 2>&1 | tail -40)
+    (cd "$root/core/internal/ml/cuda" && budgeted kernels 60 "$bin/cuda.test" -test.run 'Kernel|Attention' -test.count 1 2>&1 | tail -20)
+    (cd "$root/core/internal/enginetest/cudaparity" && budgeted sched-equals-alone 150 "$bin/cudaparity.test" -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane|Sweep' -test.count 1 2>&1 | tail -40)
   fi
   if [[ -x $bin/cuda.test && -n ${IRIS_BENCH:-} ]]; then
     # IRIS_BENCH=<regexp>: the cuda package's benchmarks matching it (e.g. PixelUpload)

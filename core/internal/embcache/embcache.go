@@ -1,5 +1,5 @@
 // Package embcache keeps vision-tower outputs for later requests with the same image: an LRU of
-// [engine.Embeddings] under a byte cap, whose device rows are refcounted so that eviction never
+// [model.Embeddings] under a byte cap, whose device rows are refcounted so that eviction never
 // releases rows a request is still reading.
 //
 // # Notes
@@ -20,7 +20,7 @@ import (
 	"encoding/binary"
 	"sync"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // Key identifies one image's embeddings: a digest over everything that changes them.
@@ -51,7 +51,7 @@ type Cache struct {
 
 type entry struct {
 	key  Key
-	emb  *engine.Embeddings
+	emb  *model.Embeddings
 	size int64
 	refs int  // leases outstanding
 	gone bool // evicted: the last lease releases the rows
@@ -87,7 +87,7 @@ func (c *Cache) Get(k Key) *Lease {
 // lease instead of releasing e. Put keeps nothing and returns nil when the cache is disabled,
 // when e alone is over the cap, or when k is cached already (a concurrent request encoded the
 // same image first): the caller still owns e.
-func (c *Cache) Put(k Key, e *engine.Embeddings, size int64) *Lease {
+func (c *Cache) Put(k Key, e *model.Embeddings, size int64) *Lease {
 	if c == nil || size > c.capBytes || size < 0 {
 		return nil
 	}
@@ -156,7 +156,7 @@ type Lease struct {
 }
 
 // Embeddings are the borrowed rows, valid until Release.
-func (l *Lease) Embeddings() *engine.Embeddings { return l.e.emb }
+func (l *Lease) Embeddings() *model.Embeddings { return l.e.emb }
 
 // Release ends the borrow; it is safe to call more than once.
 func (l *Lease) Release() {
@@ -170,13 +170,13 @@ func (l *Lease) Release() {
 	})
 }
 
-func release(e *engine.Embeddings) {
+func release(e *model.Embeddings) {
 	if e.Device != nil {
 		e.Device.Release()
 	}
 }
 
 // Size is what a cache counts for e: tokens x row width x elemSize bytes.
-func Size(e *engine.Embeddings, elemSize int) int64 {
+func Size(e *model.Embeddings, elemSize int) int64 {
 	return int64(e.Tokens) * int64(e.Dim) * int64(elemSize)
 }

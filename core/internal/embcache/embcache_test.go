@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // rows are fake device rows that count their releases.
@@ -15,9 +15,9 @@ type rows struct{ released atomic.Int32 }
 func (r *rows) Release() { r.released.Add(1) }
 
 // emb is tokens rows of width 4 on a fake device: 16 bytes a token at 4 bytes an element.
-func emb(tokens int) (*engine.Embeddings, *rows) {
+func emb(tokens int) (*model.Embeddings, *rows) {
 	r := &rows{}
-	return &engine.Embeddings{Tokens: tokens, Dim: 4, Device: r}, r
+	return &model.Embeddings{Tokens: tokens, Dim: 4, Device: r}, r
 }
 
 func key(i int) Key { return NewKey([]byte(fmt.Sprint(i))) }

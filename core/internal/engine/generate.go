@@ -1,3 +1,15 @@
+// Package engine runs a model: the generate loop (vision -> prefill -> decode, streaming each
+// token), the sampler, the request checks made before any kernel runs, and the [Scheduler] that
+// batches the requests of one model (continuous batching, the vision tower on lanes of its own).
+// It drives what a family implements (core/internal/model) and knows no family, no backend and no
+// cgo.
+//
+// # Notes
+//
+//   - [Check] runs before any kernel: the runtime calls it to refuse a request as a client error,
+//     and [Generate] calls it again first.
+//   - A [Scheduler] is safe for concurrent use; [Generate] on a model alone is as safe as the
+//     model is (one request at a time a sequence).
 package engine
 
 import (
@@ -5,6 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // ErrStop, returned by Request.OnToken, ends generation normally with FinishStop after that
@@ -24,7 +39,7 @@ const (
 type Request struct {
 	// IDs is the prompt, each image already expanded to Grid.Tokens placeholder ids.
 	IDs    []int32
-	Images []Image
+	Images []model.Image
 	// MaxNewTokens caps the generated tokens (a sampled stop token does not count).
 	MaxNewTokens int
 	Sampling     Sampling
@@ -58,13 +73,13 @@ type Result struct {
 	// PromptTokens counts the prompt (image tokens included); ImageTokens the image tokens.
 	PromptTokens int
 	ImageTokens  int
-	Timings      Timings
+	Timings      model.Timings
 }
 
 // Encode runs m's vision tower on img: its rows stay on the device when m keeps them there
 // (DeviceEncoder; the caller releases e.Device), else they come back to the host.
-func Encode(ctx context.Context, m Model, img Image) (*Embeddings, error) {
-	if enc, ok := m.(DeviceEncoder); ok {
+func Encode(ctx context.Context, m model.Model, img model.Image) (*model.Embeddings, error) {
+	if enc, ok := m.(model.DeviceEncoder); ok {
 		return enc.EncodeVisionDevice(ctx, img)
 	}
 	return m.EncodeVision(ctx, img)
@@ -73,7 +88,7 @@ func Encode(ctx context.Context, m Model, img Image) (*Embeddings, error) {
 // Generate runs a request on m alone: Check, the vision tower for each image, prefill, then
 // decode steps until a stop token or MaxNewTokens. ctx is checked between steps; on cancellation
 // the error wraps ctx.Err(). A [Scheduler] runs requests the same way, several in each pass.
-func Generate(ctx context.Context, m Model, req Request) (*Result, error) {
+func Generate(ctx context.Context, m model.Model, req Request) (*Result, error) {
 	return generate(ctx, m, req, alone(m))
 }
 
@@ -83,57 +98,57 @@ type driver struct {
 	// image placeholders is never split.
 	chunk int
 	// encode runs the vision tower on one image.
-	encode func(ctx context.Context, img Image) (*Embeddings, error)
+	encode func(ctx context.Context, img model.Image) (*model.Embeddings, error)
 	// alloc makes the request's sequence; release follows its Close (with its chain, if any).
-	alloc   func(ctx context.Context, capacity int) (Sequence, error)
+	alloc   func(ctx context.Context, capacity int) (model.Sequence, error)
 	release func(c *chain)
 	// step runs one input: a prefill chunk or, with decode, one token. c, when set, continues
 	// the sequence after it (a Scheduler's chain; the last prefill chunk of a greedy request).
-	step func(ctx context.Context, in Input, decode bool, c *chain) (Output, error)
+	step func(ctx context.Context, in model.Input, decode bool, c *chain) (model.Output, error)
 	// next, when set, takes a chain's next decode step (queued by the driver itself) and stop
 	// ends the chain; without them, every step goes through step.
-	next func(ctx context.Context, c *chain) (Output, error)
+	next func(ctx context.Context, c *chain) (model.Output, error)
 	stop func(c *chain)
 }
 
 // alone drives m one request at a time: a Batcher's batch of one, else the Model's own calls.
-func alone(m Model) driver {
+func alone(m model.Model) driver {
 	d := driver{
-		encode:  func(ctx context.Context, img Image) (*Embeddings, error) { return Encode(ctx, m, img) },
-		alloc:   func(_ context.Context, n int) (Sequence, error) { return m.NewSequence(n) },
+		encode:  func(ctx context.Context, img model.Image) (*model.Embeddings, error) { return Encode(ctx, m, img) },
+		alloc:   func(_ context.Context, n int) (model.Sequence, error) { return m.NewSequence(n) },
 		release: func(*chain) {},
 	}
-	if b, ok := m.(Batcher); ok {
-		d.step = func(ctx context.Context, in Input, _ bool, _ *chain) (Output, error) {
-			out, err := b.Forward(ctx, []Input{in})
+	if b, ok := m.(model.Batcher); ok {
+		d.step = func(ctx context.Context, in model.Input, _ bool, _ *chain) (model.Output, error) {
+			out, err := b.Forward(ctx, []model.Input{in})
 			if err != nil {
-				return Output{}, err
+				return model.Output{}, err
 			}
 			return out[0], nil
 		}
 		return d
 	}
-	greedy, _ := m.(GreedyModel)
-	d.step = func(ctx context.Context, in Input, decode bool, _ *chain) (out Output, err error) {
+	greedy, _ := m.(model.GreedyModel)
+	d.step = func(ctx context.Context, in model.Input, decode bool, _ *chain) (out model.Output, err error) {
 		switch {
 		case decode && !in.Logits && greedy != nil:
 			out.Argmax, err = greedy.DecodeStepGreedy(ctx, in.Seq, in.IDs[0], in.Positions.T[0])
 		case decode:
 			out.Logits, err = m.DecodeStep(ctx, in.Seq, in.IDs[0], in.Positions.T[0])
 		case !in.Logits && greedy != nil:
-			out.Argmax, err = greedy.PrefillGreedy(ctx, in.Seq, Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images})
+			out.Argmax, err = greedy.PrefillGreedy(ctx, in.Seq, model.Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images})
 		default:
-			out.Logits, err = m.Prefill(ctx, in.Seq, Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images})
+			out.Logits, err = m.Prefill(ctx, in.Seq, model.Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images})
 		}
 		if err == nil && out.Logits != nil {
-			out.Argmax = Argmax(out.Logits) // a Model without GreedyModel: the host's choice
+			out.Argmax = ml.Argmax(out.Logits) // a Model without GreedyModel: the host's choice
 		}
 		return out, err
 	}
 	return d
 }
 
-func generate(ctx context.Context, m Model, req Request, d driver) (*Result, error) {
+func generate(ctx context.Context, m model.Model, req Request, d driver) (*Result, error) {
 	cfg := m.Config()
 	if err := Check(cfg, m.Limits(), &req); err != nil {
 		return nil, err
@@ -141,8 +156,8 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 	res := &Result{PromptTokens: len(req.IDs)}
 
 	start := time.Now()
-	grids := make([]Grid, len(req.Images))
-	embeds := make([]*Embeddings, len(req.Images))
+	grids := make([]model.Grid, len(req.Images))
+	embeds := make([]*model.Embeddings, len(req.Images))
 	for i, img := range req.Images {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
@@ -163,7 +178,7 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 	}
 	res.Timings.Vision = time.Since(start)
 
-	pos, err := PromptPositions(cfg, req.IDs, grids)
+	pos, err := model.PromptPositions(cfg, req.IDs, grids)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +210,7 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		ch = &chain{stop: stop, left: req.MaxNewTokens - 1, pos: int32(len(req.IDs) + pos.Delta)}
 		defer d.stop(ch) // before the sequence is freed: a step in a pass writes its cache
 	}
-	var out Output
+	var out model.Output
 	start = time.Now()
 	image := 0
 	tokens := make([]int, len(embeds))
@@ -203,7 +218,7 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 		tokens[i] = e.Tokens
 	}
 	for _, c := range prefillChunks(req.IDs, cfg.ImageTokenID, d.chunk, tokens) {
-		in := Input{Seq: seq, IDs: req.IDs[c.from:c.to], Positions: pos.slice(c.from, c.to), Logits: logits && c.to == len(req.IDs)}
+		in := model.Input{Seq: seq, IDs: req.IDs[c.from:c.to], Positions: pos.Slice(c.from, c.to), Logits: logits && c.to == len(req.IDs)}
 		in.Images = embeds[image : image+c.images]
 		image += c.images
 		var follow *chain
@@ -257,7 +272,7 @@ func generate(ctx context.Context, m Model, req Request, d driver) (*Result, err
 			// The token sits at absolute index len(prompt)+len(answer)-1 and rotates at that
 			// index plus rope_delta on all three axes.
 			at := int32(len(req.IDs) + len(res.Tokens) - 1 + pos.Delta)
-			out, err = d.step(ctx, DecodeInput(seq, tok, at, logits), true, nil)
+			out, err = d.step(ctx, model.DecodeInput(seq, tok, at, logits), true, nil)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("decode step %d: %w", len(res.Tokens), err)

@@ -10,13 +10,15 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // fakeModel is a deterministic test double: the logits of a step put all mass on a token given
 // by script[step], and it records every call so tests can see what Generate asked for.
 type fakeModel struct {
-	cfg    *engine.Config
-	lim    engine.Limits
+	cfg    *model.Config
+	lim    model.Limits
 	script []int32
 	calls  []string
 	pos    []int32 // DecodeStep positions
@@ -37,28 +39,28 @@ func (s *fakeSeq) Reset()       { s.n = 0 }
 func (s *fakeSeq) Close() error { s.closed = true; s.m.closed++; return nil }
 
 func newFake(script ...int32) *fakeModel {
-	cfg := &engine.Config{
+	cfg := &model.Config{
 		ModelType: "fake",
-		Text:      engine.TextConfig{Hidden: 4, Vocab: 16, MaxPositions: 64},
-		Vision: engine.VisionConfig{
+		Text:      model.TextConfig{Hidden: 4, Vocab: 16, MaxPositions: 64},
+		Vision: model.VisionConfig{
 			InChannels: 1, TemporalPatchSize: 1, PatchSize: 1, MergeSize: 2, OutHidden: 4,
 		},
 		ImageTokenID: 15,
 	}
-	return &fakeModel{cfg: cfg, lim: engine.Limits{ContextLength: 32, MaxImages: 2, MaxImagePatches: 16, MaxGridSide: 4}, script: script}
+	return &fakeModel{cfg: cfg, lim: model.Limits{ContextLength: 32, MaxImages: 2, MaxImagePatches: 16, MaxGridSide: 4}, script: script}
 }
 
-func (m *fakeModel) Config() *engine.Config { return m.cfg }
-func (m *fakeModel) Limits() engine.Limits  { return m.lim }
-func (m *fakeModel) Close() error           { return nil }
+func (m *fakeModel) Config() *model.Config { return m.cfg }
+func (m *fakeModel) Limits() model.Limits  { return m.lim }
+func (m *fakeModel) Close() error          { return nil }
 
-func (m *fakeModel) EncodeVision(_ context.Context, img engine.Image) (*engine.Embeddings, error) {
+func (m *fakeModel) EncodeVision(_ context.Context, img model.Image) (*model.Embeddings, error) {
 	m.calls = append(m.calls, "vision")
 	n := img.Grid.Tokens(2)
-	return &engine.Embeddings{Tokens: n, Dim: 4, Data: make([]float32, n*4)}, nil
+	return &model.Embeddings{Tokens: n, Dim: 4, Data: make([]float32, n*4)}, nil
 }
 
-func (m *fakeModel) NewSequence(capacity int) (engine.Sequence, error) {
+func (m *fakeModel) NewSequence(capacity int) (model.Sequence, error) {
 	m.calls = append(m.calls, fmt.Sprintf("seq %d", capacity))
 	return &fakeSeq{m: m, cap: capacity}, nil
 }
@@ -70,13 +72,13 @@ func (m *fakeModel) logits() []float32 {
 	return l
 }
 
-func (m *fakeModel) Prefill(_ context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
+func (m *fakeModel) Prefill(_ context.Context, seq model.Sequence, p model.Prompt) ([]float32, error) {
 	m.calls = append(m.calls, fmt.Sprintf("prefill %d delta %d images %d", len(p.IDs), p.Positions.Delta, len(p.Images)))
 	seq.(*fakeSeq).n += len(p.IDs)
 	return m.logits(), nil
 }
 
-func (m *fakeModel) DecodeStep(_ context.Context, seq engine.Sequence, token, pos int32) ([]float32, error) {
+func (m *fakeModel) DecodeStep(_ context.Context, seq model.Sequence, token, pos int32) ([]float32, error) {
 	m.calls = append(m.calls, "decode")
 	m.fed = append(m.fed, token)
 	m.pos = append(m.pos, pos)
@@ -87,7 +89,7 @@ func (m *fakeModel) DecodeStep(_ context.Context, seq engine.Sequence, token, po
 func TestGenerate(t *testing.T) {
 	// 2 text tokens, a 2x2-token image (4x4 patches), 1 text token: delta = 5 - 7 = -2
 	prompt := []int32{1, 2, 15, 15, 15, 15, 3}
-	image := engine.Image{Pixels: make([]float32, 16), Grid: engine.Grid{T: 1, H: 4, W: 4}}
+	image := model.Image{Pixels: make([]float32, 16), Grid: model.Grid{T: 1, H: 4, W: 4}}
 	tests := []struct {
 		name       string
 		script     []int32
@@ -126,7 +128,7 @@ func TestGenerate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newFake(tt.script...)
 			req := tt.req
-			req.IDs, req.Images = prompt, []engine.Image{image}
+			req.IDs, req.Images = prompt, []model.Image{image}
 			var streamed []int32
 			req.OnToken = func(id int32) error { streamed = append(streamed, id); return nil }
 			res, err := engine.Generate(context.Background(), m, req)
@@ -164,10 +166,10 @@ func TestGenerate(t *testing.T) {
 
 func TestGenerateCachedEmbeddings(t *testing.T) {
 	m := newFake(5)
-	emb := &engine.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4)}
+	emb := &model.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4)}
 	res, err := engine.Generate(context.Background(), m, engine.Request{
 		IDs:          []int32{1, 15, 2},
-		Images:       []engine.Image{{Grid: engine.Grid{T: 1, H: 2, W: 2}, Embeddings: emb}},
+		Images:       []model.Image{{Grid: model.Grid{T: 1, H: 2, W: 2}, Embeddings: emb}},
 		MaxNewTokens: 1,
 	})
 	if err != nil {
@@ -189,12 +191,12 @@ type fakeRows struct{ m *deviceFake }
 
 func (r fakeRows) Release() { r.m.released++ }
 
-func (m *deviceFake) EncodeVisionDevice(_ context.Context, img engine.Image) (*engine.Embeddings, error) {
+func (m *deviceFake) EncodeVisionDevice(_ context.Context, img model.Image) (*model.Embeddings, error) {
 	m.calls = append(m.calls, "vision device")
-	return &engine.Embeddings{Tokens: img.Grid.Tokens(2), Dim: 4, Device: fakeRows{m}}, nil
+	return &model.Embeddings{Tokens: img.Grid.Tokens(2), Dim: 4, Device: fakeRows{m}}, nil
 }
 
-func (m *deviceFake) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
+func (m *deviceFake) Prefill(ctx context.Context, seq model.Sequence, p model.Prompt) ([]float32, error) {
 	if _, err := p.Flatten(m.cfg); err != nil {
 		return nil, err
 	}
@@ -214,9 +216,9 @@ func (m *deviceFake) Prefill(ctx context.Context, seq engine.Sequence, p engine.
 func TestGenerateDeviceEmbeddings(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		m := &deviceFake{fakeModel: newFake(5), fail: fail}
-		image := engine.Image{Pixels: make([]float32, 4), Grid: engine.Grid{T: 1, H: 2, W: 2}}
+		image := model.Image{Pixels: make([]float32, 4), Grid: model.Grid{T: 1, H: 2, W: 2}}
 		_, err := engine.Generate(context.Background(), m, engine.Request{
-			IDs: []int32{1, 15, 2, 15}, Images: []engine.Image{image, image}, MaxNewTokens: 2,
+			IDs: []int32{1, 15, 2, 15}, Images: []model.Image{image, image}, MaxNewTokens: 2,
 		})
 		if (err != nil) != fail {
 			t.Fatalf("fail=%v: err = %v", fail, err)
@@ -230,16 +232,16 @@ func TestGenerateDeviceEmbeddings(t *testing.T) {
 // greedyFake is fakeModel with a GreedyModel: the same script, as token ids.
 type greedyFake struct{ *fakeModel }
 
-func (m greedyFake) PrefillGreedy(ctx context.Context, seq engine.Sequence, p engine.Prompt) (int32, error) {
+func (m greedyFake) PrefillGreedy(ctx context.Context, seq model.Sequence, p model.Prompt) (int32, error) {
 	l, err := m.fakeModel.Prefill(ctx, seq, p)
 	m.calls[len(m.calls)-1] += " greedy"
-	return engine.Argmax(l), err
+	return ml.Argmax(l), err
 }
 
-func (m greedyFake) DecodeStepGreedy(ctx context.Context, seq engine.Sequence, token, pos int32) (int32, error) {
+func (m greedyFake) DecodeStepGreedy(ctx context.Context, seq model.Sequence, token, pos int32) (int32, error) {
 	l, err := m.fakeModel.DecodeStep(ctx, seq, token, pos)
 	m.calls[len(m.calls)-1] += " greedy"
-	return engine.Argmax(l), err
+	return ml.Argmax(l), err
 }
 
 // TestGenerateGreedyModel checks that greedy requests take a GreedyModel's device argmax (same
@@ -306,22 +308,22 @@ func TestGenerateLogprobs(t *testing.T) {
 // TestFlattenMixedEmbeddings refuses a prompt whose images are partly on a device.
 func TestFlattenMixedEmbeddings(t *testing.T) {
 	m := &deviceFake{fakeModel: newFake(5)}
-	host := &engine.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4)}
-	dev := &engine.Embeddings{Tokens: 1, Dim: 4, Device: fakeRows{m}}
-	both := &engine.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4), Device: fakeRows{m}}
-	pos := engine.Positions{T: make([]int32, 3), H: make([]int32, 3), W: make([]int32, 3)}
+	host := &model.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4)}
+	dev := &model.Embeddings{Tokens: 1, Dim: 4, Device: fakeRows{m}}
+	both := &model.Embeddings{Tokens: 1, Dim: 4, Data: make([]float32, 4), Device: fakeRows{m}}
+	pos := model.Positions{T: make([]int32, 3), H: make([]int32, 3), W: make([]int32, 3)}
 	for _, tc := range []struct {
 		name   string
-		images []*engine.Embeddings
+		images []*model.Embeddings
 		ok     bool
 	}{
-		{"host", []*engine.Embeddings{host, host}, true},
-		{"device", []*engine.Embeddings{dev, dev}, true},
-		{"mixed", []*engine.Embeddings{host, dev}, false},
-		{"data and device", []*engine.Embeddings{both, both}, false},
+		{"host", []*model.Embeddings{host, host}, true},
+		{"device", []*model.Embeddings{dev, dev}, true},
+		{"mixed", []*model.Embeddings{host, dev}, false},
+		{"data and device", []*model.Embeddings{both, both}, false},
 	} {
-		_, err := engine.Prompt{IDs: []int32{15, 1, 15}, Positions: pos, Images: tc.images}.Flatten(m.cfg)
-		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, engine.ErrInvalidInput)) {
+		_, err := model.Prompt{IDs: []int32{15, 1, 15}, Positions: pos, Images: tc.images}.Flatten(m.cfg)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ml.ErrInvalidInput)) {
 			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}
@@ -391,8 +393,8 @@ func TestGenerateCallbackStop(t *testing.T) {
 func TestGenerateRefusesFirst(t *testing.T) {
 	m := newFake(5)
 	_, err := engine.Generate(context.Background(), m, engine.Request{IDs: make([]int32, 30), MaxNewTokens: 3})
-	var be *engine.BoundsError
-	if !errors.Is(err, engine.ErrContextExceeded) || !errors.As(err, &be) || be.Got != 33 || be.Limit != 32 {
+	var be *model.BoundsError
+	if !errors.Is(err, model.ErrContextExceeded) || !errors.As(err, &be) || be.Got != 33 || be.Limit != 32 {
 		t.Fatalf("err = %v, want a BoundsError 33 > 32", err)
 	}
 	if len(m.calls) != 0 {
@@ -402,35 +404,35 @@ func TestGenerateRefusesFirst(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	cfg := newFake().cfg
-	lim := engine.Limits{ContextLength: 32, MaxImages: 1, MaxImagePatches: 16, MaxGridSide: 4}
+	lim := model.Limits{ContextLength: 32, MaxImages: 1, MaxImagePatches: 16, MaxGridSide: 4}
 	px := func(n int) []float32 { return make([]float32, n) }
 	tests := []struct {
 		name string
 		req  engine.Request
 		is   error // nil: accepted
 	}{
-		{"ok", engine.Request{IDs: []int32{1, 15, 2}, MaxNewTokens: 29, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, nil},
+		{"ok", engine.Request{IDs: []int32{1, 15, 2}, MaxNewTokens: 29, Images: []model.Image{{Pixels: px(4), Grid: model.Grid{T: 1, H: 2, W: 2}}}}, nil},
 		{"context exactly full", engine.Request{IDs: []int32{1, 2}, MaxNewTokens: 30}, nil},
-		{"context exceeded", engine.Request{IDs: []int32{1, 2}, MaxNewTokens: 31}, engine.ErrContextExceeded},
-		{"image tokens count", engine.Request{IDs: append(make([]int32, 2), 15, 15, 15, 15), MaxNewTokens: 27, Images: []engine.Image{{Pixels: px(16), Grid: engine.Grid{T: 1, H: 4, W: 4}}}}, engine.ErrContextExceeded},
-		{"grid side", engine.Request{IDs: []int32{15, 15, 15, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(12 * 2), Grid: engine.Grid{T: 1, H: 6, W: 4}}}}, engine.ErrImageTooLarge},
-		{"too many patches", engine.Request{IDs: []int32{15, 15, 15, 15, 15, 15, 15, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(32), Grid: engine.Grid{T: 2, H: 4, W: 4}}}}, engine.ErrImageTooLarge},
-		{"too many images", engine.Request{IDs: []int32{15, 1, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}, {Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrImageTooLarge},
-		{"empty prompt", engine.Request{MaxNewTokens: 1}, engine.ErrInvalidInput},
-		{"no new tokens", engine.Request{IDs: []int32{1}}, engine.ErrInvalidInput},
-		{"id outside vocab", engine.Request{IDs: []int32{16}, MaxNewTokens: 1}, engine.ErrInvalidInput},
-		{"negative id", engine.Request{IDs: []int32{-1}, MaxNewTokens: 1}, engine.ErrInvalidInput},
-		{"placeholders without image", engine.Request{IDs: []int32{15}, MaxNewTokens: 1}, engine.ErrInvalidInput},
-		{"image without placeholders", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
-		{"one image in two runs", engine.Request{IDs: []int32{15, 1, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(8), Grid: engine.Grid{T: 2, H: 2, W: 2}}}}, nil},
-		{"a run left over", engine.Request{IDs: []int32{15, 1, 15, 1, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(8), Grid: engine.Grid{T: 2, H: 2, W: 2}}}}, engine.ErrInvalidInput},
-		{"placeholder count", engine.Request{IDs: []int32{15, 15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(4), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
-		{"pixel count", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(3), Grid: engine.Grid{T: 1, H: 2, W: 2}}}}, engine.ErrInvalidInput},
-		{"odd grid", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []engine.Image{{Pixels: px(6), Grid: engine.Grid{T: 1, H: 3, W: 2}}}}, engine.ErrInvalidInput},
-		{"bad embeddings", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []engine.Image{{Grid: engine.Grid{T: 1, H: 2, W: 2}, Embeddings: &engine.Embeddings{Tokens: 1, Dim: 3, Data: px(3)}}}}, engine.ErrInvalidInput},
-		{"negative temperature", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: -1}}, engine.ErrInvalidInput},
-		{"top_p over one", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: 1, TopP: 1.5}}, engine.ErrInvalidInput},
-		{"nan temperature", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: math.NaN()}}, engine.ErrInvalidInput},
+		{"context exceeded", engine.Request{IDs: []int32{1, 2}, MaxNewTokens: 31}, model.ErrContextExceeded},
+		{"image tokens count", engine.Request{IDs: append(make([]int32, 2), 15, 15, 15, 15), MaxNewTokens: 27, Images: []model.Image{{Pixels: px(16), Grid: model.Grid{T: 1, H: 4, W: 4}}}}, model.ErrContextExceeded},
+		{"grid side", engine.Request{IDs: []int32{15, 15, 15, 15}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(12 * 2), Grid: model.Grid{T: 1, H: 6, W: 4}}}}, model.ErrImageTooLarge},
+		{"too many patches", engine.Request{IDs: []int32{15, 15, 15, 15, 15, 15, 15, 15}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(32), Grid: model.Grid{T: 2, H: 4, W: 4}}}}, model.ErrImageTooLarge},
+		{"too many images", engine.Request{IDs: []int32{15, 1, 15}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(4), Grid: model.Grid{T: 1, H: 2, W: 2}}, {Pixels: px(4), Grid: model.Grid{T: 1, H: 2, W: 2}}}}, model.ErrImageTooLarge},
+		{"empty prompt", engine.Request{MaxNewTokens: 1}, ml.ErrInvalidInput},
+		{"no new tokens", engine.Request{IDs: []int32{1}}, ml.ErrInvalidInput},
+		{"id outside vocab", engine.Request{IDs: []int32{16}, MaxNewTokens: 1}, ml.ErrInvalidInput},
+		{"negative id", engine.Request{IDs: []int32{-1}, MaxNewTokens: 1}, ml.ErrInvalidInput},
+		{"placeholders without image", engine.Request{IDs: []int32{15}, MaxNewTokens: 1}, ml.ErrInvalidInput},
+		{"image without placeholders", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(4), Grid: model.Grid{T: 1, H: 2, W: 2}}}}, ml.ErrInvalidInput},
+		{"one image in two runs", engine.Request{IDs: []int32{15, 1, 15}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(8), Grid: model.Grid{T: 2, H: 2, W: 2}}}}, nil},
+		{"a run left over", engine.Request{IDs: []int32{15, 1, 15, 1, 15}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(8), Grid: model.Grid{T: 2, H: 2, W: 2}}}}, ml.ErrInvalidInput},
+		{"placeholder count", engine.Request{IDs: []int32{15, 15}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(4), Grid: model.Grid{T: 1, H: 2, W: 2}}}}, ml.ErrInvalidInput},
+		{"pixel count", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(3), Grid: model.Grid{T: 1, H: 2, W: 2}}}}, ml.ErrInvalidInput},
+		{"odd grid", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []model.Image{{Pixels: px(6), Grid: model.Grid{T: 1, H: 3, W: 2}}}}, ml.ErrInvalidInput},
+		{"bad embeddings", engine.Request{IDs: []int32{15}, MaxNewTokens: 1, Images: []model.Image{{Grid: model.Grid{T: 1, H: 2, W: 2}, Embeddings: &model.Embeddings{Tokens: 1, Dim: 3, Data: px(3)}}}}, ml.ErrInvalidInput},
+		{"negative temperature", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: -1}}, ml.ErrInvalidInput},
+		{"top_p over one", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: 1, TopP: 1.5}}, ml.ErrInvalidInput},
+		{"nan temperature", engine.Request{IDs: []int32{1}, MaxNewTokens: 1, Sampling: engine.Sampling{Temperature: math.NaN()}}, ml.ErrInvalidInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

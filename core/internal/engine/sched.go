@@ -9,11 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// ErrKVFull reports a model's KV-cache pool without room for a sequence. A [Scheduler] waits
-// for blocks instead while other sequences hold them.
-var ErrKVFull = errors.New("KV cache pool full")
+	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
+)
 
 // DefaultDecodeHold is SchedulerOptions.DecodeHold's default: on the H200 at c=64 holds of 10
 // and 30 ms gave the same images/s, 1-2% more than none, with a lower p95 latency and TTFT.
@@ -105,8 +104,8 @@ func (o SchedulerOptions) withDefaults() SchedulerOptions {
 // them (admission by free blocks, in arrival order), and a cancelled one frees its blocks as soon
 // as the pass it is in ends.
 type Scheduler struct {
-	m    Model
-	b    Batcher
+	m    model.Model
+	b    model.Batcher
 	opts SchedulerOptions
 
 	mu     sync.Mutex
@@ -177,35 +176,35 @@ func (s *Scheduler) timed(phase, n int, fn func()) {
 
 // job is one input waiting for, or in, a pass.
 type job struct {
-	in     Input
+	in     model.Input
 	decode bool
 	chain  *chain // the request's decode steps, queued by the scheduler after this one
 	taken  bool   // in a pass: its caller waits for the pass before freeing the sequence
-	out    Output
+	out    model.Output
 	err    error
 	finish chan struct{}
 }
 
 // imageJob is one image waiting for, or in, the vision tower.
 type imageJob struct {
-	img    Image
+	img    model.Image
 	taken  bool
-	out    *Embeddings
+	out    *model.Embeddings
 	err    error
 	finish chan struct{}
 }
 
 // NewScheduler starts a scheduler over m, which must be a Batcher. Close stops it.
-func NewScheduler(m Model, opts SchedulerOptions) (*Scheduler, error) {
-	b, ok := m.(Batcher)
+func NewScheduler(m model.Model, opts SchedulerOptions) (*Scheduler, error) {
+	b, ok := m.(model.Batcher)
 	if !ok {
-		return nil, fmt.Errorf("model %s does not take batches: %w", m.Config().ModelType, ErrUnsupported)
+		return nil, fmt.Errorf("model %s does not take batches: %w", m.Config().ModelType, model.ErrUnsupported)
 	}
 	s := &Scheduler{m: m, b: b, opts: opts.withDefaults(), freed: make(chan struct{}),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-	if pe, ok := m.(ParallelEncoder); ok && pe.ParallelVision() {
+	if pe, ok := m.(model.ParallelEncoder); ok && pe.ParallelVision() {
 		s.vkick, s.vloops = make(chan struct{}, 1), 1
-		if vl, ok := m.(VisionLaner); ok {
+		if vl, ok := m.(model.VisionLaner); ok {
 			s.vloops = max(vl.VisionLanes(), 1)
 		}
 		for range s.vloops {
@@ -227,12 +226,12 @@ func (s *Scheduler) Generate(ctx context.Context, req Request) (*Result, error) 
 
 // Encode runs the vision tower on img in the scheduler's next round, as [Encode] does (rows on
 // the device when the model keeps them there: the caller releases them).
-func (s *Scheduler) Encode(ctx context.Context, img Image) (*Embeddings, error) {
+func (s *Scheduler) Encode(ctx context.Context, img model.Image) (*model.Embeddings, error) {
 	j := &imageJob{img: img, finish: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, ErrClosed
+		return nil, ml.ErrClosed
 	}
 	s.images = append(s.images, j)
 	s.mu.Unlock()
@@ -312,11 +311,11 @@ func (s *Scheduler) Close() error {
 	<-s.done
 	s.vwg.Wait()
 	for _, j := range waiting {
-		j.err = ErrClosed
+		j.err = ml.ErrClosed
 		close(j.finish)
 	}
 	for _, j := range images {
-		j.err = ErrClosed
+		j.err = ml.ErrClosed
 		close(j.finish)
 	}
 	return nil
@@ -327,14 +326,14 @@ func (s *Scheduler) Close() error {
 // would fit, so that a long prompt is not starved by short ones taking every block that comes
 // back (likely why, on the H200, 3B in fp32 at c=64 with the pool full, 1600x1200 images
 // waited up to 118 s while 426x320 ones were answered in seconds).
-func (s *Scheduler) alloc(ctx context.Context, capacity int) (Sequence, error) {
+func (s *Scheduler) alloc(ctx context.Context, capacity int) (model.Sequence, error) {
 	w := new(waiter)
 	s.mu.Lock()
 	for {
 		if s.closed {
 			s.leave(w)
 			s.mu.Unlock()
-			return nil, ErrClosed
+			return nil, ml.ErrClosed
 		}
 		if len(s.admit) == 0 || s.admit[0] == w {
 			seq, err := s.m.NewSequence(capacity)
@@ -344,7 +343,7 @@ func (s *Scheduler) alloc(ctx context.Context, capacity int) (Sequence, error) {
 				s.leave(w)
 				s.mu.Unlock()
 				return seq, nil
-			case !errors.Is(err, ErrKVFull) || s.live == 0: // alone and still too big: no wait would help
+			case !errors.Is(err, ml.ErrKVFull) || s.live == 0: // alone and still too big: no wait would help
 				s.leave(w)
 				s.mu.Unlock()
 				return nil, err
@@ -411,12 +410,12 @@ func signal(c chan struct{}) {
 
 // step queues one input for the next pass and waits for its output; c, when set, is the chain
 // that continues the sequence after it.
-func (s *Scheduler) step(ctx context.Context, in Input, decode bool, c *chain) (Output, error) {
+func (s *Scheduler) step(ctx context.Context, in model.Input, decode bool, c *chain) (model.Output, error) {
 	j := &job{in: in, decode: decode, chain: c, finish: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return Output{}, ErrClosed
+		return model.Output{}, ml.ErrClosed
 	}
 	s.ready = append(s.ready, j)
 	s.mu.Unlock()
@@ -429,11 +428,11 @@ func (s *Scheduler) step(ctx context.Context, in Input, decode bool, c *chain) (
 		if i := slices.Index(s.ready, j); i >= 0 && !j.taken {
 			s.ready = slices.Delete(s.ready, i, i+1)
 			s.mu.Unlock()
-			return Output{}, ctx.Err()
+			return model.Output{}, ctx.Err()
 		}
 		s.mu.Unlock()
 		<-j.finish // the pass writes the sequence's cache: the caller frees it after
-		return Output{}, ctx.Err()
+		return model.Output{}, ctx.Err()
 	}
 }
 
@@ -676,8 +675,8 @@ func (s *Scheduler) takeImages(loop bool) []*imageJob {
 // releases the rows then.
 func (s *Scheduler) encode(imgs []*imageJob) {
 	defer s.encoded.Add(int64(len(imgs)))
-	if be, ok := s.m.(BatchEncoder); ok && len(imgs) > 1 && !s.opts.VisionAlone {
-		in := make([]Image, len(imgs))
+	if be, ok := s.m.(model.BatchEncoder); ok && len(imgs) > 1 && !s.opts.VisionAlone {
+		in := make([]model.Image, len(imgs))
 		for i, j := range imgs {
 			in[i] = j.img
 		}
@@ -701,7 +700,7 @@ func (s *Scheduler) encode(imgs []*imageJob) {
 // run makes one pass over batch. A pass that fails is retried one input at a time, so that an
 // input the model refuses fails its own request only.
 func (s *Scheduler) run(batch []*job) {
-	in := make([]Input, len(batch))
+	in := make([]model.Input, len(batch))
 	for i, j := range batch {
 		in[i] = j.in
 	}
@@ -756,7 +755,7 @@ func (s *Scheduler) follow(j *job) {
 	switch {
 	case c.stopped:
 	case j.err == nil && c.left > 0 && !c.stop[j.out.Argmax]:
-		n := &job{in: DecodeInput(j.in.Seq, j.out.Argmax, c.pos, false), decode: true, chain: c, finish: make(chan struct{})}
+		n := &job{in: model.DecodeInput(j.in.Seq, j.out.Argmax, c.pos, false), decode: true, chain: c, finish: make(chan struct{})}
 		c.pos++
 		c.left--
 		c.steps = append(c.steps, n)
@@ -768,11 +767,11 @@ func (s *Scheduler) follow(j *job) {
 }
 
 // next waits for the chain's next step and returns its output.
-func (s *Scheduler) next(ctx context.Context, c *chain) (Output, error) {
+func (s *Scheduler) next(ctx context.Context, c *chain) (model.Output, error) {
 	s.mu.Lock()
 	if len(c.steps) == 0 {
 		s.mu.Unlock()
-		return Output{}, errors.New("decode chain ended before its request") // generate and follow disagree
+		return model.Output{}, errors.New("decode chain ended before its request") // generate and follow disagree
 	}
 	j := c.steps[0]
 	c.steps = slices.Delete(c.steps, 0, 1)
@@ -784,7 +783,7 @@ func (s *Scheduler) next(ctx context.Context, c *chain) (Output, error) {
 		s.mu.Lock()
 		c.steps = slices.Insert(c.steps, 0, j) // back to the head: stop settles it
 		s.mu.Unlock()
-		return Output{}, ctx.Err()
+		return model.Output{}, ctx.Err()
 	}
 }
 

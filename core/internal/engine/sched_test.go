@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 func TestPrefillChunks(t *testing.T) {
@@ -41,7 +44,7 @@ func TestPrefillChunks(t *testing.T) {
 // poolModel is a Batcher whose every logit step answers token (last input token + 1) % 8, with
 // a pool of blocks tokens: enough to see admission wait and passes hold several sequences.
 type poolModel struct {
-	cfg   *Config
+	cfg   *model.Config
 	mu    sync.Mutex
 	free  int
 	peak  int // most sequences alive at once
@@ -71,46 +74,46 @@ func (s *poolSeq) Close() error {
 }
 
 func newPoolModel(tokens int) *poolModel {
-	return &poolModel{free: tokens, cfg: &Config{ModelType: "pool", Text: TextConfig{Vocab: 8, MaxPositions: 64},
-		Vision: VisionConfig{InChannels: 1, TemporalPatchSize: 1, PatchSize: 1, MergeSize: 1, OutHidden: 1}, ImageTokenID: 7}}
+	return &poolModel{free: tokens, cfg: &model.Config{ModelType: "pool", Text: model.TextConfig{Vocab: 8, MaxPositions: 64},
+		Vision: model.VisionConfig{InChannels: 1, TemporalPatchSize: 1, PatchSize: 1, MergeSize: 1, OutHidden: 1}, ImageTokenID: 7}}
 }
 
-func (m *poolModel) Config() *Config { return m.cfg }
-func (m *poolModel) Limits() Limits {
-	return Limits{ContextLength: 64, MaxImages: 1, MaxImagePatches: 4, MaxGridSide: 4}
+func (m *poolModel) Config() *model.Config { return m.cfg }
+func (m *poolModel) Limits() model.Limits {
+	return model.Limits{ContextLength: 64, MaxImages: 1, MaxImagePatches: 4, MaxGridSide: 4}
 }
-func (m *poolModel) EncodeVision(context.Context, Image) (*Embeddings, error) {
+func (m *poolModel) EncodeVision(context.Context, model.Image) (*model.Embeddings, error) {
 	return nil, errors.New("no vision")
 }
 func (m *poolModel) Close() error { return nil }
-func (m *poolModel) NewSequence(capacity int) (Sequence, error) {
+func (m *poolModel) NewSequence(capacity int) (model.Sequence, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if capacity > m.free {
-		return nil, fmt.Errorf("%d tokens wanted, %d free: %w", capacity, m.free, ErrKVFull)
+		return nil, fmt.Errorf("%d tokens wanted, %d free: %w", capacity, m.free, ml.ErrKVFull)
 	}
 	m.free -= capacity
 	m.alive++
 	m.peak = max(m.peak, m.alive)
 	return &poolSeq{m: m, cap: capacity}, nil
 }
-func (m *poolModel) Prefill(context.Context, Sequence, Prompt) ([]float32, error) {
+func (m *poolModel) Prefill(context.Context, model.Sequence, model.Prompt) ([]float32, error) {
 	return nil, errors.New("use Forward")
 }
-func (m *poolModel) DecodeStep(context.Context, Sequence, int32, int32) ([]float32, error) {
+func (m *poolModel) DecodeStep(context.Context, model.Sequence, int32, int32) ([]float32, error) {
 	return nil, errors.New("use Forward")
 }
 
-func (m *poolModel) Forward(_ context.Context, batch []Input) ([]Output, error) {
+func (m *poolModel) Forward(_ context.Context, batch []model.Input) ([]model.Output, error) {
 	time.Sleep(200 * time.Microsecond) // a pass takes time, so requests meet in one
 	m.mu.Lock()
 	m.sizes = append(m.sizes, len(batch))
 	m.mu.Unlock()
-	out := make([]Output, len(batch))
+	out := make([]model.Output, len(batch))
 	for i, in := range batch {
 		s := in.Seq.(*poolSeq)
 		if s.closed || s.n+len(in.IDs) > s.cap {
-			return nil, fmt.Errorf("input %d: sequence closed or full: %w", i, ErrInvalidInput)
+			return nil, fmt.Errorf("input %d: sequence closed or full: %w", i, ml.ErrInvalidInput)
 		}
 		s.n += len(in.IDs)
 		m.mu.Lock()
@@ -246,7 +249,7 @@ func TestSchedulerRefusesWhatNeverFits(t *testing.T) {
 	s, _ := NewScheduler(m, SchedulerOptions{})
 	defer s.Close()
 	_, err := s.Generate(t.Context(), Request{IDs: []int32{1, 2}, MaxNewTokens: 16})
-	if !errors.Is(err, ErrKVFull) {
+	if !errors.Is(err, ml.ErrKVFull) {
 		t.Fatalf("a request larger than the idle pool: %v, want ErrKVFull", err)
 	}
 }
@@ -277,10 +280,10 @@ func TestSchedulerClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Generate(t.Context(), Request{IDs: []int32{1}, MaxNewTokens: 2}); !errors.Is(err, ErrClosed) {
+	if _, err := s.Generate(t.Context(), Request{IDs: []int32{1}, MaxNewTokens: 2}); !errors.Is(err, ml.ErrClosed) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
-	if _, err := NewScheduler(&fakeOnly{m}, SchedulerOptions{}); !errors.Is(err, ErrUnsupported) {
+	if _, err := NewScheduler(&fakeOnly{m}, SchedulerOptions{}); !errors.Is(err, model.ErrUnsupported) {
 		t.Fatalf("a model without Forward: %v, want ErrUnsupported", err)
 	}
 }
@@ -288,17 +291,17 @@ func TestSchedulerClose(t *testing.T) {
 // fakeOnly hides poolModel's Forward.
 type fakeOnly struct{ m *poolModel }
 
-func (f *fakeOnly) Config() *Config                     { return f.m.Config() }
-func (f *fakeOnly) Limits() Limits                      { return f.m.Limits() }
-func (f *fakeOnly) NewSequence(n int) (Sequence, error) { return f.m.NewSequence(n) }
-func (f *fakeOnly) Close() error                        { return nil }
-func (f *fakeOnly) EncodeVision(ctx context.Context, img Image) (*Embeddings, error) {
+func (f *fakeOnly) Config() *model.Config                     { return f.m.Config() }
+func (f *fakeOnly) Limits() model.Limits                      { return f.m.Limits() }
+func (f *fakeOnly) NewSequence(n int) (model.Sequence, error) { return f.m.NewSequence(n) }
+func (f *fakeOnly) Close() error                              { return nil }
+func (f *fakeOnly) EncodeVision(ctx context.Context, img model.Image) (*model.Embeddings, error) {
 	return f.m.EncodeVision(ctx, img)
 }
-func (f *fakeOnly) Prefill(ctx context.Context, s Sequence, p Prompt) ([]float32, error) {
+func (f *fakeOnly) Prefill(ctx context.Context, s model.Sequence, p model.Prompt) ([]float32, error) {
 	return f.m.Prefill(ctx, s, p)
 }
-func (f *fakeOnly) DecodeStep(ctx context.Context, s Sequence, tok, pos int32) ([]float32, error) {
+func (f *fakeOnly) DecodeStep(ctx context.Context, s model.Sequence, tok, pos int32) ([]float32, error) {
 	return f.m.DecodeStep(ctx, s, tok, pos)
 }
 
@@ -309,16 +312,16 @@ type visionModel struct {
 	batches []int // images per EncodeVisionBatch call
 }
 
-func (m *visionModel) EncodeVision(_ context.Context, img Image) (*Embeddings, error) {
+func (m *visionModel) EncodeVision(_ context.Context, img model.Image) (*model.Embeddings, error) {
 	if img.Pixels[0] < 0 {
-		return nil, fmt.Errorf("bad pixels: %w", ErrInvalidInput)
+		return nil, fmt.Errorf("bad pixels: %w", ml.ErrInvalidInput)
 	}
-	return &Embeddings{Tokens: 1, Dim: 1, Data: []float32{img.Pixels[0]}}, nil
+	return &model.Embeddings{Tokens: 1, Dim: 1, Data: []float32{img.Pixels[0]}}, nil
 }
 
-func (m *visionModel) EncodeVisionBatch(ctx context.Context, imgs []Image) ([]*Embeddings, error) {
+func (m *visionModel) EncodeVisionBatch(ctx context.Context, imgs []model.Image) ([]*model.Embeddings, error) {
 	m.batches = append(m.batches, len(imgs))
-	out := make([]*Embeddings, len(imgs))
+	out := make([]*model.Embeddings, len(imgs))
 	for i, img := range imgs {
 		e, err := m.EncodeVision(ctx, img)
 		if err != nil {
@@ -337,7 +340,7 @@ func TestSchedulerEncodesImagesTogether(t *testing.T) {
 	jobs := func(px ...float32) []*imageJob {
 		var js []*imageJob
 		for _, p := range px {
-			js = append(js, &imageJob{img: Image{Pixels: []float32{p}, Grid: Grid{T: 1, H: 1, W: 1}}, finish: make(chan struct{})})
+			js = append(js, &imageJob{img: model.Image{Pixels: []float32{p}, Grid: model.Grid{T: 1, H: 1, W: 1}}, finish: make(chan struct{})})
 		}
 		return js
 	}
@@ -384,8 +387,8 @@ func TestSchedulerEncodesImagesTogether(t *testing.T) {
 // first, in the room its chunks leave (the chunks get what a pass of their own would), and the
 // decode pass has the rest; DecodeApart keeps them apart.
 func TestSchedulerTake(t *testing.T) {
-	chunk := func(n int) *job { return &job{in: Input{IDs: make([]int32, n)}} }
-	dec := func() *job { return &job{in: Input{IDs: []int32{1}}, decode: true} }
+	chunk := func(n int) *job { return &job{in: model.Input{IDs: make([]int32, n)}} }
+	dec := func() *job { return &job{in: model.Input{IDs: []int32{1}}, decode: true} }
 	for _, tc := range []struct {
 		name          string
 		opts          SchedulerOptions
@@ -422,7 +425,7 @@ func TestSchedulerTake(t *testing.T) {
 // once they make its share of a pass (VisionPatches / loops); alone, or for the main loop, it
 // takes what waits.
 func TestSchedulerTakeImagesBesideAPass(t *testing.T) {
-	img := func() *imageJob { return &imageJob{img: Image{Grid: Grid{T: 1, H: 1, W: 1}}} }
+	img := func() *imageJob { return &imageJob{img: model.Image{Grid: model.Grid{T: 1, H: 1, W: 1}}} }
 	for _, tc := range []struct {
 		name        string
 		busy, queue int
@@ -461,7 +464,7 @@ type lanesModel struct {
 func (m *lanesModel) ParallelVision() bool { return true }
 func (m *lanesModel) VisionLanes() int     { return 2 }
 
-func (m *lanesModel) EncodeVision(ctx context.Context, img Image) (*Embeddings, error) {
+func (m *lanesModel) EncodeVision(ctx context.Context, img model.Image) (*model.Embeddings, error) {
 	if img.Pixels[0] == 1 {
 		close(m.entered)
 		<-m.hold
@@ -469,11 +472,11 @@ func (m *lanesModel) EncodeVision(ctx context.Context, img Image) (*Embeddings, 
 	return m.visionModel.EncodeVision(ctx, img)
 }
 
-func (m *lanesModel) EncodeVisionBatch(ctx context.Context, imgs []Image) ([]*Embeddings, error) {
+func (m *lanesModel) EncodeVisionBatch(ctx context.Context, imgs []model.Image) ([]*model.Embeddings, error) {
 	m.mu.Lock()
 	m.batches = append(m.batches, len(imgs))
 	m.mu.Unlock()
-	out := make([]*Embeddings, len(imgs))
+	out := make([]*model.Embeddings, len(imgs))
 	for i, img := range imgs {
 		var err error
 		if out[i], err = m.EncodeVision(ctx, img); err != nil {
@@ -485,7 +488,7 @@ func (m *lanesModel) EncodeVisionBatch(ctx context.Context, imgs []Image) ([]*Em
 
 // heldScheduler starts a scheduler over m whose work waits until hold is closed: unhold closes
 // it (once; also at the test's end, before the scheduler's Close, which waits for the pass).
-func heldScheduler(t *testing.T, m Model, opts SchedulerOptions, hold chan struct{}) (*Scheduler, func()) {
+func heldScheduler(t *testing.T, m model.Model, opts SchedulerOptions, hold chan struct{}) (*Scheduler, func()) {
 	t.Helper()
 	s, err := NewScheduler(m, opts)
 	if err != nil {
@@ -511,7 +514,7 @@ func TestSchedulerVisionLanes(t *testing.T) {
 	encode := func(px float32) chan float32 {
 		out := make(chan float32, 1)
 		go func() {
-			e, err := s.Encode(ctx, Image{Pixels: []float32{px}, Grid: Grid{T: 1, H: 1, W: 1}})
+			e, err := s.Encode(ctx, model.Image{Pixels: []float32{px}, Grid: model.Grid{T: 1, H: 1, W: 1}})
 			if err != nil {
 				t.Error(err)
 				out <- -1
@@ -554,7 +557,7 @@ type laneModel struct {
 
 func (m *laneModel) ParallelVision() bool { return true }
 
-func (m *laneModel) Forward(ctx context.Context, batch []Input) ([]Output, error) {
+func (m *laneModel) Forward(ctx context.Context, batch []model.Input) ([]model.Output, error) {
 	m.once.Do(func() { close(m.entered) })
 	<-m.hold
 	return m.poolModel.Forward(ctx, batch)
@@ -578,7 +581,7 @@ func TestSchedulerParallelVision(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	e, err := s.Encode(ctx, Image{Pixels: []float32{3}, Grid: Grid{T: 1, H: 1, W: 1}})
+	e, err := s.Encode(ctx, model.Image{Pixels: []float32{3}, Grid: model.Grid{T: 1, H: 1, W: 1}})
 	if err != nil || e.Data[0] != 3 {
 		t.Fatalf("encoding beside a running pass: %v, %v", e, err)
 	}
@@ -736,7 +739,7 @@ func TestSchedulerDecodeHold(t *testing.T) {
 	want := []int32{4, 5, 0, 1} // (last + 1) % 6 from the prompt's 3
 	text := Request{IDs: []int32{1, 2, 3}, MaxNewTokens: len(want), IgnoreEOS: true}
 	image := Request{IDs: []int32{1, 7, 3}, MaxNewTokens: len(want), IgnoreEOS: true,
-		Images: []Image{{Pixels: []float32{1}, Grid: Grid{T: 1, H: 1, W: 1}}}}
+		Images: []model.Image{{Pixels: []float32{1}, Grid: model.Grid{T: 1, H: 1, W: 1}}}}
 	for _, tc := range []struct {
 		name    string
 		hold    time.Duration

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"unsafe"
-
-	"github.com/iris-vlm/iris/core/internal/engine"
 )
 
 // Checkpoint is the safetensors shards of a Hugging Face checkpoint directory, mapped read-only:
@@ -23,19 +21,19 @@ type Checkpoint struct {
 }
 
 type ckTensor struct {
-	engine.SafetensorsEntry
+	SafetensorsEntry
 	data []byte
 }
 
 // OpenCheckpoint maps every shard of dir and indexes its tensors by name.
 func OpenCheckpoint(dir string) (*Checkpoint, error) {
-	files, err := engine.Shards(dir)
+	files, err := Shards(dir)
 	if err != nil {
 		return nil, err
 	}
 	ck := &Checkpoint{tensors: map[string]ckTensor{}}
 	for _, path := range files {
-		entries, err := engine.ReadSafetensorsHeader(path)
+		entries, err := ReadSafetensorsHeader(path)
 		if err != nil {
 			ck.Close()
 			return nil, err

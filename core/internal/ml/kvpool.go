@@ -1,16 +1,15 @@
 package ml
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
-
-	"github.com/iris-vlm/iris/core/internal/engine"
 )
 
-// ErrKVFull reports a KV pool without a free run of blocks long enough for a sequence (the
-// engine's error, so that a scheduler can wait for blocks).
-var ErrKVFull = engine.ErrKVFull
+// ErrKVFull reports a KV pool without a free run of blocks long enough for a sequence. The
+// engine's scheduler waits for blocks on it.
+var ErrKVFull = errors.New("KV cache pool full")
 
 // KVPool is the KV-cache memory of a model: per layer one key and one value matrix of
 // Blocks*BlockTokens rows, handed out in blocks of BlockTokens tokens. A sequence gets one

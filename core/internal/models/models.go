@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 	"github.com/iris-vlm/iris/core/internal/models/internvl"
 	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
@@ -17,8 +17,8 @@ import (
 
 // Options tune a load.
 type Options struct {
-	// Limits bound requests; nil means engine.DefaultLimits of the config.
-	Limits *engine.Limits
+	// Limits bound requests; nil means model.DefaultLimits of the config.
+	Limits *model.Limits
 	// KVTokens sizes the KV pool (0: the family's default).
 	KVTokens int
 	// VisionLane runs the vision tower on a lane of the backend, beside the decoder's passes
@@ -38,25 +38,25 @@ func (o Options) model() kit.Options {
 // Family builds a model of one model_type on a backend.
 type Family struct {
 	ModelType string
-	New       func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error)
+	New       func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error)
 }
 
 var families = map[string]Family{
 	internvl.ModelType: {
 		ModelType: internvl.ModelType,
-		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
 			return internvl.New(b, ck, cfg, lim, opts.model())
 		},
 	},
 	qwen25vl.ModelType: {
 		ModelType: qwen25vl.ModelType,
-		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
 			return qwen25vl.New(b, ck, cfg, lim, opts.model())
 		},
 	},
 	qwen3vl.ModelType: {
 		ModelType: qwen3vl.ModelType,
-		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (engine.Model, error) {
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
 			return qwen3vl.New(b, ck, cfg, lim, opts.model())
 		},
 	},
@@ -74,8 +74,8 @@ func ModelTypes() []string {
 
 // Load reads dir's config.json, maps its safetensors and binds them on b with the family of the
 // config's model_type. The model owns b from here on (its Close closes b), also on failure.
-func Load(dir string, b ml.Backend, opts Options) (engine.Model, error) {
-	cfg, err := engine.LoadConfig(dir)
+func Load(dir string, b ml.Backend, opts Options) (model.Model, error) {
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -83,9 +83,9 @@ func Load(dir string, b ml.Backend, opts Options) (engine.Model, error) {
 	fam, ok := families[cfg.ModelType]
 	if !ok {
 		b.Close()
-		return nil, fmt.Errorf("model_type %q (the engine runs %v): %w", cfg.ModelType, ModelTypes(), engine.ErrUnsupported)
+		return nil, fmt.Errorf("model_type %q (the engine runs %v): %w", cfg.ModelType, ModelTypes(), model.ErrUnsupported)
 	}
-	lim := engine.DefaultLimits(cfg)
+	lim := model.DefaultLimits(cfg)
 	if opts.Limits != nil {
 		lim = *opts.Limits
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 	"github.com/iris-vlm/iris/core/internal/ml/cuda"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models"
 	"github.com/iris-vlm/iris/internal/speed"
 )
@@ -45,7 +46,7 @@ type stageTime struct {
 // load binds the checkpoint in dir, whatever its family (models.Load reads config.json's
 // model_type), on a new backend: "cuda" (the GPU; opts apply) or "cpu" (the native backend in
 // fp32: the GPU machine's pipeline dry-run where there is no GPU).
-func load(dir, backend string, opts cuda.Options, lane bool) (engine.Model, *device, error) {
+func load(dir, backend string, opts cuda.Options, lane bool) (model.Model, *device, error) {
 	var b ml.Backend
 	var dev *device
 	var err error
@@ -103,8 +104,8 @@ type caseFile struct {
 	px        []float32
 }
 
-func (c *caseFile) image() engine.Image {
-	return engine.Image{Pixels: c.px, Grid: engine.Grid{T: c.Grid[0][0], H: c.Grid[0][1], W: c.Grid[0][2]}}
+func (c *caseFile) image() model.Image {
+	return model.Image{Pixels: c.px, Grid: model.Grid{T: c.Grid[0][0], H: c.Grid[0][1], W: c.Grid[0][2]}}
 }
 
 func loadCase(dir, name string) (*caseFile, error) {
@@ -152,7 +153,7 @@ type greedyOut struct {
 	VisionMS, PrefillMS, TotalMS float64
 }
 
-func greedy(ctx context.Context, m engine.Model, c *caseFile, n int) (*greedyOut, error) {
+func greedy(ctx context.Context, m model.Model, c *caseFile, n int) (*greedyOut, error) {
 	out := &greedyOut{}
 	cfg := m.Config()
 	start := time.Now()
@@ -162,7 +163,7 @@ func greedy(ctx context.Context, m engine.Model, c *caseFile, n int) (*greedyOut
 		return nil, err
 	}
 	out.VisionMS = ms(time.Since(start))
-	pos, err := engine.PromptPositions(cfg, c.InputIDs, []engine.Grid{img.Grid})
+	pos, err := model.PromptPositions(cfg, c.InputIDs, []model.Grid{img.Grid})
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func greedy(ctx context.Context, m engine.Model, c *caseFile, n int) (*greedyOut
 	}
 	defer seq.Close()
 	t := time.Now()
-	logits, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+	logits, err := m.Prefill(ctx, seq, model.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
 	if err != nil {
 		return nil, err
 	}
@@ -194,14 +195,14 @@ func greedy(ctx context.Context, m engine.Model, c *caseFile, n int) (*greedyOut
 
 // forced feeds the reference tokens (teacher forcing) and reports, per step, whether the engine's
 // argmax equals the reference token: agreement without the cascade of a free-running divergence.
-func forced(ctx context.Context, m engine.Model, c *caseFile, ref []int32) ([]bool, error) {
+func forced(ctx context.Context, m model.Model, c *caseFile, ref []int32) ([]bool, error) {
 	cfg := m.Config()
 	img := c.image()
 	emb, err := m.EncodeVision(ctx, img)
 	if err != nil {
 		return nil, err
 	}
-	pos, err := engine.PromptPositions(cfg, c.InputIDs, []engine.Grid{img.Grid})
+	pos, err := model.PromptPositions(cfg, c.InputIDs, []model.Grid{img.Grid})
 	if err != nil {
 		return nil, err
 	}
@@ -210,13 +211,13 @@ func forced(ctx context.Context, m engine.Model, c *caseFile, ref []int32) ([]bo
 		return nil, err
 	}
 	defer seq.Close()
-	logits, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+	logits, err := m.Prefill(ctx, seq, model.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
 	if err != nil {
 		return nil, err
 	}
 	var ok []bool
 	for i, tok := range ref {
-		ok = append(ok, engine.Argmax(logits) == tok)
+		ok = append(ok, ml.Argmax(logits) == tok)
 		if i == len(ref)-1 {
 			break
 		}
@@ -228,7 +229,7 @@ func forced(ctx context.Context, m engine.Model, c *caseFile, ref []int32) ([]bo
 }
 
 func top2(logits []float32) (int32, float64) {
-	best := engine.Argmax(logits)
+	best := ml.Argmax(logits)
 	second := float32(math.Inf(-1))
 	for i, v := range logits {
 		if int32(i) != best && v > second {
@@ -434,7 +435,7 @@ type benchOut struct {
 // generator runs one request: engine.Generate on the model alone, or a Scheduler's Generate.
 type generator func(ctx context.Context, req engine.Request) (*engine.Result, error)
 
-func alone(m engine.Model) generator {
+func alone(m model.Model) generator {
 	return func(ctx context.Context, req engine.Request) (*engine.Result, error) {
 		return engine.Generate(ctx, m, req)
 	}
@@ -443,7 +444,7 @@ func alone(m engine.Model) generator {
 func request(ctx context.Context, gen generator, c *caseFile, n int) (total, ttft time.Duration, err error) {
 	start := time.Now()
 	first := time.Duration(0)
-	_, err = gen(ctx, engine.Request{IDs: c.InputIDs, Images: []engine.Image{c.image()}, MaxNewTokens: n, IgnoreEOS: true,
+	_, err = gen(ctx, engine.Request{IDs: c.InputIDs, Images: []model.Image{c.image()}, MaxNewTokens: n, IgnoreEOS: true,
 		OnToken: func(int32) error {
 			if first == 0 {
 				first = time.Since(start)
@@ -532,7 +533,7 @@ func bench(args []string) error {
 	}
 
 	// decode steps alone, on one long sequence
-	pos, err := engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{c.image().Grid})
+	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{c.image().Grid})
 	if err != nil {
 		return err
 	}
@@ -544,13 +545,13 @@ func bench(args []string) error {
 	if err != nil {
 		return err
 	}
-	logits, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+	logits, err := m.Prefill(ctx, seq, model.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
 	if err != nil {
 		return err
 	}
 	t = time.Now()
 	for i := range 200 {
-		tok := engine.Argmax(logits)
+		tok := ml.Argmax(logits)
 		if logits, err = m.DecodeStep(ctx, seq, tok, int32(len(c.InputIDs)+i+pos.Delta)); err != nil {
 			return err
 		}

@@ -12,12 +12,13 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml/cuda"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/internal/speed"
 )
 
 // passes times the engine's batched passes one kind at a time, outside the scheduler and HTTP:
-// the vision tower over k images (engine.BatchEncoder), a prefill of k prompts and a decode step
-// of n sequences (engine.Batcher), then rounds as the scheduler runs them at c=64 (5 images, 5
+// the vision tower over k images (model.BatchEncoder), a prefill of k prompts and a decode step
+// of n sequences (model.Batcher), then rounds as the scheduler runs them at c=64 (5 images, 5
 // prompts, 54 decodes). What a pass of each size costs says where a loaded server's time goes:
 // a decode step of 48 rows should cost about one of 1 (the weights are read once).
 func passes(args []string) error {
@@ -63,13 +64,13 @@ func passes(args []string) error {
 		return err
 	}
 	defer m.Close()
-	bat, ok := m.(engine.Batcher)
+	bat, ok := m.(model.Batcher)
 	if !ok {
 		return fmt.Errorf("%s takes no batches", m.Config().ModelType)
 	}
-	be, _ := m.(engine.BatchEncoder)
+	be, _ := m.(model.BatchEncoder)
 	p := &passBench{m: m, b: bat, be: be, c: c, iters: *iters}
-	if p.pos, err = engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{c.image().Grid}); err != nil {
+	if p.pos, err = model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{c.image().Grid}); err != nil {
 		return err
 	}
 	fmt.Printf("passes: %s, %s, case %s (%d prompt tokens, %d patches), median of %d passes\n",
@@ -180,12 +181,12 @@ func cmpDesc(a, b float64) int {
 }
 
 type passBench struct {
-	m     engine.Model
-	b     engine.Batcher
-	be    engine.BatchEncoder
+	m     model.Model
+	b     model.Batcher
+	be    model.BatchEncoder
 	c     *caseFile
-	pos   engine.Positions
-	emb   *engine.Embeddings
+	pos   model.Positions
+	emb   *model.Embeddings
 	iters int
 }
 
@@ -206,12 +207,12 @@ func (p *passBench) median(fn func() error) (time.Duration, error) {
 
 // encode runs the tower on k copies of the case's image, in one pass where the model takes
 // several (as the scheduler does).
-func (p *passBench) encode(ctx context.Context, k int) ([]*engine.Embeddings, error) {
-	imgs := slices.Repeat([]engine.Image{p.c.image()}, k)
+func (p *passBench) encode(ctx context.Context, k int) ([]*model.Embeddings, error) {
+	imgs := slices.Repeat([]model.Image{p.c.image()}, k)
 	if p.be != nil && k > 1 {
 		return p.be.EncodeVisionBatch(ctx, imgs)
 	}
-	var out []*engine.Embeddings
+	var out []*model.Embeddings
 	for _, img := range imgs {
 		e, err := engine.Encode(ctx, p.m, img)
 		if err != nil {
@@ -223,7 +224,7 @@ func (p *passBench) encode(ctx context.Context, k int) ([]*engine.Embeddings, er
 	return out, nil
 }
 
-func release(embs []*engine.Embeddings) {
+func release(embs []*model.Embeddings) {
 	for _, e := range embs {
 		if e != nil && e.Device != nil {
 			e.Device.Release()
@@ -240,8 +241,8 @@ func (p *passBench) vision(ctx context.Context, k int) (time.Duration, error) {
 }
 
 // sequences makes n sequences room for the prompt and steps decode tokens.
-func (p *passBench) sequences(n, steps int) ([]engine.Sequence, error) {
-	var seqs []engine.Sequence
+func (p *passBench) sequences(n, steps int) ([]model.Sequence, error) {
+	var seqs []model.Sequence
 	for range n {
 		s, err := p.m.NewSequence(len(p.c.InputIDs) + steps)
 		if err != nil {
@@ -253,14 +254,14 @@ func (p *passBench) sequences(n, steps int) ([]engine.Sequence, error) {
 	return seqs, nil
 }
 
-func closeAll(seqs []engine.Sequence) {
+func closeAll(seqs []model.Sequence) {
 	for _, s := range seqs {
 		s.Close()
 	}
 }
 
-func (p *passBench) prompt(s engine.Sequence) engine.Input {
-	return engine.Input{Seq: s, IDs: p.c.InputIDs, Positions: p.pos, Images: []*engine.Embeddings{p.emb}}
+func (p *passBench) prompt(s model.Sequence) model.Input {
+	return model.Input{Seq: s, IDs: p.c.InputIDs, Positions: p.pos, Images: []*model.Embeddings{p.emb}}
 }
 
 func (p *passBench) prefill(ctx context.Context, k int) (time.Duration, error) {
@@ -274,7 +275,7 @@ func (p *passBench) prefillOnce(ctx context.Context, k int) error {
 		return err
 	}
 	defer closeAll(seqs)
-	in := make([]engine.Input, k)
+	in := make([]model.Input, k)
 	for i, s := range seqs {
 		in[i] = p.prompt(s)
 	}
@@ -284,13 +285,13 @@ func (p *passBench) prefillOnce(ctx context.Context, k int) error {
 
 // prefilled makes n sequences with room for steps decode tokens and prefills them, 8 a pass;
 // toks are their first tokens.
-func (p *passBench) prefilled(ctx context.Context, n, steps int) (seqs []engine.Sequence, toks []int32, err error) {
+func (p *passBench) prefilled(ctx context.Context, n, steps int) (seqs []model.Sequence, toks []int32, err error) {
 	if seqs, err = p.sequences(n, steps); err != nil {
 		return nil, nil, err
 	}
 	toks = make([]int32, n)
 	for i := 0; i < n; i += 8 {
-		var in []engine.Input
+		var in []model.Input
 		for _, s := range seqs[i:min(n, i+8)] {
 			in = append(in, p.prompt(s))
 		}
@@ -307,11 +308,11 @@ func (p *passBench) prefilled(ctx context.Context, n, steps int) (seqs []engine.
 }
 
 // step runs the decode step of every sequence at decode index i, its tokens replaced by the next.
-func (p *passBench) step(ctx context.Context, seqs []engine.Sequence, toks []int32, i int) error {
+func (p *passBench) step(ctx context.Context, seqs []model.Sequence, toks []int32, i int) error {
 	at := int32(len(p.c.InputIDs) + i + p.pos.Delta)
-	in := make([]engine.Input, len(seqs))
+	in := make([]model.Input, len(seqs))
 	for j, s := range seqs {
-		in[j] = engine.DecodeInput(s, toks[j], at, false)
+		in[j] = model.DecodeInput(s, toks[j], at, false)
 	}
 	out, err := p.b.Forward(ctx, in)
 	if err != nil {
@@ -348,15 +349,15 @@ func (p *passBench) rounds(ctx context.Context, k, q, d int) error {
 	}
 	defer closeAll(seqs)
 	// prefill runs q new prompts on embs and closes them
-	prefill := func(embs []*engine.Embeddings) error {
+	prefill := func(embs []*model.Embeddings) error {
 		fresh, err := p.sequences(q, 1)
 		if err != nil {
 			return err
 		}
 		defer closeAll(fresh)
-		in := make([]engine.Input, q)
+		in := make([]model.Input, q)
 		for j, s := range fresh {
-			in[j] = engine.Input{Seq: s, IDs: p.c.InputIDs, Positions: p.pos, Images: []*engine.Embeddings{embs[j%len(embs)]}}
+			in[j] = model.Input{Seq: s, IDs: p.c.InputIDs, Positions: p.pos, Images: []*model.Embeddings{embs[j%len(embs)]}}
 		}
 		_, err = p.b.Forward(ctx, in)
 		return err
@@ -386,7 +387,7 @@ func (p *passBench) rounds(ctx context.Context, k, q, d int) error {
 	med := func(v []float64) float64 { return ms(time.Duration(speed.Percentile(v, 50))) }
 	fmt.Printf("round of %d images, %d prompts, %d decodes: vision %.3f ms, prefill %.3f ms, decode %.3f ms, the round %.3f ms (medians)\n",
 		k, q, d, med(tv), med(tp), med(td), med(tr))
-	if pe, ok := p.m.(engine.ParallelEncoder); !ok || !pe.ParallelVision() {
+	if pe, ok := p.m.(model.ParallelEncoder); !ok || !pe.ParallelVision() {
 		return nil
 	}
 	prev, err := p.encode(ctx, k)
@@ -397,7 +398,7 @@ func (p *passBench) rounds(ctx context.Context, k, q, d int) error {
 	var to []float64
 	for i := range steps {
 		t0 := time.Now()
-		var next []*engine.Embeddings
+		var next []*model.Embeddings
 		var verr error
 		done := make(chan struct{})
 		go func() {

@@ -40,7 +40,6 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
@@ -65,10 +64,10 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return fmt.Sprintf("cpu %s: %s", e.Op, e.Msg) }
 
-// Unwrap maps an invalid-argument status to engine.ErrInvalidInput.
+// Unwrap maps an invalid-argument status to ml.ErrInvalidInput.
 func (e *StatusError) Unwrap() error {
 	if C.iris_status(e.Code) == C.IRIS_ERR_INVALID {
-		return engine.ErrInvalidInput
+		return ml.ErrInvalidInput
 	}
 	return nil
 }
@@ -135,7 +134,7 @@ func New(opts Options) (*Backend, error) {
 // little from lanes; they let the same scheduler paths run here as on a GPU.
 func (b *Backend) Lane() (ml.Backend, error) {
 	if b.c == nil {
-		return nil, engine.ErrClosed
+		return nil, ml.ErrClosed
 	}
 	l, err := New(b.opts)
 	if err != nil {
@@ -205,7 +204,7 @@ func (b *Backend) ok() bool {
 		return false
 	}
 	if b.c == nil {
-		b.err = engine.ErrClosed
+		b.err = ml.ErrClosed
 		return false
 	}
 	b.Calls++
@@ -299,7 +298,7 @@ func ptrOrNil(t ml.Tensor) *C.float {
 func (b *Backend) f32(op string, ts ...ml.Tensor) bool {
 	for _, t := range ts {
 		if t.Valid() && t.DType != ml.F32 {
-			b.fail(fmt.Errorf("cpu %s: %s operand, want f32: %w", op, t.DType, engine.ErrInvalidInput))
+			b.fail(fmt.Errorf("cpu %s: %s operand, want f32: %w", op, t.DType, ml.ErrInvalidInput))
 			return false
 		}
 	}
@@ -312,7 +311,7 @@ func (b *Backend) Write(dst ml.Tensor, src []float32) {
 		return
 	}
 	if len(src) != dst.Rows*dst.Cols {
-		b.fail(fmt.Errorf("cpu write: %d values into %dx%d: %w", len(src), dst.Rows, dst.Cols, engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cpu write: %d values into %dx%d: %w", len(src), dst.Rows, dst.Cols, ml.ErrInvalidInput))
 		return
 	}
 	for r := range dst.Rows {
@@ -342,7 +341,7 @@ func (b *Backend) input(n int64) unsafe.Pointer {
 // Input implements ml.Backend.
 func (b *Backend) Input(v []float32, rows, cols int) ml.Tensor {
 	if len(v) != rows*cols {
-		b.fail(fmt.Errorf("cpu input: %d values for %dx%d: %w", len(v), rows, cols, engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cpu input: %d values for %dx%d: %w", len(v), rows, cols, ml.ErrInvalidInput))
 		return ml.Tensor{}
 	}
 	p := b.input(int64(len(v)) * 4)
@@ -369,7 +368,7 @@ func (b *Backend) Read(dst []float32, src ml.Tensor) {
 		return
 	}
 	if len(dst) != src.Rows*src.Cols {
-		b.fail(fmt.Errorf("cpu read: %dx%d into %d values: %w", src.Rows, src.Cols, len(dst), engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cpu read: %dx%d into %d values: %w", src.Rows, src.Cols, len(dst), ml.ErrInvalidInput))
 		return
 	}
 	for r := range src.Rows {
@@ -383,11 +382,11 @@ func (b *Backend) Argmax(dst []int32, x ml.Tensor) {
 		return
 	}
 	if len(dst) != x.Rows {
-		b.fail(fmt.Errorf("cpu argmax: %d rows into %d values: %w", x.Rows, len(dst), engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cpu argmax: %d rows into %d values: %w", x.Rows, len(dst), ml.ErrInvalidInput))
 		return
 	}
 	for r := range x.Rows {
-		dst[r] = engine.Argmax(hostRow(x.Addr+uintptr(r*x.Stride*4), x.Cols))
+		dst[r] = ml.Argmax(hostRow(x.Addr+uintptr(r*x.Stride*4), x.Cols))
 	}
 }
 
@@ -411,7 +410,7 @@ func (b *Backend) Embed(dst, table ml.Tensor, ids ml.Ints) {
 func (b *Backend) Linears(x ml.Tensor, outs ...ml.Out) {
 	if len(outs) == 0 || len(outs) > 16 || !b.f32("linear", x) || !b.ok() {
 		if len(outs) > 16 {
-			b.fail(fmt.Errorf("cpu linear: %d outputs, at most 16: %w", len(outs), engine.ErrInvalidInput))
+			b.fail(fmt.Errorf("cpu linear: %d outputs, at most 16: %w", len(outs), ml.ErrInvalidInput))
 		}
 		return
 	}
@@ -425,7 +424,7 @@ func (b *Backend) Linears(x ml.Tensor, outs ...ml.Out) {
 			return
 		}
 		if o.W.Cols != x.Cols || o.Y.Cols != o.W.Rows || o.Y.Rows != x.Rows || !o.W.Contiguous() {
-			b.fail(fmt.Errorf("cpu linear: x %dx%d, w %dx%d, y %dx%d: %w", x.Rows, x.Cols, o.W.Rows, o.W.Cols, o.Y.Rows, o.Y.Cols, engine.ErrInvalidInput))
+			b.fail(fmt.Errorf("cpu linear: x %dx%d, w %dx%d, y %dx%d: %w", x.Rows, x.Cols, o.W.Rows, o.W.Cols, o.Y.Rows, o.Y.Cols, ml.ErrInvalidInput))
 			return
 		}
 		cs[i] = C.iris_out{dt: dt(o.W), w: C.V(C.uintptr_t(o.W.Addr)), rows: C.int(o.W.Rows), cols: C.int(o.W.Cols),
@@ -468,7 +467,7 @@ func (b *Backend) HeadNorm(x ml.Tensor, heads, hd int, w ml.Tensor, eps float32)
 		return
 	}
 	if heads*hd > x.Cols || w.Rows*w.Cols != hd {
-		b.fail(fmt.Errorf("cpu headnorm: %d heads of %d in %d columns, weight of %d: %w", heads, hd, x.Cols, w.Rows*w.Cols, engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cpu headnorm: %d heads of %d in %d columns, weight of %d: %w", heads, hd, x.Cols, w.Rows*w.Cols, ml.ErrInvalidInput))
 		return
 	}
 	C.iris_head_rmsnorm(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(heads), C.int(hd), ptr(w), C.float(eps))
@@ -492,7 +491,7 @@ func (b *Backend) ScaleCols(x, w ml.Tensor) {
 		return
 	}
 	if w.Rows*w.Cols != x.Cols || (w.Rows > 1 && w.Stride != w.Cols) {
-		b.fail(fmt.Errorf("cpu scale-cols: a weight of %dx%d for %d columns: %w", w.Rows, w.Cols, x.Cols, engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cpu scale-cols: a weight of %dx%d for %d columns: %w", w.Rows, w.Cols, x.Cols, ml.ErrInvalidInput))
 		return
 	}
 	C.iris_scale_cols(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(x.Cols), ptr(w))
@@ -529,7 +528,7 @@ func (b *Backend) AddEmbedBag(dst, table ml.Tensor, ids ml.Ints, weights ml.Tens
 	}
 	if ids.Len != dst.Rows*weights.Cols || weights.Rows != dst.Rows || table.Cols != dst.Cols {
 		b.fail(fmt.Errorf("cpu embed-bag: %d ids, weights %dx%d, table %dx%d, dst %dx%d: %w", ids.Len, weights.Rows, weights.Cols,
-			table.Rows, table.Cols, dst.Rows, dst.Cols, engine.ErrInvalidInput))
+			table.Rows, table.Cols, dst.Rows, dst.Cols, ml.ErrInvalidInput))
 		return
 	}
 	C.iris_embed_bag_add(ptr(dst), stride(dst), dt(table), C.V(C.uintptr_t(table.Addr)), C.int(table.Stride), C.int(dst.Cols),
@@ -562,7 +561,7 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
 	runs, err := ml.SpanRuns(spans.Host, q.Rows, k.Rows)
 	if err != nil {
-		b.fail(fmt.Errorf("cpu attention: %w: %w", err, engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cpu attention: %w: %w", err, ml.ErrInvalidInput))
 		return
 	}
 	a.Causal = true
@@ -579,7 +578,7 @@ func (b *Backend) SegmentAttention(out, q, k, v ml.Tensor, bounds []int32, a ml.
 	for i := 0; i+1 < len(bounds) && b.err == nil; i++ {
 		r0, n := int(bounds[i]), int(bounds[i+1]-bounds[i])
 		if n <= 0 || r0+n > q.Rows {
-			b.fail(fmt.Errorf("cpu attention: segment [%d, %d) of %d rows: %w", r0, r0+n, q.Rows, engine.ErrInvalidInput))
+			b.fail(fmt.Errorf("cpu attention: segment [%d, %d) of %d rows: %w", r0, r0+n, q.Rows, ml.ErrInvalidInput))
 			return
 		}
 		b.Attention(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)

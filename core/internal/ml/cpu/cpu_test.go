@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
@@ -70,7 +69,7 @@ func TestCachedAttention(t *testing.T) {
 	}
 
 	b.CachedAttention(out, q, k, v, b.Ints([]int32{0, 3}), a) // spans for one row of four
-	if err := b.Sync(); !errors.Is(err, engine.ErrInvalidInput) {
+	if err := b.Sync(); !errors.Is(err, ml.ErrInvalidInput) {
 		t.Errorf("short spans: %v", err)
 	}
 }
@@ -127,7 +126,7 @@ func TestScaleCols(t *testing.T) {
 		}
 	}
 	b.ScaleCols(x, w)
-	if err := b.Sync(); !errors.Is(err, engine.ErrInvalidInput) {
+	if err := b.Sync(); !errors.Is(err, ml.ErrInvalidInput) {
 		t.Errorf("a weight of %d for %d columns: %v", n, cols, err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cuda/gpu"
 	"github.com/iris-vlm/iris/core/internal/par"
@@ -202,7 +201,7 @@ func (b *Backend) Lane() (ml.Backend, error) {
 		return b.parent.Lane()
 	}
 	if b.dev == nil {
-		return nil, engine.ErrClosed
+		return nil, ml.ErrClosed
 	}
 	profile, ops := false, false
 	if err := b.Do(func() error {
@@ -304,7 +303,7 @@ func (b *Backend) Close() error {
 // did not Sync, a recording it did not finish, a panic) is cleared for the next pass.
 func (b *Backend) Do(fn func() error) error {
 	if b.dev == nil {
-		return engine.ErrClosed
+		return ml.ErrClosed
 	}
 	return b.dev.Do(func() error {
 		defer b.endPass()
@@ -712,7 +711,7 @@ func (b *Backend) Write(dst ml.Tensor, src []float32) {
 		return
 	}
 	if len(src) != dst.Rows*dst.Cols || !dst.Contiguous() {
-		b.fail(fmt.Errorf("cuda write: %d values into %dx%d (stride %d): %w", len(src), dst.Rows, dst.Cols, dst.Stride, engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cuda write: %d values into %dx%d (stride %d): %w", len(src), dst.Rows, dst.Cols, dst.Stride, ml.ErrInvalidInput))
 		return
 	}
 	if len(src) == 0 {
@@ -765,7 +764,7 @@ func (b *Backend) Read(dst []float32, src ml.Tensor) {
 		return
 	}
 	if len(dst) != src.Rows*src.Cols || !src.Contiguous() {
-		b.fail(fmt.Errorf("cuda read: %dx%d (stride %d) into %d values: %w", src.Rows, src.Cols, src.Stride, len(dst), engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cuda read: %dx%d (stride %d) into %d values: %w", src.Rows, src.Cols, src.Stride, len(dst), ml.ErrInvalidInput))
 		return
 	}
 	at, ok := b.download(dp(src), int64(len(dst))*src.DType.Size())
@@ -780,7 +779,7 @@ func (b *Backend) Argmax(dst []int32, x ml.Tensor) {
 		return
 	}
 	if x.DType != ml.F32 || len(dst) != x.Rows {
-		b.fail(fmt.Errorf("cuda argmax: %dx%d %s into %d values: %w", x.Rows, x.Cols, x.DType, len(dst), engine.ErrInvalidInput))
+		b.fail(fmt.Errorf("cuda argmax: %dx%d %s into %d values: %w", x.Rows, x.Cols, x.DType, len(dst), ml.ErrInvalidInput))
 		return
 	}
 	// every row in the same two launches: the parts of row r at r*2*argmaxParts of pv and pi,
@@ -814,7 +813,7 @@ func (b *Backend) Sync() error {
 				for i := range r.i32 {
 					tok := *(*int32)(unsafe.Pointer(&back[r.at+int64(i)*16]))
 					if tok < 0 || int(tok) >= r.count {
-						tok = 0 // all NaN: engine.Argmax's answer
+						tok = 0 // all NaN: ml.Argmax's answer
 					}
 					r.i32[i] = tok
 				}

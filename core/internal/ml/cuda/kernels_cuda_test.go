@@ -11,7 +11,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cuda/gpu"
 )
@@ -1657,7 +1656,7 @@ func TestKernelBackendOps(t *testing.T) {
 				bad.op(a, c)
 				return b.Sync()
 			})
-			if !errors.Is(err, engine.ErrInvalidInput) {
+			if !errors.Is(err, ml.ErrInvalidInput) {
 				t.Errorf("%s: %v, want ErrInvalidInput", bad.name, err)
 			}
 		}

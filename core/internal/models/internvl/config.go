@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // The family's config.json: transformers 5.17 models/internvl. The decoder is a Qwen2 (q/k/v
@@ -13,7 +13,7 @@ import (
 // top level alone decides tie_word_embeddings (InternVLConfig's default: true); the tower's keys
 // (InternVLVisionConfig, the projector's at the top level) are read by parseVision.
 func init() {
-	engine.RegisterConfig(ModelType, engine.ConfigDefaults{
+	model.RegisterConfig(ModelType, model.ConfigDefaults{
 		QKVBias: true, HeadDimKey: true, TextEps: 1e-6, TextTheta: 1e4,
 		Rope1D: true, TieTop: true, VisionAct: "gelu",
 		Vision: parseVision,
@@ -35,10 +35,10 @@ const projectorEps = 1e-5
 // parseVision reads InternVLVisionConfig (vision_config) and InternVLConfig's top-level keys of
 // the tower and the projector, with the classes' defaults for absent keys, and refuses what the
 // family does not implement.
-func parseVision(top, vision engine.ConfigSection, cfg *engine.Config) error {
+func parseVision(top, vision model.ConfigSection, cfg *model.Config) error {
 	v := &cfg.Vision
 	var errs []error
-	get := func(o engine.ConfigSection, key string, dst any) bool {
+	get := func(o model.ConfigSection, key string, dst any) bool {
 		found, err := o.Get(key, dst)
 		if err != nil {
 			errs = append(errs, err)
@@ -51,7 +51,7 @@ func parseVision(top, vision engine.ConfigSection, cfg *engine.Config) error {
 		}
 	}
 	unsupported := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf(format+": %w", append(args, engine.ErrUnsupported)...))
+		errs = append(errs, fmt.Errorf(format+": %w", append(args, model.ErrUnsupported)...))
 	}
 
 	need("hidden_size", &v.Hidden)
@@ -142,7 +142,7 @@ func parseVision(top, vision engine.ConfigSection, cfg *engine.Config) error {
 
 // squareSide reads a size written as one int or as [height, width] (InternVLVisionConfig takes
 // both); a non-square one is refused.
-func squareSide(o engine.ConfigSection, key string, def int) (int, error) {
+func squareSide(o model.ConfigSection, key string, def int) (int, error) {
 	if !o.Has(key) {
 		return def, nil
 	}
@@ -155,7 +155,7 @@ func squareSide(o engine.ConfigSection, key string, def int) (int, error) {
 		return 0, fmt.Errorf("vision_config key %q: %s is neither a size nor [height, width]", key, o[key])
 	}
 	if hw[0] != hw[1] {
-		return 0, fmt.Errorf("vision_config %s %v: not square: %w", key, hw, engine.ErrUnsupported)
+		return 0, fmt.Errorf("vision_config %s %v: not square: %w", key, hw, model.ErrUnsupported)
 	}
 	return hw[0], nil
 }

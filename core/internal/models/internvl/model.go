@@ -10,8 +10,8 @@ package internvl
 import (
 	"fmt"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
@@ -53,7 +53,7 @@ type weights struct {
 type Options = kit.Options
 
 // Model is an InternVL checkpoint on a backend: the shared model machinery (kit.Base, which
-// implements engine.Model, engine.Batcher and the rest) running this family's graph.
+// implements model.Model, model.Batcher and the rest) running this family's graph.
 type Model struct {
 	*kit.Base
 	w     weights
@@ -62,7 +62,7 @@ type Model struct {
 
 // New binds the checkpoint's weights on b. The model owns b and ck from here on (Close closes
 // them), also when New fails.
-func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (*Model, error) {
+func New(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (*Model, error) {
 	// Past max_position_embeddings the reference's dynamic NTK RoPE (InternVL3's text configs)
 	// would rescale its frequencies: the context stays below it.
 	if lim.ContextLength > cfg.Text.MaxPositions {
@@ -70,7 +70,7 @@ func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits,
 		if ck != nil {
 			ck.Close()
 		}
-		return nil, fmt.Errorf("context of %d tokens past max_position_embeddings %d: %w", lim.ContextLength, cfg.Text.MaxPositions, engine.ErrUnsupported)
+		return nil, fmt.Errorf("context of %d tokens past max_position_embeddings %d: %w", lim.ContextLength, cfg.Text.MaxPositions, model.ErrUnsupported)
 	}
 	m := &Model{}
 	base, err := kit.New(ModelType, b, ck, cfg, lim, opts, m)
@@ -82,11 +82,11 @@ func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits,
 }
 
 // Bind implements kit.Family: every tensor the graph needs, by its checkpoint name.
-func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
+func (m *Model) Bind(ld *ml.Loader, cfg *model.Config) (kit.Head, error) {
 	t, v := &cfg.Text, &cfg.Vision
 	if !t.QKVBias || !t.Rope1D || v.FixedGrid <= 0 || v.MergeSize != 2 || v.TemporalPatchSize != 1 {
 		return kit.Head{}, fmt.Errorf("a config the InternVL graph does not have (q/k/v bias %v, 1-D RoPE %v, grid %d, merge %d, temporal patch %d): %w",
-			t.QKVBias, t.Rope1D, v.FixedGrid, v.MergeSize, v.TemporalPatchSize, engine.ErrUnsupported)
+			t.QKVBias, t.Rope1D, v.FixedGrid, v.MergeSize, v.TemporalPatchSize, model.ErrUnsupported)
 	}
 	w := &m.w
 	head := kit.BindHead(ld, cfg, textPrefixes, rootPrefixes)

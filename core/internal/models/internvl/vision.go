@@ -4,8 +4,8 @@ import (
 	"math"
 	"sync"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
@@ -14,7 +14,7 @@ import (
 // image's pixel rows are Grid.T tiles of FixedGrid x FixedGrid patches in raster order (C x 14 x
 // 14 values a row); row u of res is the projector's output for token u: the tiles in order, each
 // tile's (grid/2)^2 tokens in raster order.
-func (m *Model) VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor) {
+func (m *Model) VisionOps(b ml.Backend, imgs []model.Image, res ml.Tensor) {
 	v := &m.Config().Vision
 	w := &m.w
 	tiles := 0
@@ -152,7 +152,7 @@ type planCache struct {
 	plans map[int]*tilePlan
 }
 
-func (c *planCache) get(v *engine.VisionConfig, tiles int) *tilePlan {
+func (c *planCache) get(v *model.VisionConfig, tiles int) *tilePlan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.plans[tiles]; ok {

@@ -7,8 +7,8 @@ package qwen25vl
 import (
 	"fmt"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
@@ -43,7 +43,7 @@ type weights struct {
 type Options = kit.Options
 
 // Model is a Qwen2.5-VL checkpoint on a backend: the shared model machinery (kit.Base, which
-// implements engine.Model, engine.Batcher and the rest) running this family's graph.
+// implements model.Model, model.Batcher and the rest) running this family's graph.
 type Model struct {
 	*kit.Base
 	w weights
@@ -51,7 +51,7 @@ type Model struct {
 
 // New binds the checkpoint's weights on b. The model owns b and ck from here on (Close closes
 // them), also when New fails.
-func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (*Model, error) {
+func New(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (*Model, error) {
 	m := &Model{}
 	base, err := kit.New(ModelType, b, ck, cfg, lim, opts, m)
 	if err != nil {
@@ -62,7 +62,7 @@ func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits,
 }
 
 // Bind implements kit.Family: every tensor the graph needs, by its checkpoint name.
-func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
+func (m *Model) Bind(ld *ml.Loader, cfg *model.Config) (kit.Head, error) {
 	v := &cfg.Vision
 	w := &m.w
 	head := kit.BindHead(ld, cfg, textPrefixes, rootPrefixes)

@@ -3,15 +3,15 @@ package qwen25vl
 import (
 	"math"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
 // VisionOps implements kit.Family: Qwen2_5_VisionTransformerPretrainedModel.forward on images
 // one after the other (as the reference's batch of several images: windows and cu_seqlens of
 // each image), their output rows (one per placeholder token, in prompt order) going to res.
-func (m *Model) VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor) {
+func (m *Model) VisionOps(b ml.Backend, imgs []model.Image, res ml.Tensor) {
 	v := &m.Config().Vision
 	w := &m.w
 	p := kit.PlanVision(v, kit.Grids(imgs))

@@ -9,8 +9,8 @@ package qwen3vl
 import (
 	"fmt"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
@@ -59,7 +59,7 @@ type weights struct {
 type Options = kit.Options
 
 // Model is a Qwen3-VL checkpoint on a backend: the shared model machinery (kit.Base, which
-// implements engine.Model, engine.Batcher and the rest) running this family's graph.
+// implements model.Model, model.Batcher and the rest) running this family's graph.
 type Model struct {
 	*kit.Base
 	w   weights
@@ -68,7 +68,7 @@ type Model struct {
 
 // New binds the checkpoint's weights on b. The model owns b and ck from here on (Close closes
 // them), also when New fails.
-func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options) (*Model, error) {
+func New(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (*Model, error) {
 	m := &Model{}
 	base, err := kit.New(ModelType, b, ck, cfg, lim, opts, m)
 	if err != nil {
@@ -79,7 +79,7 @@ func New(b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits,
 }
 
 // Bind implements kit.Family: every tensor the graph needs, by its checkpoint name.
-func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
+func (m *Model) Bind(ld *ml.Loader, cfg *model.Config) (kit.Head, error) {
 	t, v := &cfg.Text, &cfg.Vision
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
@@ -102,7 +102,7 @@ func (m *Model) Bind(ld *ml.Loader, cfg *engine.Config) (kit.Head, error) {
 		L.down = ld.Matrix(textPrefixes, p+"mlp.down_proj.weight", H, I)
 	}
 	if t.QKVBias {
-		return kit.Head{}, fmt.Errorf("attention_bias: %w", engine.ErrUnsupported)
+		return kit.Head{}, fmt.Errorf("attention_bias: %w", model.ErrUnsupported)
 	}
 
 	VH, VI, unit := v.Hidden, v.Intermediate, v.MergeSize*v.MergeSize

@@ -4,15 +4,15 @@ import (
 	"math"
 	"sync"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 )
 
 // VisionOps implements kit.Family: Qwen3VLVisionModel.forward on images one after the other
 // (attention within each image: cu_seqlens). Row u of res is merge unit u (the images' in turn,
 // each in prompt order): the merger's output, then each deepstack merger's.
-func (m *Model) VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor) {
+func (m *Model) VisionOps(b ml.Backend, imgs []model.Image, res ml.Tensor) {
 	cfg := m.Config()
 	v := &cfg.Vision
 	w := &m.w
@@ -105,13 +105,13 @@ type posTaps struct {
 // alone), at most posCacheSize of them.
 type posCache struct {
 	mu    sync.Mutex
-	grids map[engine.Grid]*posTaps
+	grids map[model.Grid]*posTaps
 }
 
 const posCacheSize = 64
 
 // taps are the images' taps one after the other (each image's table resampled to its own grid).
-func (c *posCache) taps(v *engine.VisionConfig, imgs []engine.Image) *posTaps {
+func (c *posCache) taps(v *model.VisionConfig, imgs []model.Image) *posTaps {
 	if len(imgs) == 1 {
 		return c.get(v, imgs[0].Grid)
 	}
@@ -124,7 +124,7 @@ func (c *posCache) taps(v *engine.VisionConfig, imgs []engine.Image) *posTaps {
 	return all
 }
 
-func (c *posCache) get(v *engine.VisionConfig, g engine.Grid) *posTaps {
+func (c *posCache) get(v *model.VisionConfig, g model.Grid) *posTaps {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.grids[g]; ok {
@@ -132,7 +132,7 @@ func (c *posCache) get(v *engine.VisionConfig, g engine.Grid) *posTaps {
 	}
 	t := interpolationTaps(v, g)
 	if c.grids == nil || len(c.grids) >= posCacheSize {
-		c.grids = map[engine.Grid]*posTaps{}
+		c.grids = map[model.Grid]*posTaps{}
 	}
 	c.grids[g] = t
 	return t
@@ -141,7 +141,7 @@ func (c *posCache) get(v *engine.VisionConfig, g engine.Grid) *posTaps {
 // interpolationTaps mirrors vision_utils.get_vision_interpolation_indices_and_weights (bilinear,
 // align_corners=True, border padding) for one grid, patches in merge-block order: the side x side
 // table is resampled to the grid's h x w, each patch mixing the 2x2 nearest table rows.
-func interpolationTaps(v *engine.VisionConfig, g engine.Grid) *posTaps {
+func interpolationTaps(v *model.VisionConfig, g model.Grid) *posTaps {
 	side := int(math.Sqrt(float64(v.PosEmbeddings)))
 	merge := v.MergeSize
 	frame := g.H * g.W

@@ -6,8 +6,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // imageIn is one image's rows and the batch rows of its placeholders.
@@ -62,7 +62,7 @@ type PassImage struct {
 
 // plan checks a batch against the model and lays it out. The heads it takes are released by
 // the caller (batchPlan.done), or by plan when it fails.
-func (m *Base) plan(batch []engine.Input) (_ *batchPlan, err error) {
+func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 	cfg := m.cfg
 	t := &cfg.Text
 	half := t.HeadDim / 2
@@ -75,19 +75,19 @@ func (m *Base) plan(batch []engine.Input) (_ *batchPlan, err error) {
 	for i, in := range batch {
 		s, ok := in.Seq.(*sequence)
 		if !ok || s.m != m {
-			return nil, fmt.Errorf("input %d: sequence from another model: %w", i, engine.ErrInvalidInput)
+			return nil, fmt.Errorf("input %d: sequence from another model: %w", i, ml.ErrInvalidInput)
 		}
 		if slices.Contains(p.seqs, s) {
-			return nil, fmt.Errorf("input %d: sequence twice in one batch: %w", i, engine.ErrInvalidInput)
+			return nil, fmt.Errorf("input %d: sequence twice in one batch: %w", i, ml.ErrInvalidInput)
 		}
 		if s.kv.Cap() == 0 {
-			return nil, engine.ErrClosed
+			return nil, ml.ErrClosed
 		}
 		n := len(in.IDs)
 		if s.kv.Len+n > s.kv.Cap() {
-			return nil, &engine.BoundsError{Err: engine.ErrContextExceeded, What: "sequence length", Got: s.kv.Len + n, Limit: s.kv.Cap()}
+			return nil, &model.BoundsError{Err: model.ErrContextExceeded, What: "sequence length", Got: s.kv.Len + n, Limit: s.kv.Cap()}
 		}
-		flat, err := engine.Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images}.Flatten(cfg)
+		flat, err := model.Prompt{IDs: in.IDs, Positions: in.Positions, Images: in.Images}.Flatten(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
@@ -112,7 +112,7 @@ func (m *Base) plan(batch []engine.Input) (_ *batchPlan, err error) {
 			if e.Device != nil {
 				r, ok := e.Device.(*imageRows)
 				if !ok || r.m != m {
-					return nil, fmt.Errorf("input %d: image rows of another model: %w", i, engine.ErrInvalidInput)
+					return nil, fmt.Errorf("input %d: image rows of another model: %w", i, ml.ErrInvalidInput)
 				}
 				img.dev = r.t.RowsAt(0, e.Tokens)
 			} else {
@@ -144,7 +144,7 @@ func (m *Base) plan(batch []engine.Input) (_ *batchPlan, err error) {
 			for f := range half {
 				at := int(flat.Pos[m.freqAxis[f]*n+j])*half + f
 				if at < 0 {
-					return nil, fmt.Errorf("input %d: negative rotary position: %w", i, engine.ErrInvalidInput)
+					return nil, fmt.Errorf("input %d: negative rotary position: %w", i, ml.ErrInvalidInput)
 				}
 				p.cos = append(p.cos, cos[at])
 				p.sin = append(p.sin, sin[at])
@@ -185,14 +185,14 @@ func (m *Base) angles(n int) (cos, sin []float32) {
 	return m.ropeCos, m.ropeSin
 }
 
-// Forward implements engine.Batcher: the text model + lm_head over every input's tokens at once,
+// Forward implements model.Batcher: the text model + lm_head over every input's tokens at once,
 // each attending over its own cache.
-func (m *Base) Forward(ctx context.Context, batch []engine.Input) ([]engine.Output, error) {
+func (m *Base) Forward(ctx context.Context, batch []model.Input) ([]model.Output, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if len(batch) == 0 {
-		return nil, fmt.Errorf("empty batch: %w", engine.ErrInvalidInput)
+		return nil, fmt.Errorf("empty batch: %w", ml.ErrInvalidInput)
 	}
 	p, err := m.plan(batch)
 	if err != nil {
@@ -202,7 +202,7 @@ func (m *Base) Forward(ctx context.Context, batch []engine.Input) ([]engine.Outp
 	defer m.mu.Unlock()
 	if m.closed.Load() {
 		p.done(m, false)
-		return nil, engine.ErrClosed
+		return nil, ml.ErrClosed
 	}
 	outs, err := m.decoder(p, batch)
 	p.done(m, err == nil)
@@ -212,13 +212,13 @@ func (m *Base) Forward(ctx context.Context, batch []engine.Input) ([]engine.Outp
 	return outs, nil
 }
 
-func (m *Base) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, error) {
+func (m *Base) decoder(p *batchPlan, batch []model.Input) ([]model.Output, error) {
 	b := m.b
 	n, nb := len(p.ids), len(batch)
 	picks := make([]int32, nb)
-	outs := make([]engine.Output, nb)
+	outs := make([]model.Output, nb)
 	for i, s := range p.seqs {
-		if batch[i].Logits { // each sequence's own: valid until its next call (engine.Model)
+		if batch[i].Logits { // each sequence's own: valid until its next call (model.Model)
 			if s.logits == nil {
 				s.logits = m.takeLogits()
 			}
@@ -257,7 +257,7 @@ func (m *Base) decoder(p *batchPlan, batch []engine.Input) ([]engine.Output, err
 // decoderOps issues the decoder's ops for the batch; the argmax (and the logits where asked for)
 // of each input's last row land in picks and outs at the next Sync. With replay it issues only
 // the inputs and the outputs (ml.Graph).
-func (m *Base) decoderOps(bp *batchPlan, n, nb int, picks []int32, outs []engine.Output, replay bool) {
+func (m *Base) decoderOps(bp *batchPlan, n, nb int, picks []int32, outs []model.Output, replay bool) {
 	b := m.b
 	t := &m.cfg.Text
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // DecoderLayer is one layer of the pre-norm GQA decoder with a SwiGLU MLP that the Qwen2 text
@@ -21,7 +21,7 @@ type DecoderLayer struct {
 
 // BindDecoder binds cfg.Text.Layers decoder layers by their transformers names
 // (layers.N.self_attn.q_proj.weight, ...) under the text prefixes.
-func BindDecoder(ld *ml.Loader, cfg *engine.Config, prefixes []string) []DecoderLayer {
+func BindDecoder(ld *ml.Loader, cfg *model.Config, prefixes []string) []DecoderLayer {
 	t := &cfg.Text
 	H, hd, I := t.Hidden, t.HeadDim, t.Intermediate
 	qd, kvd := t.Heads*hd, t.KVHeads*hd
@@ -54,7 +54,7 @@ func BindDecoder(ld *ml.Loader, cfg *engine.Config, prefixes []string) []Decoder
 
 // DecoderOps issues the layers over p (Family.LayerOps): the rotary angles are the ones kit
 // laid out for the pass (multimodal or 1-D, as the config says).
-func DecoderOps(b ml.Backend, cfg *engine.Config, p *Pass, layers []DecoderLayer) (int, ml.Tensor) {
+func DecoderOps(b ml.Backend, cfg *model.Config, p *Pass, layers []DecoderLayer) (int, ml.Tensor) {
 	t := &cfg.Text
 	hd := t.HeadDim
 	qd, kvd := t.Heads*hd, t.KVHeads*hd

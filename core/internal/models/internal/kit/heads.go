@@ -5,8 +5,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // Prompt heads: the tokens of a prompt before its first image (the chat template's system turn
@@ -62,7 +62,7 @@ func newHeads(kv *ml.KVPool, n int) *heads {
 // headLen is the length of an input's head: the tokens before its first image placeholder,
 // when they are at least minHead, leave some token to compute, and sit at positions 0, 1, ...
 // on every axis (the rotary angles a kept head was computed at).
-func headLen(flat *engine.PrefillInput, n int) int {
+func headLen(flat *model.PrefillInput, n int) int {
 	if len(flat.Slots) == 0 {
 		return 0
 	}

@@ -1,7 +1,7 @@
 // Package kit is what every family's model shares and no family defines: sequences over a KV
 // pool, the batch layout of a decoder pass (rows, cache slots, attention spans, rotary angles of
 // the multimodal positions), image rows kept on the device, the greedy and logits heads, and the
-// engine.Model plumbing around them. A family (core/internal/models/<family>) binds its weights
+// model.Model plumbing around them. A family (core/internal/models/<family>) binds its weights
 // and writes its vision tower and decoder layers as ops on the pass kit lays out.
 package kit
 
@@ -12,20 +12,20 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // Family is one model family's graph over a [Base].
 type Family interface {
 	// Bind maps the family's weights (called once, on the backend's thread) and returns the
 	// ones the shared embedding and head read.
-	Bind(ld *ml.Loader, cfg *engine.Config) (Head, error)
+	Bind(ld *ml.Loader, cfg *model.Config) (Head, error)
 	// VisionOps issues the vision tower on images in one pass on b (the model's backend or a
 	// lane of it): their rows, one per placeholder token and cfg.EmbedDim() wide, go to res one
 	// image after the other (each image's in prompt order). No attention crosses from one image
 	// into another, so an image gets the rows it gets alone.
-	VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor)
+	VisionOps(b ml.Backend, imgs []model.Image, res ml.Tensor)
 	// LayerOps issues the decoder layers over p, whose X[0] holds the input embeddings; the
 	// final hidden states are X[r] + delta (delta may be none: the residual add the next norm
 	// fuses).
@@ -40,7 +40,7 @@ type Head struct {
 // BindHead binds the token embedding, the final norm and lm_head by their names under the text
 // and root prefixes (lm_head is the embedding when the config ties them: a tied checkpoint may
 // omit lm_head.weight). Families bind it first.
-func BindHead(ld *ml.Loader, cfg *engine.Config, text, root []string) Head {
+func BindHead(ld *ml.Loader, cfg *model.Config, text, root []string) Head {
 	t := &cfg.Text
 	h := Head{Embed: ld.Matrix(text, "embed_tokens.weight", t.Vocab, t.Hidden)}
 	h.LMHead = h.Embed
@@ -80,9 +80,9 @@ type lane struct {
 	mu sync.Mutex
 }
 
-// Base is a checkpoint of some family on a backend. It implements engine.Model,
-// engine.Batcher, engine.GreedyModel, engine.Pooled, engine.DeviceEncoder,
-// engine.BatchEncoder and engine.ParallelEncoder; its calls are serialised (the backend runs
+// Base is a checkpoint of some family on a backend. It implements model.Model,
+// model.Batcher, model.GreedyModel, model.Pooled, model.DeviceEncoder,
+// model.BatchEncoder and model.ParallelEncoder; its calls are serialised (the backend runs
 // one at a time), except that vision passes on a lane run beside the others.
 type Base struct {
 	mu sync.Mutex
@@ -91,8 +91,8 @@ type Base struct {
 	// none it runs on b under mu. Close takes every lane's mu first.
 	lanes []*lane
 	ck    *ml.Checkpoint
-	cfg   *engine.Config
-	lim   engine.Limits
+	cfg   *model.Config
+	lim   model.Limits
 	fam   Family
 	head  Head
 	kv    *ml.KVPool
@@ -121,25 +121,25 @@ type Base struct {
 
 // Interface guards.
 var (
-	_ engine.Model           = (*Base)(nil)
-	_ engine.Batcher         = (*Base)(nil)
-	_ engine.GreedyModel     = (*Base)(nil)
-	_ engine.Pooled          = (*Base)(nil)
-	_ engine.PromptHeadCache = (*Base)(nil)
-	_ engine.DeviceEncoder   = (*Base)(nil)
-	_ engine.BatchEncoder    = (*Base)(nil)
-	_ engine.ParallelEncoder = (*Base)(nil)
+	_ model.Model           = (*Base)(nil)
+	_ model.Batcher         = (*Base)(nil)
+	_ model.GreedyModel     = (*Base)(nil)
+	_ model.Pooled          = (*Base)(nil)
+	_ model.PromptHeadCache = (*Base)(nil)
+	_ model.DeviceEncoder   = (*Base)(nil)
+	_ model.BatchEncoder    = (*Base)(nil)
+	_ model.ParallelEncoder = (*Base)(nil)
 )
 
 // New binds fam's weights on b, for a checkpoint of modelType (any other config is
 // ErrUnsupported). The model owns b and ck from here on (Close closes them), also when New fails.
-func New(modelType string, b ml.Backend, ck *ml.Checkpoint, cfg *engine.Config, lim engine.Limits, opts Options, fam Family) (*Base, error) {
+func New(modelType string, b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options, fam Family) (*Base, error) {
 	if cfg.ModelType != modelType {
 		b.Close()
 		if ck != nil {
 			ck.Close()
 		}
-		return nil, fmt.Errorf("model_type %q is not %s: %w", cfg.ModelType, modelType, engine.ErrUnsupported)
+		return nil, fmt.Errorf("model_type %q is not %s: %w", cfg.ModelType, modelType, model.ErrUnsupported)
 	}
 	m := &Base{b: b, ck: ck, cfg: cfg, lim: lim, fam: fam}
 	if err := ml.Do(b, func() error { return m.init(opts) }); err != nil {
@@ -235,22 +235,22 @@ func FreqAxes(section [3]int, interleaved bool, half int) []int {
 	return axes
 }
 
-// Config implements engine.Model.
-func (m *Base) Config() *engine.Config { return m.cfg }
+// Config implements model.Model.
+func (m *Base) Config() *model.Config { return m.cfg }
 
-// Limits implements engine.Model.
-func (m *Base) Limits() engine.Limits { return m.lim }
+// Limits implements model.Model.
+func (m *Base) Limits() model.Limits { return m.lim }
 
 // Backend is the backend the model runs on.
 func (m *Base) Backend() ml.Backend { return m.b }
 
-// ParallelVision implements engine.ParallelEncoder: the tower runs on lanes of its own.
+// ParallelVision implements model.ParallelEncoder: the tower runs on lanes of its own.
 func (m *Base) ParallelVision() bool { return len(m.lanes) > 0 }
 
-// VisionLanes implements engine.VisionLaner: passes of the tower that can run at once.
+// VisionLanes implements model.VisionLaner: passes of the tower that can run at once.
 func (m *Base) VisionLanes() int { return max(len(m.lanes), 1) }
 
-// KVUse implements engine.Pooled: the blocks of the kept prompt heads (a few, evicted as
+// KVUse implements model.Pooled: the blocks of the kept prompt heads (a few, evicted as
 // new heads come) are not counted as in use.
 func (m *Base) KVUse() (used, total int) {
 	if m.kv == nil {
@@ -293,13 +293,13 @@ type sequence struct {
 	logits []float32
 }
 
-// NewSequence implements engine.Model.
-func (m *Base) NewSequence(capacity int) (engine.Sequence, error) {
-	if err := engine.CheckCapacity(m.lim, capacity); err != nil {
+// NewSequence implements model.Model.
+func (m *Base) NewSequence(capacity int) (model.Sequence, error) {
+	if err := model.CheckCapacity(m.lim, capacity); err != nil {
 		return nil, err
 	}
 	if m.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, ml.ErrClosed
 	}
 	kv, err := m.kv.Alloc(capacity)
 	if err != nil {
@@ -328,46 +328,46 @@ func (m *Base) takeLogits() []float32 {
 	return make([]float32, m.cfg.Text.Vocab)
 }
 
-// EncodeVision implements engine.Model.
-func (m *Base) EncodeVision(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
-	out, err := m.encode(ctx, []engine.Image{img}, false)
+// EncodeVision implements model.Model.
+func (m *Base) EncodeVision(ctx context.Context, img model.Image) (*model.Embeddings, error) {
+	out, err := m.encode(ctx, []model.Image{img}, false)
 	if err != nil {
 		return nil, err
 	}
 	return out[0], nil
 }
 
-// EncodeVisionDevice implements engine.DeviceEncoder: the rows stay in backend memory for this
+// EncodeVisionDevice implements model.DeviceEncoder: the rows stay in backend memory for this
 // model's prefill.
-func (m *Base) EncodeVisionDevice(ctx context.Context, img engine.Image) (*engine.Embeddings, error) {
-	out, err := m.encode(ctx, []engine.Image{img}, true)
+func (m *Base) EncodeVisionDevice(ctx context.Context, img model.Image) (*model.Embeddings, error) {
+	out, err := m.encode(ctx, []model.Image{img}, true)
 	if err != nil {
 		return nil, err
 	}
 	return out[0], nil
 }
 
-// EncodeVisionBatch implements engine.BatchEncoder: one tower pass over every image, each
+// EncodeVisionBatch implements model.BatchEncoder: one tower pass over every image, each
 // image's rows kept in backend memory of their own (released one by one).
-func (m *Base) EncodeVisionBatch(ctx context.Context, imgs []engine.Image) ([]*engine.Embeddings, error) {
+func (m *Base) EncodeVisionBatch(ctx context.Context, imgs []model.Image) ([]*model.Embeddings, error) {
 	return m.encode(ctx, imgs, true)
 }
 
 // ReadRows copies an image's rows to host memory, wherever they are (device rows must be this
 // model's): what EncodeVision would have returned.
-func (m *Base) ReadRows(e *engine.Embeddings) ([]float32, error) {
+func (m *Base) ReadRows(e *model.Embeddings) ([]float32, error) {
 	if e.Device == nil {
 		return e.Data, nil
 	}
 	r, ok := e.Device.(*imageRows)
 	if !ok || r.m != m {
-		return nil, fmt.Errorf("image rows of another model: %w", engine.ErrInvalidInput)
+		return nil, fmt.Errorf("image rows of another model: %w", ml.ErrInvalidInput)
 	}
 	out := make([]float32, e.Tokens*e.Dim)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, ml.ErrClosed
 	}
 	err := ml.Do(m.b, func() error {
 		m.b.Read(out, r.t.RowsAt(0, e.Tokens))
@@ -379,23 +379,23 @@ func (m *Base) ReadRows(e *engine.Embeddings) ([]float32, error) {
 // encode runs the tower on imgs in one pass. Its output goes to host rows, or (keep) to one
 // buffer of device rows per image: a copy out of the pass's output, so that each image's rows
 // are freed on their own (an image kept by the embedding cache holds its rows, not the batch's).
-func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*engine.Embeddings, error) {
+func (m *Base) encode(ctx context.Context, imgs []model.Image, keep bool) ([]*model.Embeddings, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if len(imgs) == 0 {
 		return nil, nil
 	}
-	out := make([]*engine.Embeddings, len(imgs))
+	out := make([]*model.Embeddings, len(imgs))
 	total := 0
 	for i, img := range imgs {
-		if err := engine.CheckImage(m.cfg, m.lim, img); err != nil {
+		if err := model.CheckImage(m.cfg, m.lim, img); err != nil {
 			if len(imgs) > 1 {
 				err = fmt.Errorf("image %d: %w", i, err)
 			}
 			return nil, err
 		}
-		e := &engine.Embeddings{Tokens: img.Grid.Tokens(m.cfg.Vision.MergeSize), Dim: m.cfg.EmbedDim()}
+		e := &model.Embeddings{Tokens: img.Grid.Tokens(m.cfg.Vision.MergeSize), Dim: m.cfg.EmbedDim()}
 		if !keep {
 			e.Data = make([]float32, e.Tokens*e.Dim)
 		}
@@ -405,7 +405,7 @@ func (m *Base) encode(ctx context.Context, imgs []engine.Image, keep bool) ([]*e
 	b, mu := m.takeLane()
 	defer mu.Unlock()
 	if m.closed.Load() {
-		return nil, engine.ErrClosed
+		return nil, ml.ErrClosed
 	}
 	err := ml.Do(b, func() error {
 		if keep && len(imgs) == 1 { // the tower writes the image's own buffer
@@ -488,7 +488,7 @@ func releaseAll(rows []*imageRows) {
 	}
 }
 
-// imageRows are vision-tower outputs kept in backend memory (engine.DeviceRows). Buffers are
+// imageRows are vision-tower outputs kept in backend memory (model.DeviceRows). Buffers are
 // reused in op order, so one released while the work that fills it is still queued is safe to
 // hand out again.
 type imageRows struct {
@@ -497,7 +497,7 @@ type imageRows struct {
 	once sync.Once
 }
 
-// Release implements engine.DeviceRows.
+// Release implements model.DeviceRows.
 func (r *imageRows) Release() {
 	r.once.Do(func() {
 		r.m.rowsMu.Lock()
@@ -529,36 +529,36 @@ func (m *Base) takeRows(b ml.Backend, n int) (*imageRows, error) {
 	return &imageRows{m: m, t: t}, nil
 }
 
-// Prefill implements engine.Model.
-func (m *Base) Prefill(ctx context.Context, seq engine.Sequence, p engine.Prompt) ([]float32, error) {
-	out, err := m.Forward(ctx, []engine.Input{{Seq: seq, IDs: p.IDs, Positions: p.Positions, Images: p.Images, Logits: true}})
+// Prefill implements model.Model.
+func (m *Base) Prefill(ctx context.Context, seq model.Sequence, p model.Prompt) ([]float32, error) {
+	out, err := m.Forward(ctx, []model.Input{{Seq: seq, IDs: p.IDs, Positions: p.Positions, Images: p.Images, Logits: true}})
 	if err != nil {
 		return nil, err
 	}
 	return out[0].Logits, nil
 }
 
-// PrefillGreedy implements engine.GreedyModel.
-func (m *Base) PrefillGreedy(ctx context.Context, seq engine.Sequence, p engine.Prompt) (int32, error) {
-	out, err := m.Forward(ctx, []engine.Input{{Seq: seq, IDs: p.IDs, Positions: p.Positions, Images: p.Images}})
+// PrefillGreedy implements model.GreedyModel.
+func (m *Base) PrefillGreedy(ctx context.Context, seq model.Sequence, p model.Prompt) (int32, error) {
+	out, err := m.Forward(ctx, []model.Input{{Seq: seq, IDs: p.IDs, Positions: p.Positions, Images: p.Images}})
 	if err != nil {
 		return 0, err
 	}
 	return out[0].Argmax, nil
 }
 
-// DecodeStep implements engine.Model.
-func (m *Base) DecodeStep(ctx context.Context, seq engine.Sequence, token int32, pos int32) ([]float32, error) {
-	out, err := m.Forward(ctx, []engine.Input{engine.DecodeInput(seq, token, pos, true)})
+// DecodeStep implements model.Model.
+func (m *Base) DecodeStep(ctx context.Context, seq model.Sequence, token int32, pos int32) ([]float32, error) {
+	out, err := m.Forward(ctx, []model.Input{model.DecodeInput(seq, token, pos, true)})
 	if err != nil {
 		return nil, err
 	}
 	return out[0].Logits, nil
 }
 
-// DecodeStepGreedy implements engine.GreedyModel.
-func (m *Base) DecodeStepGreedy(ctx context.Context, seq engine.Sequence, token int32, pos int32) (int32, error) {
-	out, err := m.Forward(ctx, []engine.Input{engine.DecodeInput(seq, token, pos, false)})
+// DecodeStepGreedy implements model.GreedyModel.
+func (m *Base) DecodeStepGreedy(ctx context.Context, seq model.Sequence, token int32, pos int32) (int32, error) {
+	out, err := m.Forward(ctx, []model.Input{model.DecodeInput(seq, token, pos, false)})
 	if err != nil {
 		return 0, err
 	}

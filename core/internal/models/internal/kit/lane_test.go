@@ -4,18 +4,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // towerOnly is a Family whose tower writes each image's first pixel as its one row; it binds and
 // decodes nothing (the test calls the tower alone).
 type towerOnly struct{}
 
-func (towerOnly) Bind(*ml.Loader, *engine.Config) (Head, error) { return Head{}, nil }
-func (towerOnly) LayerOps(*Pass) (int, ml.Tensor)               { return 0, ml.Tensor{} }
-func (towerOnly) VisionOps(b ml.Backend, imgs []engine.Image, res ml.Tensor) {
+func (towerOnly) Bind(*ml.Loader, *model.Config) (Head, error) { return Head{}, nil }
+func (towerOnly) LayerOps(*Pass) (int, ml.Tensor)              { return 0, ml.Tensor{} }
+func (towerOnly) VisionOps(b ml.Backend, imgs []model.Image, res ml.Tensor) {
 	px := make([]float32, len(imgs))
 	for i, img := range imgs {
 		px[i] = img.Pixels[0]
@@ -34,13 +34,13 @@ func TestLaneBesideDecoder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &engine.Config{Vision: engine.VisionConfig{InChannels: 1, TemporalPatchSize: 1, PatchSize: 1, MergeSize: 1, OutHidden: 1}}
-	m := &Base{b: b, lanes: []*lane{{b: lb}}, cfg: cfg, lim: engine.Limits{MaxImagePatches: 4, MaxGridSide: 4}, fam: towerOnly{}}
+	cfg := &model.Config{Vision: model.VisionConfig{InChannels: 1, TemporalPatchSize: 1, PatchSize: 1, MergeSize: 1, OutHidden: 1}}
+	m := &Base{b: b, lanes: []*lane{{b: lb}}, cfg: cfg, lim: model.Limits{MaxImagePatches: 4, MaxGridSide: 4}, fam: towerOnly{}}
 	defer m.Close()
 	encode := func() chan float32 {
 		out := make(chan float32, 1)
 		go func() {
-			e, err := m.EncodeVision(t.Context(), engine.Image{Pixels: []float32{5}, Grid: engine.Grid{T: 1, H: 1, W: 1}})
+			e, err := m.EncodeVision(t.Context(), model.Image{Pixels: []float32{5}, Grid: model.Grid{T: 1, H: 1, W: 1}})
 			if err != nil {
 				t.Error(err)
 				out <- -1

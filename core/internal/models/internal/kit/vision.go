@@ -3,8 +3,8 @@ package kit
 import (
 	"math"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // VisionPlan is the host-side bookkeeping of the images of one vision-tower pass: the window
@@ -25,7 +25,7 @@ type VisionPlan struct {
 
 // PlanVision is the plan of images of these grids in one pass: each grid's (planGrid) one after
 // the other.
-func PlanVision(v *engine.VisionConfig, grids []engine.Grid) *VisionPlan {
+func PlanVision(v *model.VisionConfig, grids []model.Grid) *VisionPlan {
 	if len(grids) == 1 {
 		return planGrid(v, grids[0])
 	}
@@ -51,8 +51,8 @@ func PlanVision(v *engine.VisionConfig, grids []engine.Grid) *VisionPlan {
 }
 
 // Grids are the images' grids, in order.
-func Grids(imgs []engine.Image) []engine.Grid {
-	gs := make([]engine.Grid, len(imgs))
+func Grids(imgs []model.Image) []model.Grid {
+	gs := make([]model.Grid, len(imgs))
 	for i, img := range imgs {
 		gs[i] = img.Grid
 	}
@@ -61,7 +61,7 @@ func Grids(imgs []engine.Image) []engine.Grid {
 
 // WritePixels copies the images' pixel rows into pix one after the other (rows of Patches()
 // each), the tower's input of a pass over them all.
-func WritePixels(b ml.Backend, pix ml.Tensor, imgs []engine.Image) {
+func WritePixels(b ml.Backend, pix ml.Tensor, imgs []model.Image) {
 	row := 0
 	for _, img := range imgs {
 		n := img.Grid.Patches()
@@ -74,7 +74,7 @@ func WritePixels(b ml.Backend, pix ml.Tensor, imgs []engine.Image) {
 // (transformers 5.17) for one (t, h, w) grid. Empty windows (the
 // reference pads a whole window when a side divides evenly) add no boundary, as
 // torch.unique_consecutive drops them.
-func planGrid(v *engine.VisionConfig, g engine.Grid) *VisionPlan {
+func planGrid(v *model.VisionConfig, g model.Grid) *VisionPlan {
 	merge := v.MergeSize
 	unit := merge * merge
 	mh, mw := g.H/merge, g.W/merge

@@ -4,22 +4,22 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 func TestPlanVisionWindows(t *testing.T) {
 	// the tiny Qwen2.5-VL fixture's tower: 14-pixel patches, 2x2 units, windows of 112 pixels
-	cfg := &engine.Config{Vision: engine.VisionConfig{Hidden: 64, Heads: 4, PatchSize: 14, MergeSize: 2, WindowSize: 112, RopeTheta: 1e4}}
+	cfg := &model.Config{Vision: model.VisionConfig{Hidden: 64, Heads: 4, PatchSize: 14, MergeSize: 2, WindowSize: 112, RopeTheta: 1e4}}
 	for _, tc := range []struct {
-		grid    engine.Grid
+		grid    model.Grid
 		windows []int32 // boundaries in patches
 	}{
 		// 320x240: a 9x11 unit grid in 4x4-unit windows: 3x3 windows, the last row and column partial
-		{engine.Grid{T: 1, H: 18, W: 22}, []int32{0, 64, 128, 176, 240, 304, 352, 368, 384, 396}},
+		{model.Grid{T: 1, H: 18, W: 22}, []int32{0, 64, 128, 176, 240, 304, 352, 368, 384, 396}},
 		// 8x8 units: exactly 2x2 windows (the padded empty windows add no boundary)
-		{engine.Grid{T: 1, H: 16, W: 16}, []int32{0, 64, 128, 192, 256}},
+		{model.Grid{T: 1, H: 16, W: 16}, []int32{0, 64, 128, 192, 256}},
 	} {
-		p := PlanVision(&cfg.Vision, []engine.Grid{tc.grid})
+		p := PlanVision(&cfg.Vision, []model.Grid{tc.grid})
 		if !slices.Equal(p.Windows, tc.windows) {
 			t.Errorf("grid %v: windows %v, want %v", tc.grid, p.Windows, tc.windows)
 		}
@@ -43,13 +43,13 @@ func TestPlanVisionWindows(t *testing.T) {
 // TestPlanVisionImages: the plan of several images is each image's plan, offset by the patches
 // and units before it, with no segment crossing from one image into the next.
 func TestPlanVisionImages(t *testing.T) {
-	v := &engine.VisionConfig{Hidden: 64, Heads: 4, PatchSize: 14, MergeSize: 2, WindowSize: 112, RopeTheta: 1e4}
-	grids := []engine.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 6, W: 10}, {T: 2, H: 16, W: 16}, {T: 1, H: 2, W: 2}}
+	v := &model.VisionConfig{Hidden: 64, Heads: 4, PatchSize: 14, MergeSize: 2, WindowSize: 112, RopeTheta: 1e4}
+	grids := []model.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 6, W: 10}, {T: 2, H: 16, W: 16}, {T: 1, H: 2, W: 2}}
 	all := PlanVision(v, grids)
 	half := v.Hidden / v.Heads / 2
 	patches, units := 0, 0
 	for _, g := range grids {
-		p := PlanVision(v, []engine.Grid{g})
+		p := PlanVision(v, []model.Grid{g})
 		for u, src := range p.Index {
 			if got := all.Index[units+u]; got != int32(units)+src {
 				t.Fatalf("grid %v: unit %d is %d, want %d", g, u, got, int32(units)+src)

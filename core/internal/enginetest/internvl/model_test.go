@@ -1,4 +1,4 @@
-package internvl
+package internvl_test
 
 import (
 	"encoding/binary"
@@ -14,15 +14,17 @@ import (
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/core/internal/models/internvl"
 )
 
 // load opens a checkpoint directory on a CPU backend.
-func load(dir string, opts cpu.Options) (*Model, error) {
+func load(dir string, opts cpu.Options) (*internvl.Model, error) {
 	b, err := cpu.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := engine.LoadConfig(dir)
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -32,13 +34,13 @@ func load(dir string, opts cpu.Options) (*Model, error) {
 		b.Close()
 		return nil, err
 	}
-	return New(b, ck, cfg, engine.DefaultLimits(cfg), Options{})
+	return internvl.New(b, ck, cfg, model.DefaultLimits(cfg), internvl.Options{})
 }
 
 // sweepModel writes the named model of the InternVL sweep to a temporary directory.
 func sweepModel(t *testing.T, name string) (string, *fixture.Sweep) {
 	t.Helper()
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(internvl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +64,13 @@ func sweepModel(t *testing.T, name string) (string, *fixture.Sweep) {
 // within 1e-4. The portable kernels, ten times slower on the 13 tiles' 13,325 tower rows, run two
 // of the models (the other sweeps run them on every shape).
 func TestSweep(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(internvl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var loaders []fixture.SweepLoader
 	for _, k := range []string{"avx512", "avx2", "generic"} {
-		l := fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
+		l := fixture.SweepLoader{Name: k, Load: func(dir string) (model.Model, error) {
 			return load(dir, cpu.Options{Kernels: k})
 		}}
 		if k == "generic" {
@@ -76,7 +78,7 @@ func TestSweep(t *testing.T) {
 		}
 		loaders = append(loaders, l)
 	}
-	fixture.RunSweep(t, fixture.SweepPathFor(ModelType), loaders...)
+	fixture.RunSweep(t, fixture.SweepPathFor(internvl.ModelType), loaders...)
 }
 
 // TestBatchEqualsSingle: the sweep's cases batched (joining while others decode, prompts
@@ -84,7 +86,7 @@ func TestSweep(t *testing.T) {
 // greedy tokens each gives alone. One model (GQA 3): its 13-tile prompts are the cost, and the
 // batch layout is kit's, shared with the other families.
 func TestBatchEqualsSingle(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(internvl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestBatchEqualsSingle(t *testing.T) {
 // shuffle's 2x2 blocks read column-major (the patches (2r, 2c), (2r+1, 2c), (2r, 2c+1), ...), or
 // without LayerScale (every lambda 1), miss the golden logits of a three-tile case.
 func TestSweepDetectsWrongGraph(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(internvl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,31 +127,27 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 		t.Fatal("no three-tile case in the sweep")
 	}
 	c, want := sw.Cases[ci], sm.Results[ci]
-	var img engine.Image
+	var img model.Image
 	for _, si := range sw.Images {
 		if si.Name == c.Image {
 			px, err := sw.Pixels(si)
 			if err != nil {
 				t.Fatal(err)
 			}
-			img = engine.Image{Pixels: px, Grid: engine.Grid{T: si.Grid[0], H: si.Grid[1], W: si.Grid[2]}}
+			img = model.Image{Pixels: px, Grid: model.Grid{T: si.Grid[0], H: si.Grid[1], W: si.Grid[2]}}
 		}
 	}
 	for _, tc := range []struct {
 		name string
-		// file changes the checkpoint directory before the load, model the model after it
-		file  func(t *testing.T, dir string)
-		model func(m *Model)
+		// file changes the checkpoint directory before the load
+		file func(t *testing.T, dir string)
 	}{
 		{name: "as is"},
-		{name: "shuffle blocks column-major", model: func(m *Model) {
-			v := &m.Config().Vision
-			p := newTilePlan(img.Grid.T, v.FixedGrid, v.MergeSize)
-			for u := 0; u+3 < len(p.shuffle); u += 4 {
-				p.shuffle[u+1], p.shuffle[u+2] = p.shuffle[u+2], p.shuffle[u+1]
-			}
-			m.plans.plans = map[int]*tilePlan{img.Grid.T: p}
-		}},
+		// The projector's LayerNorm and first Linear with the channel blocks of patches (2r, 2c+1)
+		// and (2r+1, 2c) swapped compute, on the correct row-major shuffle, exactly what the
+		// original weights compute on a column-major one (LayerNorm's statistics do not depend
+		// on the channels' order): the shuffle-order hazard, made in the checkpoint.
+		{name: "shuffle blocks column-major", file: func(t *testing.T, dir string) { swapShuffleBlocks(t, dir) }},
 		{name: "no LayerScale", file: func(t *testing.T, dir string) { setTensors(t, dir, "lambda_", 1) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,15 +160,12 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			if tc.model != nil {
-				tc.model(m)
-			}
 			cfg := m.Config()
 			emb, err := m.EncodeVision(t.Context(), img)
 			if err != nil {
 				t.Fatal(err)
 			}
-			pos, err := engine.PromptPositions(cfg, c.InputIDs, []engine.Grid{img.Grid})
+			pos, err := model.PromptPositions(cfg, c.InputIDs, []model.Grid{img.Grid})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +174,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer seq.Close()
-			logits, err := m.Prefill(t.Context(), seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+			logits, err := m.Prefill(t.Context(), seq, model.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,12 +191,60 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 	}
 }
 
+// swapShuffleBlocks swaps, in dir/model.safetensors, the second and third quarters of the
+// projector's LayerNorm weight and bias and of its first Linear's input columns (each quarter is
+// one patch of a shuffled 2x2 block).
+func swapShuffleBlocks(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, "model.safetensors")
+	entries, err := ml.ReadSafetensorsHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for _, e := range entries {
+		if !strings.Contains(e.Name, "multi_modal_projector.layer_norm.") && !strings.Contains(e.Name, "multi_modal_projector.linear_1.weight") {
+			continue
+		}
+		if e.Dtype != "F32" {
+			t.Fatalf("tensor %s: %s, want F32", e.Name, e.Dtype)
+		}
+		cols := e.Shape[len(e.Shape)-1]
+		if cols%4 != 0 {
+			t.Fatalf("tensor %s: %d columns, not four patches", e.Name, cols)
+		}
+		b := make([]byte, e.Size)
+		if _, err := f.ReadAt(b, e.Offset); err != nil {
+			t.Fatal(err)
+		}
+		q := int(cols/4) * 4 // a quarter row in bytes
+		for row := 0; row < len(b); row += int(cols) * 4 {
+			one, two := b[row+q:row+2*q], b[row+2*q:row+3*q]
+			tmp := slices.Clone(one)
+			copy(one, two)
+			copy(two, tmp)
+		}
+		if _, err := f.WriteAt(b, e.Offset); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("%d projector tensors swapped, want 3 (layer_norm weight and bias, linear_1 weight)", n)
+	}
+}
+
 // setTensors sets every value of the F32 tensors of dir/model.safetensors whose name contains
 // part to value, in place.
 func setTensors(t *testing.T, dir, part string, value float32) {
 	t.Helper()
 	path := filepath.Join(dir, "model.safetensors")
-	entries, err := engine.ReadSafetensorsHeader(path)
+	entries, err := ml.ReadSafetensorsHeader(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +283,7 @@ func TestRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(b, nil, &engine.Config{ModelType: "qwen2_5_vl"}, engine.Limits{}, Options{}); !errors.Is(err, engine.ErrUnsupported) {
+	if _, err := internvl.New(b, nil, &model.Config{ModelType: "qwen2_5_vl"}, model.Limits{}, internvl.Options{}); !errors.Is(err, model.ErrUnsupported) {
 		t.Errorf("a Qwen2.5-VL config: %v", err)
 	}
 	if b.Kernels() != "" {
@@ -251,7 +294,7 @@ func TestRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.ParseConfig(base); err != nil {
+	if _, err := model.ParseConfig(base); err != nil {
 		t.Fatalf("the 2B config: %v", err)
 	}
 	for _, tc := range []struct{ name, old, new string }{
@@ -279,28 +322,28 @@ func TestRefuses(t *testing.T) {
 			if src == string(base) {
 				t.Fatalf("%q not in the config", tc.old)
 			}
-			if _, err := engine.ParseConfig([]byte(src)); !errors.Is(err, engine.ErrUnsupported) {
+			if _, err := model.ParseConfig([]byte(src)); !errors.Is(err, model.ErrUnsupported) {
 				t.Errorf("err = %v, want ErrUnsupported", err)
 			}
 		})
 	}
 
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(internvl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir, _ := sweepModel(t, sw.Models[0].Name)
-	cfg, err := engine.LoadConfig(dir)
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := engine.DefaultLimits(cfg)
+	lim := model.DefaultLimits(cfg)
 	lim.ContextLength = cfg.Text.MaxPositions + 1
 	b, err = cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(b, nil, cfg, lim, Options{}); !errors.Is(err, engine.ErrUnsupported) {
+	if _, err := internvl.New(b, nil, cfg, lim, internvl.Options{}); !errors.Is(err, model.ErrUnsupported) {
 		t.Errorf("a context past max_position_embeddings: %v", err)
 	}
 	m, err := load(dir, cpu.Options{Threads: 1})
@@ -309,53 +352,26 @@ func TestRefuses(t *testing.T) {
 	}
 	defer m.Close()
 	pd := cfg.Vision.PatchDim()
-	for _, g := range []engine.Grid{{T: 1, H: 16, W: 16}, {T: 2, H: 32, W: 16}, {T: 1, H: 34, W: 34}} {
-		img := engine.Image{Pixels: make([]float32, g.Patches()*pd), Grid: g}
-		if _, err := m.EncodeVision(t.Context(), img); !errors.Is(err, engine.ErrInvalidInput) {
+	for _, g := range []model.Grid{{T: 1, H: 16, W: 16}, {T: 2, H: 32, W: 16}, {T: 1, H: 34, W: 34}} {
+		img := model.Image{Pixels: make([]float32, g.Patches()*pd), Grid: g}
+		if _, err := m.EncodeVision(t.Context(), img); !errors.Is(err, ml.ErrInvalidInput) {
 			t.Errorf("a grid of %v: %v, want ErrInvalidInput", g, err)
 		}
 		ids := make([]int32, g.Tokens(2))
 		for i := range ids {
 			ids[i] = cfg.ImageTokenID
 		}
-		req := engine.Request{IDs: ids, MaxNewTokens: 1, Images: []engine.Image{img}}
-		if err := engine.Check(cfg, m.Limits(), &req); !errors.Is(err, engine.ErrInvalidInput) {
+		req := engine.Request{IDs: ids, MaxNewTokens: 1, Images: []model.Image{img}}
+		if err := engine.Check(cfg, m.Limits(), &req); !errors.Is(err, ml.ErrInvalidInput) {
 			t.Errorf("a request with a grid of %v: %v, want ErrInvalidInput", g, err)
 		}
-	}
-}
-
-// TestTilePlan pins the layout of two tiles of 4x4 patches: the CLS row first in each tile's
-// segment of 17 rows, the position table's rows repeating a tile, and the pixel shuffle's order
-// (InternVLModel.pixel_shuffle: token (r, c) is patches (2r, 2c), (2r, 2c+1), (2r+1, 2c),
-// (2r+1, 2c+1)).
-func TestTilePlan(t *testing.T) {
-	p := newTilePlan(2, 4, 2)
-	if p.rows != 34 || p.tileRows != 17 {
-		t.Fatalf("rows %d, tile rows %d", p.rows, p.tileRows)
-	}
-	if want := []int32{0, 17, 34}; !slices.Equal(p.bounds, want) {
-		t.Errorf("bounds %v, want %v", p.bounds, want)
-	}
-	if p.patchRows[0] != 1 || p.patchRows[15] != 16 || p.patchRows[16] != 18 || p.posIDs[17] != 0 || p.posIDs[33] != 16 {
-		t.Errorf("patch rows %v, position ids %v", p.patchRows, p.posIDs)
-	}
-	// tile 0: patch (row, col) is tower row 1 + 4*row + col; tile 1 starts at 18
-	want := []int32{
-		1, 2, 5, 6, 3, 4, 7, 8, // tokens (0, 0) and (0, 1)
-		9, 10, 13, 14, 11, 12, 15, 16, // (1, 0), (1, 1)
-		18, 19, 22, 23, 20, 21, 24, 25,
-		26, 27, 30, 31, 28, 29, 32, 33,
-	}
-	if !slices.Equal(p.shuffle, want) {
-		t.Errorf("shuffle\n got %v\nwant %v", p.shuffle, want)
 	}
 }
 
 // TestVisionBatch: images of one and several tiles in one tower pass give exactly the rows each
 // gives alone.
 func TestVisionBatch(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(internvl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,8 +382,8 @@ func TestVisionBatch(t *testing.T) {
 	}
 	defer m.Close()
 	f := m.Config().Vision.FixedGrid
-	var imgs []engine.Image
-	for i, g := range []engine.Grid{{T: 1, H: f, W: f}, {T: 3, H: f, W: f}, {T: 1, H: f, W: f}, {T: 2, H: f, W: f}} {
+	var imgs []model.Image
+	for i, g := range []model.Grid{{T: 1, H: f, W: f}, {T: 3, H: f, W: f}, {T: 1, H: f, W: f}, {T: 2, H: f, W: f}} {
 		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
 	}
 	fixture.CheckVisionBatch(t, m, imgs, 0)

@@ -1,4 +1,4 @@
-package models
+package models_test
 
 import (
 	"errors"
@@ -9,17 +9,18 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/bundles"
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/core/internal/models"
 )
 
 // TestFamilyTables proves the three family tables agree: every model type the engine runs has
-// its config defaults (engine.ParseConfig) and a bundle family (bundles.Families, whose fixed
+// its config defaults (model.ParseConfig) and a bundle family (bundles.Families, whose fixed
 // geometry the plugin is built with) whose geometry the checkpoint's config matches.
 func TestFamilyTables(t *testing.T) {
-	if got, want := ModelTypes(), engine.ConfigModelTypes(); !slices.Equal(got, want) {
+	if got, want := models.ModelTypes(), model.ConfigModelTypes(); !slices.Equal(got, want) {
 		t.Errorf("families %v, config defaults for %v", got, want)
 	}
 	configs := map[string]string{
@@ -27,7 +28,7 @@ func TestFamilyTables(t *testing.T) {
 		"qwen3_vl":   filepath.Join(fixture.Root(), "configs", "qwen3_vl_2b_hub.json"),
 		"internvl":   filepath.Join(fixture.Root(), "configs", "internvl3_2b_hf.json"),
 	}
-	for _, mt := range ModelTypes() {
+	for _, mt := range models.ModelTypes() {
 		var fam *bundles.Family
 		for _, f := range bundles.Families {
 			if slices.Contains(f.ModelTypes, mt) {
@@ -47,7 +48,7 @@ func TestFamilyTables(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := engine.ParseConfig(data)
+		cfg, err := model.ParseConfig(data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestFamilyTables(t *testing.T) {
 	for name, f := range bundles.Families {
 		runs := false
 		for _, mt := range f.ModelTypes {
-			runs = runs || slices.Contains(ModelTypes(), mt)
+			runs = runs || slices.Contains(models.ModelTypes(), mt)
 		}
 		if !runs {
 			t.Logf("bundle family %s: no engine family yet", name)
@@ -80,7 +81,7 @@ func TestLoadRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(t.TempDir(), b, Options{}); err == nil {
+	if _, err := models.Load(t.TempDir(), b, models.Options{}); err == nil {
 		t.Error("a directory without a checkpoint loaded")
 	}
 	if b.Kernels() != "" {
@@ -90,20 +91,20 @@ func TestLoadRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := engine.DefaultLimits(&engine.Config{Text: engine.TextConfig{MaxPositions: 64}, Vision: engine.VisionConfig{PatchSize: 14}})
-	if _, err := Load(fixture.ModelDir("tiny-tied"), b2, Options{KVTokens: 63, Limits: &lim}); err == nil || !strings.Contains(err.Error(), "less than one context") {
+	lim := model.DefaultLimits(&model.Config{Text: model.TextConfig{MaxPositions: 64}, Vision: model.VisionConfig{PatchSize: 14}})
+	if _, err := models.Load(fixture.ModelDir("tiny-tied"), b2, models.Options{KVTokens: 63, Limits: &lim}); err == nil || !strings.Contains(err.Error(), "less than one context") {
 		t.Errorf("a KV pool of 63 tokens for a 64-token context: %v", err)
 	}
 	b2, err = cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Load(fixture.ModelDir("tiny-tied"), b2, Options{KVTokens: 64, Limits: &lim})
+	m, err := models.Load(fixture.ModelDir("tiny-tied"), b2, models.Options{KVTokens: 64, Limits: &lim})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if used, total := m.(engine.Pooled).KVUse(); used != 0 || total != 4 {
+	if used, total := m.(model.Pooled).KVUse(); used != 0 || total != 4 {
 		t.Errorf("KV pool %d/%d blocks, want 0/4 (64 tokens of 16)", used, total)
 	}
 	s, err := m.NewSequence(64)

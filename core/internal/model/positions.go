@@ -1,6 +1,10 @@
-package engine
+package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/iris-vlm/iris/core/internal/ml"
+)
 
 // PromptPositions are the rotary positions of a prompt for cfg's decoder: multimodal
 // (Positions3D) or, for a decoder with plain 1-D RoPE (TextConfig.Rope1D), the token index on
@@ -15,7 +19,7 @@ func PromptPositions(cfg *Config, ids []int32, grids []Grid) (Positions, error) 
 	need := 0
 	for i, g := range grids {
 		if merge <= 0 || g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%merge != 0 || g.W%merge != 0 {
-			return Positions{}, fmt.Errorf("image %d: grid %v not a positive multiple of merge %d: %w", i, g, merge, ErrInvalidInput)
+			return Positions{}, fmt.Errorf("image %d: grid %v not a positive multiple of merge %d: %w", i, g, merge, ml.ErrInvalidInput)
 		}
 		need += g.Tokens(merge)
 	}
@@ -29,7 +33,7 @@ func PromptPositions(cfg *Config, ids []int32, grids []Grid) (Positions, error) 
 		p.T[i], p.H[i], p.W[i] = int32(i), int32(i), int32(i)
 	}
 	if got != need {
-		return Positions{}, fmt.Errorf("%d image placeholder tokens, the %d images' grids need %d: %w", got, len(grids), need, ErrInvalidInput)
+		return Positions{}, fmt.Errorf("%d image placeholder tokens, the %d images' grids need %d: %w", got, len(grids), need, ml.ErrInvalidInput)
 	}
 	return p, nil
 }
@@ -50,7 +54,7 @@ func Positions3D(ids []int32, imageTokenID int32, grids []Grid, merge int) (Posi
 	n := len(ids)
 	p := Positions{T: make([]int32, n), H: make([]int32, n), W: make([]int32, n)}
 	if merge <= 0 {
-		return Positions{}, fmt.Errorf("merge size %d: %w", merge, ErrInvalidInput)
+		return Positions{}, fmt.Errorf("merge size %d: %w", merge, ml.ErrInvalidInput)
 	}
 	cur, maxPos := int32(0), int32(-1)
 	image := 0
@@ -67,15 +71,15 @@ func Positions3D(ids []int32, imageTokenID int32, grids []Grid, merge int) (Posi
 			j++
 		}
 		if image >= len(grids) {
-			return Positions{}, fmt.Errorf("image run %d at token %d has no grid: %w", image, i, ErrInvalidInput)
+			return Positions{}, fmt.Errorf("image run %d at token %d has no grid: %w", image, i, ml.ErrInvalidInput)
 		}
 		g := grids[image]
 		if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%merge != 0 || g.W%merge != 0 {
-			return Positions{}, fmt.Errorf("image %d: grid %v not a positive multiple of merge %d: %w", image, g, merge, ErrInvalidInput)
+			return Positions{}, fmt.Errorf("image %d: grid %v not a positive multiple of merge %d: %w", image, g, merge, ml.ErrInvalidInput)
 		}
 		h, w := g.H/merge, g.W/merge
 		if want := g.T * h * w; j-i != want {
-			return Positions{}, fmt.Errorf("image %d: %d placeholder tokens, grid %v needs %d: %w", image, j-i, g, want, ErrInvalidInput)
+			return Positions{}, fmt.Errorf("image %d: %d placeholder tokens, grid %v needs %d: %w", image, j-i, g, want, ml.ErrInvalidInput)
 		}
 		k := i
 		for t := range g.T {
@@ -92,13 +96,13 @@ func Positions3D(ids []int32, imageTokenID int32, grids []Grid, merge int) (Posi
 		i = j
 	}
 	if image != len(grids) {
-		return Positions{}, fmt.Errorf("%d image runs in the prompt, %d images: %w", image, len(grids), ErrInvalidInput)
+		return Positions{}, fmt.Errorf("%d image runs in the prompt, %d images: %w", image, len(grids), ml.ErrInvalidInput)
 	}
 	p.Delta = int(maxPos) + 1 - n
 	return p, nil
 }
 
-// slice is the positions of tokens [from, to).
-func (p Positions) slice(from, to int) Positions {
+// Slice is the positions of tokens [from, to).
+func (p Positions) Slice(from, to int) Positions {
 	return Positions{T: p.T[from:to], H: p.H[from:to], W: p.W[from:to], Delta: p.Delta}
 }

@@ -1,4 +1,4 @@
-package engine
+package ml
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package ml_test
+package cpu_test
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package qwen25vl
+package qwen25vl_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 )
 
 // Tolerances against transformers in float32 on the same bf16 checkpoint.
@@ -21,13 +23,13 @@ const (
 )
 
 // load binds the checkpoint in dir on a CPU backend.
-func load(t testing.TB, dir string, opts cpu.Options, mo Options) *Model {
+func load(t testing.TB, dir string, opts cpu.Options, mo qwen25vl.Options) *qwen25vl.Model {
 	t.Helper()
 	b, err := cpu.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := engine.LoadConfig(dir)
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		b.Close()
 		t.Fatal(err)
@@ -37,7 +39,7 @@ func load(t testing.TB, dir string, opts cpu.Options, mo Options) *Model {
 		b.Close()
 		t.Fatal(err)
 	}
-	m, err := New(b, ck, cfg, engine.DefaultLimits(cfg), mo)
+	m, err := qwen25vl.New(b, ck, cfg, model.DefaultLimits(cfg), mo)
 	if err != nil {
 		t.Fatalf("loading %s: %v", dir, err)
 	}
@@ -45,13 +47,13 @@ func load(t testing.TB, dir string, opts cpu.Options, mo Options) *Model {
 	return m
 }
 
-func loadFixture(t testing.TB, model string, opts cpu.Options) *Model {
+func loadFixture(t testing.TB, model string, opts cpu.Options) *qwen25vl.Model {
 	t.Helper()
-	return load(t, fixture.ModelDir(model), opts, Options{})
+	return load(t, fixture.ModelDir(model), opts, qwen25vl.Options{})
 }
 
 // kernels names the backend's matmul kernels.
-func kernels(m *Model) string { return m.Backend().(*cpu.Backend).Kernels() }
+func kernels(m *qwen25vl.Model) string { return m.Backend().(*cpu.Backend).Kernels() }
 
 // TestParity runs every golden case of both fixture models: the vision tower output, the
 // first-step logits, and 24 greedy tokens must match transformers.
@@ -114,8 +116,8 @@ type logprobsGolden struct {
 // transformers lists must be listed here with its value unless it sits at a near-tie.
 func TestLogprobsMatchTransformers(t *testing.T) {
 	const tol = 1e-4
-	for _, model := range []string{"tiny-untied", "tiny-tied"} {
-		raw, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "golden", "logprobs-"+model+".json"))
+	for _, name := range []string{"tiny-untied", "tiny-tied"} {
+		raw, err := os.ReadFile(filepath.Join(fixture.Root(), fixture.Family, "golden", "logprobs-"+name+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,12 +125,12 @@ func TestLogprobsMatchTransformers(t *testing.T) {
 		if err := json.Unmarshal(raw, &g); err != nil {
 			t.Fatal(err)
 		}
-		m := loadFixture(t, model, cpu.Options{})
+		m := loadFixture(t, name, cpu.Options{})
 		for _, gc := range g.Cases {
-			t.Run(model+"/"+gc.Case, func(t *testing.T) {
+			t.Run(name+"/"+gc.Case, func(t *testing.T) {
 				c, img := fixture.MustCase(t, gc.Case)
 				res, err := engine.Generate(context.Background(), m, engine.Request{
-					IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: len(gc.Steps),
+					IDs: c.InputIDs, Images: []model.Image{img}, MaxNewTokens: len(gc.Steps),
 					IgnoreEOS: true, Logprobs: true, TopLogprobs: g.Top,
 				})
 				if err != nil {

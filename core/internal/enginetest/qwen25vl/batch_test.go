@@ -1,13 +1,14 @@
-package qwen25vl
+package qwen25vl_test
 
 import (
 	"context"
 	"slices"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 )
 
 // TestBatchEqualsSingle: a batch of N mixed sequences (joining while others decode, prompts
@@ -24,8 +25,8 @@ func TestBatchEqualsSingle(t *testing.T) {
 // windows) in one tower pass give exactly the rows each gives alone.
 func TestVisionBatch(t *testing.T) {
 	m := loadFixture(t, "tiny-untied", cpu.Options{})
-	var imgs []engine.Image
-	for i, g := range []engine.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 16, W: 16}, {T: 1, H: 6, W: 8}, {T: 1, H: 6, W: 30}, {T: 1, H: 22, W: 10}} {
+	var imgs []model.Image
+	for i, g := range []model.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 16, W: 16}, {T: 1, H: 6, W: 8}, {T: 1, H: 6, W: 30}, {T: 1, H: 22, W: 10}} {
 		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
 	}
 	fixture.CheckVisionBatch(t, m, imgs, 0)
@@ -35,7 +36,7 @@ func TestVisionBatch(t *testing.T) {
 // stream of its own on a GPU) a scheduler encodes images in a loop of its own beside the
 // decoder's passes, and every request still gives the tokens it gives alone.
 func TestVisionLane(t *testing.T) {
-	m := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{Threads: 1}, Options{VisionLane: true})
+	m := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{Threads: 1}, qwen25vl.Options{VisionLane: true})
 	if !m.ParallelVision() {
 		t.Fatal("a vision lane was asked for: the tower does not run beside the decoder")
 	}
@@ -53,8 +54,8 @@ func TestVisionLane(t *testing.T) {
 // batched and scheduled. The kept heads' blocks are not counted in use.
 func TestPromptHeads(t *testing.T) {
 	ctx := context.Background()
-	none := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{}, Options{Heads: -1})
-	m := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{}, Options{})
+	none := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{}, qwen25vl.Options{Heads: -1})
+	m := load(t, fixture.ModelDir("tiny-untied"), cpu.Options{}, qwen25vl.Options{})
 	reqs, err := fixture.MixedRequests(m.Config())
 	if err != nil {
 		t.Fatal(err)

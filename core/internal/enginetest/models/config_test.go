@@ -1,4 +1,4 @@
-package engine_test
+package models_test
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/model"
 	_ "github.com/iris-vlm/iris/core/internal/models/internvl" // registers its config defaults
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen3vl"
@@ -19,19 +19,19 @@ func TestParseConfig(t *testing.T) {
 	tests := []struct {
 		name string
 		path string
-		want engine.Config
+		want model.Config
 	}{
 		{
 			// transformers 5 layout: text_config, rope_parameters, top-level tie_word_embeddings
 			name: "fixture untied",
 			path: filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
-			want: engine.Config{
+			want: model.Config{
 				ModelType: "qwen2_5_vl",
-				Text: engine.TextConfig{
+				Text: model.TextConfig{
 					Hidden: 32, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 16, Intermediate: 64, Vocab: 151936,
 					MaxPositions: 4096, RMSNormEps: 1e-6, RopeTheta: 1e6, MRopeSection: [3]int{2, 3, 3}, Act: "silu", QKVBias: true,
 				},
-				Vision: engine.VisionConfig{
+				Vision: model.VisionConfig{
 					Depth: 2, Hidden: 64, Heads: 4, Intermediate: 128, InChannels: 3, PatchSize: 14, TemporalPatchSize: 2,
 					MergeSize: 2, WindowSize: 112, FullAttBlocks: []int{1}, OutHidden: 32, RopeTheta: 1e4, NormEps: 1e-6,
 					Act: "silu", TokensPerSecond: 2,
@@ -43,14 +43,14 @@ func TestParseConfig(t *testing.T) {
 		{
 			// the hub's flat layout: text keys at the top, rope_scaling, in_chans
 			name: "hub 3B",
-			path: filepath.Join("testdata", "configs", "qwen2_5_vl_3b_hub.json"),
-			want: engine.Config{
+			path: filepath.Join(fixture.Root(), "configs", "qwen2_5_vl_3b_hub.json"),
+			want: model.Config{
 				ModelType: "qwen2_5_vl",
-				Text: engine.TextConfig{
+				Text: model.TextConfig{
 					Hidden: 2048, Layers: 36, Heads: 16, KVHeads: 2, HeadDim: 128, Intermediate: 11008, Vocab: 151936,
 					MaxPositions: 128000, RMSNormEps: 1e-6, RopeTheta: 1e6, MRopeSection: [3]int{16, 24, 24}, Act: "silu", QKVBias: true,
 				},
-				Vision: engine.VisionConfig{
+				Vision: model.VisionConfig{
 					Depth: 32, Hidden: 1280, Heads: 16, Intermediate: 3420, InChannels: 3, PatchSize: 14, TemporalPatchSize: 2,
 					MergeSize: 2, WindowSize: 112, FullAttBlocks: []int{7, 15, 23, 31}, OutHidden: 2048, RopeTheta: 1e4,
 					NormEps: 1e-6, Act: "silu", TokensPerSecond: 2,
@@ -65,15 +65,15 @@ func TestParseConfig(t *testing.T) {
 			// norms, no attention bias, a LayerNorm tower with GELU-tanh, the position table and
 			// three deepstack mergers
 			name: "hub Qwen3-VL 2B",
-			path: filepath.Join("testdata", "configs", "qwen3_vl_2b_hub.json"),
-			want: engine.Config{
+			path: filepath.Join(fixture.Root(), "configs", "qwen3_vl_2b_hub.json"),
+			want: model.Config{
 				ModelType: "qwen3_vl",
-				Text: engine.TextConfig{
+				Text: model.TextConfig{
 					Hidden: 2048, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128, Intermediate: 6144, Vocab: 151936,
 					MaxPositions: 262144, RMSNormEps: 1e-6, RopeTheta: 5e6, MRopeSection: [3]int{24, 20, 20}, MRopeInterleaved: true,
 					QKNorm: true, Act: "silu",
 				},
-				Vision: engine.VisionConfig{
+				Vision: model.VisionConfig{
 					Depth: 24, Hidden: 1024, Heads: 16, Intermediate: 4096, InChannels: 3, PatchSize: 16, TemporalPatchSize: 2,
 					MergeSize: 2, OutHidden: 2048, RopeTheta: 1e4, NormEps: 1e-6, PosEmbeddings: 2304, Deepstack: []int{5, 11, 17},
 					Act: "gelu_pytorch_tanh", TokensPerSecond: 4,
@@ -89,15 +89,15 @@ func TestParseConfig(t *testing.T) {
 			// Qwen2 decoder with 1-D RoPE (dynamic NTK: the default frequencies up to 32768),
 			// the top-level tie and the <img>/<IMG_CONTEXT> ids
 			name: "hub InternVL3 2B",
-			path: filepath.Join("testdata", "configs", "internvl3_2b_hf.json"),
-			want: engine.Config{
+			path: filepath.Join(fixture.Root(), "configs", "internvl3_2b_hf.json"),
+			want: model.Config{
 				ModelType: "internvl",
-				Text: engine.TextConfig{
+				Text: model.TextConfig{
 					Hidden: 1536, Layers: 28, Heads: 12, KVHeads: 2, HeadDim: 128, Intermediate: 8960, Vocab: 151674,
 					MaxPositions: 32768, RMSNormEps: 1e-6, RopeTheta: 1e6, MRopeSection: [3]int{64, 0, 0}, Rope1D: true,
 					Act: "silu", QKVBias: true,
 				},
-				Vision: engine.VisionConfig{
+				Vision: model.VisionConfig{
 					Depth: 24, Hidden: 1024, Heads: 16, Intermediate: 4096, InChannels: 3, PatchSize: 14, TemporalPatchSize: 1,
 					MergeSize: 2, OutHidden: 1536, NormEps: 1e-6, PosEmbeddings: 1024, FixedGrid: 32, Act: "gelu",
 				},
@@ -112,7 +112,7 @@ func TestParseConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := engine.ParseConfig(data)
+			got, err := model.ParseConfig(data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestParseConfigTied(t *testing.T) {
-	cfg, err := engine.LoadConfig(fixture.ModelDir("tiny-tied"))
+	cfg, err := model.LoadConfig(fixture.ModelDir("tiny-tied"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestParseConfigTied(t *testing.T) {
 }
 
 func TestParseConfigErrors(t *testing.T) {
-	base, err := os.ReadFile(filepath.Join("testdata", "configs", "qwen2_5_vl_3b_hub.json"))
+	base, err := os.ReadFile(filepath.Join(fixture.Root(), "configs", "qwen2_5_vl_3b_hub.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestParseConfigErrors(t *testing.T) {
 	}{
 		{"unknown family", func(s string) string {
 			return strings.Replace(s, `"model_type": "qwen2_5_vl"`, `"model_type": "llava"`, 1)
-		}, `model_type "llava"`, engine.ErrUnsupported},
+		}, `model_type "llava"`, model.ErrUnsupported},
 		{"missing hidden size", func(s string) string {
 			return strings.Replace(s, `"hidden_size": 2048,`, ``, 1)
 		}, `"hidden_size": missing`, nil},
@@ -159,7 +159,7 @@ func TestParseConfigErrors(t *testing.T) {
 			return strings.Replace(s, `"hidden_act": "silu",
   "hidden_size": 2048`, `"hidden_act": "gelu",
   "hidden_size": 2048`, 1)
-		}, `text hidden_act "gelu"`, engine.ErrUnsupported},
+		}, `text hidden_act "gelu"`, model.ErrUnsupported},
 		{"vision width mismatch", func(s string) string {
 			return strings.Replace(s, `"out_hidden_size": 2048`, `"out_hidden_size": 1024`, 1)
 		}, "out_hidden_size 1024 != text hidden_size 2048", nil},
@@ -179,7 +179,7 @@ func TestParseConfigErrors(t *testing.T) {
 			if src == string(base) {
 				t.Fatal("edit did not change the config")
 			}
-			_, err := engine.ParseConfig([]byte(src))
+			_, err := model.ParseConfig([]byte(src))
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
 			}
@@ -192,7 +192,7 @@ func TestParseConfigErrors(t *testing.T) {
 
 func FuzzParseConfig(f *testing.F) {
 	for _, p := range []string{
-		filepath.Join("testdata", "configs", "qwen2_5_vl_3b_hub.json"),
+		filepath.Join(fixture.Root(), "configs", "qwen2_5_vl_3b_hub.json"),
 		filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
 	} {
 		data, err := os.ReadFile(p)
@@ -202,7 +202,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := engine.ParseConfig(data)
+		cfg, err := model.ParseConfig(data)
 		if err == nil {
 			if verr := cfg.Validate(); verr != nil {
 				t.Fatalf("parsed config fails Validate: %v", verr)

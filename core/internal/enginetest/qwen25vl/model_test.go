@@ -1,4 +1,4 @@
-package qwen25vl
+package qwen25vl_test
 
 import (
 	"context"
@@ -19,15 +19,17 @@ import (
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 )
 
 // Load binds the checkpoint in dir on a CPU backend with opts, within lim (nil: the defaults).
-func Load(dir string, opts cpu.Options, lim *engine.Limits) (*Model, error) {
+func Load(dir string, opts cpu.Options, lim *model.Limits) (*qwen25vl.Model, error) {
 	b, err := cpu.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := engine.LoadConfig(dir)
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -37,19 +39,19 @@ func Load(dir string, opts cpu.Options, lim *engine.Limits) (*Model, error) {
 		b.Close()
 		return nil, err
 	}
-	l := engine.DefaultLimits(cfg)
+	l := model.DefaultLimits(cfg)
 	if lim != nil {
 		l = *lim
 	}
-	return New(b, ck, cfg, l, Options{})
+	return qwen25vl.New(b, ck, cfg, l, qwen25vl.Options{})
 }
 
-func calls(m *Model) int64 { return m.Backend().(*cpu.Backend).Calls }
+func calls(m *qwen25vl.Model) int64 { return m.Backend().(*cpu.Backend).Calls }
 
 // TestRefusesBeforeKernels: requests over the context or the image bounds are refused before
 // any kernel runs, and the next valid request is answered exactly.
 func TestRefusesBeforeKernels(t *testing.T) {
-	lim := engine.Limits{ContextLength: 300, MaxImages: 1, MaxImagePatches: 1000, MaxGridSide: 40}
+	lim := model.Limits{ContextLength: 300, MaxImages: 1, MaxImagePatches: 1000, MaxGridSide: 40}
 	m, err := Load(fixture.ModelDir("tiny-untied"), cpu.Options{}, &lim)
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +70,8 @@ func TestRefusesBeforeKernels(t *testing.T) {
 		req  engine.Request
 		is   error
 	}{
-		{"context", engine.Request{IDs: rect.InputIDs, Images: []engine.Image{rectImg}, MaxNewTokens: 300 - len(rect.InputIDs) + 1}, engine.ErrContextExceeded},
-		{"grid", engine.Request{IDs: large.InputIDs, Images: []engine.Image{largeImg}, MaxNewTokens: 1}, engine.ErrImageTooLarge},
+		{"context", engine.Request{IDs: rect.InputIDs, Images: []model.Image{rectImg}, MaxNewTokens: 300 - len(rect.InputIDs) + 1}, model.ErrContextExceeded},
+		{"grid", engine.Request{IDs: large.InputIDs, Images: []model.Image{largeImg}, MaxNewTokens: 1}, model.ErrImageTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +81,7 @@ func TestRefusesBeforeKernels(t *testing.T) {
 			}
 			before := calls(m)
 			_, err := engine.Generate(ctx, m, tt.req)
-			var be *engine.BoundsError
+			var be *model.BoundsError
 			if !errors.Is(err, tt.is) || !errors.As(err, &be) {
 				t.Fatalf("Generate: %v, want a BoundsError for %v", err, tt.is)
 			}
@@ -89,7 +91,7 @@ func TestRefusesBeforeKernels(t *testing.T) {
 		})
 	}
 
-	res, err := engine.Generate(ctx, m, engine.Request{IDs: rect.InputIDs, Images: []engine.Image{rectImg}, MaxNewTokens: 24, IgnoreEOS: true})
+	res, err := engine.Generate(ctx, m, engine.Request{IDs: rect.InputIDs, Images: []model.Image{rectImg}, MaxNewTokens: 24, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestRefusesBeforeKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer seq.Close()
-	pos, err := engine.PromptPositions(m.Config(), rect.InputIDs, []engine.Grid{rect.Grid()})
+	pos, err := model.PromptPositions(m.Config(), rect.InputIDs, []model.Grid{rect.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +115,12 @@ func TestRefusesBeforeKernels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Prefill(ctx, seq, engine.Prompt{IDs: rect.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
-	var be *engine.BoundsError
-	if !errors.Is(err, engine.ErrContextExceeded) || !errors.As(err, &be) {
+	_, err = m.Prefill(ctx, seq, model.Prompt{IDs: rect.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
+	var be *model.BoundsError
+	if !errors.Is(err, model.ErrContextExceeded) || !errors.As(err, &be) {
 		t.Errorf("prefill over capacity: %v, want a BoundsError wrapping ErrContextExceeded", err)
 	}
-	if _, err := m.NewSequence(301); !errors.Is(err, engine.ErrContextExceeded) {
+	if _, err := m.NewSequence(301); !errors.Is(err, model.ErrContextExceeded) {
 		t.Errorf("sequence over the context: %v", err)
 	}
 }
@@ -126,7 +128,7 @@ func TestRefusesBeforeKernels(t *testing.T) {
 // TestParityDetectsWrongGraph shows the parity checks can fail: the same weights with the
 // rotary sections permuted must miss the golden logits.
 func TestParityDetectsWrongGraph(t *testing.T) {
-	cfg, err := engine.LoadConfig(fixture.ModelDir("tiny-untied"))
+	cfg, err := model.LoadConfig(fixture.ModelDir("tiny-untied"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestParityDetectsWrongGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(b, ck, cfg, engine.DefaultLimits(cfg), Options{})
+	m, err := qwen25vl.New(b, ck, cfg, model.DefaultLimits(cfg), qwen25vl.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestParityDetectsWrongGraph(t *testing.T) {
 	}
 }
 
-func firstLogits(t *testing.T, m *Model, name string) []float32 {
+func firstLogits(t *testing.T, m *qwen25vl.Model, name string) []float32 {
 	t.Helper()
 	ctx := context.Background()
 	c, img := fixture.MustCase(t, name)
@@ -167,7 +169,7 @@ func firstLogits(t *testing.T, m *Model, name string) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos, err := engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{c.Grid()})
+	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{c.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +178,7 @@ func firstLogits(t *testing.T, m *Model, name string) []float32 {
 		t.Fatal(err)
 	}
 	defer seq.Close()
-	logits, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+	logits, err := m.Prefill(ctx, seq, model.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,14 +201,14 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := m.DecodeStep(ctx, seq, 1, 0); !errors.Is(err, engine.ErrClosed) {
+	if _, err := m.DecodeStep(ctx, seq, 1, 0); !errors.Is(err, ml.ErrClosed) {
 		t.Errorf("decode after close: %v", err)
 	}
-	if _, err := m.NewSequence(8); !errors.Is(err, engine.ErrClosed) {
+	if _, err := m.NewSequence(8); !errors.Is(err, ml.ErrClosed) {
 		t.Errorf("new sequence after close: %v", err)
 	}
-	img := engine.Image{Pixels: make([]float32, 4*1176), Grid: engine.Grid{T: 1, H: 2, W: 2}}
-	if _, err := m.EncodeVision(ctx, img); !errors.Is(err, engine.ErrClosed) {
+	img := model.Image{Pixels: make([]float32, 4*1176), Grid: model.Grid{T: 1, H: 2, W: 2}}
+	if _, err := m.EncodeVision(ctx, img); !errors.Is(err, ml.ErrClosed) {
 		t.Errorf("vision after close: %v", err)
 	}
 	if err := seq.Close(); err != nil {
@@ -230,7 +232,7 @@ func TestConcurrentRequests(t *testing.T) {
 		c, img := fixture.MustCase(t, g.Case)
 		wg.Go(func() {
 			res, err := engine.Generate(context.Background(), m, engine.Request{
-				IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: len(g.Tokens), IgnoreEOS: true,
+				IDs: c.InputIDs, Images: []model.Image{img}, MaxNewTokens: len(g.Tokens), IgnoreEOS: true,
 			})
 			if err != nil {
 				t.Error(err)
@@ -257,7 +259,7 @@ func TestStopToken(t *testing.T) {
 	first := slices.Index(g.Tokens, stop)
 	var streamed []int32
 	res, err := engine.Generate(context.Background(), m, engine.Request{
-		IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: 24, StopIDs: []int32{stop},
+		IDs: c.InputIDs, Images: []model.Image{img}, MaxNewTokens: 24, StopIDs: []int32{stop},
 		OnToken: func(id int32) error { streamed = append(streamed, id); return nil },
 	})
 	if err != nil {
@@ -283,7 +285,7 @@ type stTensor struct {
 
 func readST(t *testing.T, path string) []stTensor {
 	t.Helper()
-	es, err := engine.ReadSafetensorsHeader(path)
+	es, err := ml.ReadSafetensorsHeader(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +579,7 @@ func ExampleNew() {
 		return
 	}
 	res, err := engine.Generate(context.Background(), m, engine.Request{
-		IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: 4,
+		IDs: c.InputIDs, Images: []model.Image{img}, MaxNewTokens: 4,
 		StopIDs: []int32{151645, 151643},
 	})
 	if err != nil {
@@ -612,23 +614,23 @@ func TestChunkedPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos, err := engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{c.Grid()})
+	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{c.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	split := len(c.InputIDs) - 7 // the image in the first chunk, the question's tail in the second
-	part := func(a, b int) engine.Positions {
-		return engine.Positions{T: pos.T[a:b], H: pos.H[a:b], W: pos.W[a:b], Delta: pos.Delta}
+	part := func(a, b int) model.Positions {
+		return model.Positions{T: pos.T[a:b], H: pos.H[a:b], W: pos.W[a:b], Delta: pos.Delta}
 	}
 	seq, err := m.NewSequence(len(c.InputIDs) + 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer seq.Close()
-	if _, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs[:split], Positions: part(0, split), Images: []*engine.Embeddings{emb}}); err != nil {
+	if _, err := m.Prefill(ctx, seq, model.Prompt{IDs: c.InputIDs[:split], Positions: part(0, split), Images: []*model.Embeddings{emb}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs[split:], Positions: part(split, len(c.InputIDs))})
+	got, err := m.Prefill(ctx, seq, model.Prompt{IDs: c.InputIDs[split:], Positions: part(split, len(c.InputIDs))})
 	if err != nil {
 		t.Fatal(err)
 	}

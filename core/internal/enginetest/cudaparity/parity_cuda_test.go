@@ -1,6 +1,6 @@
 //go:build cuda
 
-package cuda
+package cudaparity_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/ml"
+	"github.com/iris-vlm/iris/core/internal/ml/cuda"
+	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models"
 )
 
@@ -22,9 +25,9 @@ const (
 
 // loadDir binds the checkpoint in dir on a new GPU backend, its vision tower on a lane of its
 // own as iris serve runs it.
-func loadDir(t testing.TB, dir string, opts Options) (engine.Model, *Backend) {
+func loadDir(t testing.TB, dir string, opts cuda.Options) (model.Model, *cuda.Backend) {
 	t.Helper()
-	b, err := NewBackend(opts)
+	b, err := cuda.NewBackend(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +39,8 @@ func loadDir(t testing.TB, dir string, opts Options) (engine.Model, *Backend) {
 	return m, b
 }
 
-func loadFixture(t testing.TB, model string, opts Options) (engine.Model, *Backend) {
-	return loadDir(t, fixture.ModelDir(model), opts)
+func loadFixture(t testing.TB, name string, opts cuda.Options) (model.Model, *cuda.Backend) {
+	return loadDir(t, fixture.ModelDir(name), opts)
 }
 
 // TestParityFP32 runs every golden case of both fixture models in fp32: the vision tower output,
@@ -46,13 +49,13 @@ func loadFixture(t testing.TB, model string, opts Options) (engine.Model, *Backe
 func TestParityFP32(t *testing.T) {
 	for _, tc := range []struct {
 		model string
-		opts  Options
+		opts  cuda.Options
 	}{
-		{"tiny-untied", Options{Precision: "fp32"}},
-		{"tiny-tied", Options{Precision: "fp32"}},
-		{"tiny-untied", Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
-		{"tiny-untied", Options{Precision: "fp32", DecodeCuBLAS: true, NoPDL: true}},
-		{"tiny-untied", Options{Precision: "fp32", GemmEx: true}},
+		{"tiny-untied", cuda.Options{Precision: "fp32"}},
+		{"tiny-tied", cuda.Options{Precision: "fp32"}},
+		{"tiny-untied", cuda.Options{Precision: "fp32", NoGraph: true, FlashOnly: true}},
+		{"tiny-untied", cuda.Options{Precision: "fp32", DecodeCuBLAS: true, NoPDL: true}},
+		{"tiny-untied", cuda.Options{Precision: "fp32", GemmEx: true}},
 	} {
 		golden, err := fixture.LoadGolden(tc.model)
 		if err != nil {
@@ -78,9 +81,9 @@ func TestParityFP32(t *testing.T) {
 // decode, prefilled in chunks, leaving at different steps) gives exactly the greedy tokens each
 // gives alone.
 func TestBatchEqualsSingleFP32(t *testing.T) {
-	for _, model := range []string{"tiny-untied", "tiny-tied"} {
-		m, _ := loadFixture(t, model, Options{Precision: "fp32"})
-		t.Run(model, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, nil) })
+	for _, name := range []string{"tiny-untied", "tiny-tied"} {
+		m, _ := loadFixture(t, name, cuda.Options{Precision: "fp32"})
+		t.Run(name, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, nil) })
 	}
 }
 
@@ -90,8 +93,8 @@ func TestBatchEqualsSingleFP32(t *testing.T) {
 func TestVisionLane(t *testing.T) {
 	for _, prec := range []string{"fp32", "bf16"} {
 		t.Run(prec, func(t *testing.T) {
-			lane, _ := loadFixture(t, "tiny-untied", Options{Precision: prec})
-			b, err := NewBackend(Options{Precision: prec})
+			lane, _ := loadFixture(t, "tiny-untied", cuda.Options{Precision: prec})
+			b, err := cuda.NewBackend(cuda.Options{Precision: prec})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,15 +115,15 @@ func TestBF16Runs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	graph, gb := loadFixture(t, "tiny-untied", Options{})
-	plain, _ := loadFixture(t, "tiny-untied", Options{NoGraph: true})
+	graph, gb := loadFixture(t, "tiny-untied", cuda.Options{})
+	plain, _ := loadFixture(t, "tiny-untied", cuda.Options{NoGraph: true})
 	ctx := context.Background()
 	agree, total := 0, 0
 	for _, g := range golden.Cases {
 		c, img := fixture.MustCase(t, g.Case)
 		var toks [2][]int32
-		for i, m := range []engine.Model{graph, plain} {
-			res, err := engine.Generate(ctx, m, engine.Request{IDs: c.InputIDs, Images: []engine.Image{img}, MaxNewTokens: 8, IgnoreEOS: true})
+		for i, m := range []model.Model{graph, plain} {
+			res, err := engine.Generate(ctx, m, engine.Request{IDs: c.InputIDs, Images: []model.Image{img}, MaxNewTokens: 8, IgnoreEOS: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,17 +150,17 @@ func TestBF16Runs(t *testing.T) {
 func TestGraphMatchesPlain(t *testing.T) {
 	for _, prec := range []string{"fp32", "bf16"} {
 		t.Run(prec, func(t *testing.T) {
-			graph, _ := loadFixture(t, "tiny-untied", Options{Precision: prec})
-			plain, _ := loadFixture(t, "tiny-untied", Options{Precision: prec, NoGraph: true})
+			graph, _ := loadFixture(t, "tiny-untied", cuda.Options{Precision: prec})
+			plain, _ := loadFixture(t, "tiny-untied", cuda.Options{Precision: prec, NoGraph: true})
 			c, img := fixture.MustCase(t, "rect_320x240")
 			ctx := context.Background()
-			var seqs [2]engine.Sequence
+			var seqs [2]model.Sequence
 			var last [2][]float32
-			pos, err := engine.PromptPositions(graph.Config(), c.InputIDs, []engine.Grid{c.Grid()})
+			pos, err := model.PromptPositions(graph.Config(), c.InputIDs, []model.Grid{c.Grid()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, m := range []engine.Model{graph, plain} {
+			for i, m := range []model.Model{graph, plain} {
 				emb, err := m.EncodeVision(ctx, img)
 				if err != nil {
 					t.Fatal(err)
@@ -166,7 +169,7 @@ func TestGraphMatchesPlain(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer seqs[i].Close()
-				l, err := m.Prefill(ctx, seqs[i], engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+				l, err := m.Prefill(ctx, seqs[i], model.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -176,9 +179,9 @@ func TestGraphMatchesPlain(t *testing.T) {
 				if d := fixture.MaxDiff(last[0], last[1]); d != 0 {
 					t.Fatalf("step %d: graph and plain logits differ by %.3g", step, d)
 				}
-				tok := engine.Argmax(last[0])
+				tok := ml.Argmax(last[0])
 				at := int32(len(c.InputIDs) + step + pos.Delta)
-				for i, m := range []engine.Model{graph, plain} {
+				for i, m := range []model.Model{graph, plain} {
 					l, err := m.DecodeStep(ctx, seqs[i], tok, at)
 					if err != nil {
 						t.Fatal(err)
@@ -195,13 +198,13 @@ func TestGraphMatchesPlain(t *testing.T) {
 // composed paths), three images each in both part orders; greedy tokens identical to
 // transformers, first-step logits within the sweep's tolerance.
 func TestSweepFP32(t *testing.T) {
-	fixture.RunSweep(t, fixture.SweepPath(), sweepLoader(Options{Precision: "fp32"}))
+	fixture.RunSweep(t, fixture.SweepPath(), sweepLoader(cuda.Options{Precision: "fp32"}))
 }
 
 // sweepLoader loads a sweep checkpoint on a new GPU backend.
-func sweepLoader(opts Options) fixture.SweepLoader {
-	return fixture.SweepLoader{Name: "cuda-" + opts.Precision, Load: func(dir string) (engine.Model, error) {
-		b, err := NewBackend(opts)
+func sweepLoader(opts cuda.Options) fixture.SweepLoader {
+	return fixture.SweepLoader{Name: "cuda-" + opts.Precision, Load: func(dir string) (model.Model, error) {
+		b, err := cuda.NewBackend(opts)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +233,7 @@ func qwen3Sweep(t *testing.T, i int) (*fixture.Sweep, string) {
 // (head dims, deepstack blocks and position tables of many sizes), three images each in both
 // part orders; greedy tokens identical to transformers, first-step logits within tolerance.
 func TestSweepQwen3FP32(t *testing.T) {
-	fixture.RunSweep(t, fixture.SweepPathFor("qwen3_vl"), sweepLoader(Options{Precision: "fp32"}))
+	fixture.RunSweep(t, fixture.SweepPathFor("qwen3_vl"), sweepLoader(cuda.Options{Precision: "fp32"}))
 }
 
 // TestBatchEqualsSingleQwen3FP32: Qwen3-VL's sweep cases batched (chunks splitting images and
@@ -238,7 +241,7 @@ func TestSweepQwen3FP32(t *testing.T) {
 func TestBatchEqualsSingleQwen3FP32(t *testing.T) {
 	for _, i := range []int{0, -1} {
 		sw, dir := qwen3Sweep(t, i)
-		m, _ := loadDir(t, dir, Options{Precision: "fp32"})
+		m, _ := loadDir(t, dir, cuda.Options{Precision: "fp32"})
 		reqs, err := fixture.SweepRequests(sw, m.Config())
 		if err != nil {
 			t.Fatal(err)
@@ -251,10 +254,10 @@ func TestBatchEqualsSingleQwen3FP32(t *testing.T) {
 // the q/k norms inside) give the tokens of plain launches (HeadNorm, then the kernel), and the
 // agreement with the fp32 golden is reported.
 func TestBF16Qwen3GraphMatchesPlain(t *testing.T) {
-	const model = 1 // g2-h28-d16: a head dim the pool kernel takes (the others attend per sequence)
-	sw, dir := qwen3Sweep(t, model)
-	graph, gb := loadDir(t, dir, Options{})
-	plain, _ := loadDir(t, dir, Options{NoGraph: true})
+	const sweepModel = 1 // g2-h28-d16: a head dim the pool kernel takes (the others attend per sequence)
+	sw, dir := qwen3Sweep(t, sweepModel)
+	graph, gb := loadDir(t, dir, cuda.Options{})
+	plain, _ := loadDir(t, dir, cuda.Options{NoGraph: true})
 	reqs, err := fixture.SweepRequests(sw, graph.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +265,7 @@ func TestBF16Qwen3GraphMatchesPlain(t *testing.T) {
 	agree, total := 0, 0
 	for i, c := range sw.Cases {
 		var toks [2][]int32
-		for k, m := range []engine.Model{graph, plain} {
+		for k, m := range []model.Model{graph, plain} {
 			res, err := engine.Generate(context.Background(), m, engine.Request{IDs: c.InputIDs, Images: reqs[i].Images, MaxNewTokens: 8, IgnoreEOS: true})
 			if err != nil {
 				t.Fatal(err)
@@ -273,7 +276,7 @@ func TestBF16Qwen3GraphMatchesPlain(t *testing.T) {
 			t.Errorf("%s: graph tokens %v, plain %v", c.Name, toks[0], toks[1])
 		}
 		for j, tok := range toks[0] {
-			if tok == sw.Models[model].Results[i].Tokens[j] {
+			if tok == sw.Models[sweepModel].Results[i].Tokens[j] {
 				agree++
 			}
 			total++
@@ -289,7 +292,7 @@ func TestBF16Qwen3GraphMatchesPlain(t *testing.T) {
 // (odd tower widths and head counts, GQA 1-8, tied and untied), images of 1, 3, 6 and 13 tiles in
 // both part orders; greedy tokens identical to transformers, first-step logits within tolerance.
 func TestSweepInternVLFP32(t *testing.T) {
-	fixture.RunSweep(t, fixture.SweepPathFor("internvl"), sweepLoader(Options{Precision: "fp32"}))
+	fixture.RunSweep(t, fixture.SweepPathFor("internvl"), sweepLoader(cuda.Options{Precision: "fp32"}))
 }
 
 // TestBatchEqualsSingleInternVLFP32: InternVL's sweep cases batched (chunks splitting the tiles'
@@ -304,7 +307,7 @@ func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
 		if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
 			t.Fatal(err)
 		}
-		m, _ := loadDir(t, dir, Options{Precision: "fp32"})
+		m, _ := loadDir(t, dir, cuda.Options{Precision: "fp32"})
 		reqs, err := fixture.SweepRequests(sw, m.Config())
 		if err != nil {
 			t.Fatal(err)
@@ -318,16 +321,16 @@ func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
 // for another row count, so the GPU is not held to the CPU's bit-for-bit (the token checks,
 // TestBatchEqualsSingle*, hold the tokens to exactly alone's).
 func TestVisionBatchFP32(t *testing.T) {
-	m, _ := loadFixture(t, "tiny-untied", Options{Precision: "fp32"})
-	var imgs []engine.Image
-	for i, g := range []engine.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 16, W: 16}, {T: 1, H: 6, W: 8}, {T: 1, H: 22, W: 10}} {
+	m, _ := loadFixture(t, "tiny-untied", cuda.Options{Precision: "fp32"})
+	var imgs []model.Image
+	for i, g := range []model.Grid{{T: 1, H: 18, W: 22}, {T: 1, H: 16, W: 16}, {T: 1, H: 6, W: 8}, {T: 1, H: 22, W: 10}} {
 		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
 	}
 	t.Run("qwen2_5_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, m, imgs, visionTol) })
 	_, dir := qwen3Sweep(t, 0)
-	q3, _ := loadDir(t, dir, Options{Precision: "fp32"})
+	q3, _ := loadDir(t, dir, cuda.Options{Precision: "fp32"})
 	imgs = imgs[:0]
-	for i, g := range []engine.Grid{{T: 1, H: 12, W: 16}, {T: 1, H: 6, W: 6}, {T: 1, H: 4, W: 8}, {T: 1, H: 20, W: 8}} {
+	for i, g := range []model.Grid{{T: 1, H: 12, W: 16}, {T: 1, H: 6, W: 6}, {T: 1, H: 4, W: 8}, {T: 1, H: 20, W: 8}} {
 		imgs = append(imgs, fixture.SeededImage(q3.Config(), g, uint64(i+1)))
 	}
 	t.Run("qwen3_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, q3, imgs, visionTol) })

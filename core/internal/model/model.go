@@ -1,13 +1,15 @@
-// Package engine defines the model-execution interface the runtime drives, and what every family
-// shares: the graph config parsed from config.json (with each family's registered defaults), rotary
-// positions (multimodal 3-D or plain 1-D), request bounds, sampling and the generate loop (vision
-// -> prefill -> decode).
+// Package model is the contract between a model family and the engine that runs it: the
+// interfaces a family implements, the graph config parsed from config.json (with each family's
+// registered defaults), rotary positions (multimodal 3-D or plain 1-D), the declared bounds and
+// the checks that refuse a prompt or an image before any kernel runs.
 //
 // A model family (core/internal/models/<family>, written over the op set of core/internal/ml and
-// run by a backend: ml/cpu on the CPU, ml/cuda on the GPU) implements [Model],
-// [Sequence] and the batch-first [Batcher], and may implement [DeviceEncoder] (image rows kept in
-// backend memory), [BatchEncoder] (several images in one tower pass), [GreedyModel] (the greedy choice taken in place) and [Pooled] (KV blocks in
-// use), which [Generate] and the runtime use when present; this package is Go without cgo.
+// run by a backend: ml/cpu on the CPU, ml/cuda on the GPU) implements [Model], [Sequence] and the
+// batch-first [Batcher], and may implement [DeviceEncoder] (image rows kept in backend memory),
+// [BatchEncoder] (several images in one tower pass), [GreedyModel] (the greedy choice taken in
+// place) and [Pooled] (KV blocks in use), which the engine (core/internal/engine) and the runtime
+// use when present. This package imports nothing of the project but the op set's errors, and no
+// cgo.
 //
 // # Notes
 //
@@ -15,18 +17,12 @@
 //     its backend).
 //   - A [Sequence] (one KV cache) is used by one request at a time: its methods and the Model
 //     methods that take it must not be called concurrently for the same Sequence.
-//   - [Check] runs before any kernel: the runtime calls it to refuse a request as a client error,
-//     and [Generate] calls it again first.
-package engine
+package model
 
 import (
 	"context"
-	"errors"
 	"time"
 )
-
-// ErrClosed is returned by a Model or Sequence used after Close.
-var ErrClosed = errors.New("engine closed")
 
 // Grid is an image's patch grid (temporal, height, width), as image_grid_thw.
 type Grid struct {
@@ -70,8 +66,8 @@ type DeviceRows interface {
 	Release()
 }
 
-// fits reports whether e holds tokens rows of width dim, in host or device memory.
-func (e *Embeddings) fits(tokens, dim int) bool {
+// Fits reports whether e holds tokens rows of width dim, in host or device memory.
+func (e *Embeddings) Fits(tokens, dim int) bool {
 	if e.Tokens != tokens || e.Dim != dim {
 		return false
 	}
@@ -81,9 +77,9 @@ func (e *Embeddings) fits(tokens, dim int) bool {
 	return len(e.Data) == e.Tokens*e.Dim
 }
 
-// GreedyModel is a [Model] that can take the greedy choice ([Argmax]) on its device, sparing the
+// GreedyModel is a [Model] that can take the greedy choice ([ml.Argmax]) on its device, sparing the
 // copy of the logits to the host and the host's scan over the vocabulary at every step.
-// [Generate] uses it for greedy requests.
+// The engine's generate loop uses it for greedy requests.
 type GreedyModel interface {
 	// PrefillGreedy is Prefill returning the argmax of the last token's logits.
 	PrefillGreedy(ctx context.Context, seq Sequence, p Prompt) (int32, error)
@@ -92,7 +88,7 @@ type GreedyModel interface {
 }
 
 // DeviceEncoder is a [Model] that can keep vision-tower outputs on its device for its own
-// Prefill, sparing them a round trip through host memory. [Generate] uses it when a model has it.
+// Prefill, sparing them a round trip through host memory. The engine's generate loop uses it when a model has it.
 type DeviceEncoder interface {
 	// EncodeVisionDevice is EncodeVision with the result's rows in Embeddings.Device.
 	EncodeVisionDevice(ctx context.Context, img Image) (*Embeddings, error)
@@ -100,7 +96,7 @@ type DeviceEncoder interface {
 
 // BatchEncoder is a [Model] that runs the vision tower on several images in one pass, each
 // image getting the rows it gets alone (no attention crosses images), sparing the launches of a
-// pass per image. A [Scheduler] uses it for the images of a round when a model has it.
+// pass per image. The engine's scheduler uses it for the images of a round when a model has it.
 type BatchEncoder interface {
 	// EncodeVisionBatch is [Encode] on each image: out[i] holds image i's rows, on the device
 	// when the model is a [DeviceEncoder] (each image's released on its own). An error fails
@@ -109,14 +105,14 @@ type BatchEncoder interface {
 }
 
 // ParallelEncoder is a [Model] whose vision tower can run beside its other calls (on a GPU, a
-// stream of its own): while ParallelVision holds, a [Scheduler] encodes images in a loop of
+// stream of its own): while ParallelVision holds, the engine's scheduler encodes images in a loop of
 // their own instead of between its passes.
 type ParallelEncoder interface {
 	ParallelVision() bool
 }
 
 // VisionLaner is a [ParallelEncoder] whose tower runs several passes at once (on a GPU, a stream
-// each): a [Scheduler] runs VisionLanes loops of the tower, so that one pass's host work overlaps
+// each): the engine's scheduler runs VisionLanes loops of the tower, so that one pass's host work overlaps
 // another's kernels.
 type VisionLaner interface {
 	VisionLanes() int

@@ -1,4 +1,4 @@
-package qwen25vl
+package qwen25vl_test
 
 import (
 	"context"
@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 )
 
 // Benchmarks. Speed is measured here, never asserted by a test. Typical runs (2 threads, as
@@ -27,7 +29,7 @@ import (
 const benchThreads = 2
 
 // stages times the engine stages of one case: vision, prefill, and decode of n tokens.
-func stages(b *testing.B, m *Model, c *fixture.Case, img engine.Image, n int) (vision, prefill, decode time.Duration, tokens []int32) {
+func stages(b *testing.B, m *qwen25vl.Model, c *fixture.Case, img model.Image, n int) (vision, prefill, decode time.Duration, tokens []int32) {
 	ctx := context.Background()
 	t0 := time.Now()
 	emb, err := m.EncodeVision(ctx, img)
@@ -35,7 +37,7 @@ func stages(b *testing.B, m *Model, c *fixture.Case, img engine.Image, n int) (v
 		b.Fatal(err)
 	}
 	t1 := time.Now()
-	pos, err := engine.PromptPositions(m.Config(), c.InputIDs, []engine.Grid{img.Grid})
+	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{img.Grid})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,19 +46,19 @@ func stages(b *testing.B, m *Model, c *fixture.Case, img engine.Image, n int) (v
 		b.Fatal(err)
 	}
 	defer seq.Close()
-	logits, err := m.Prefill(ctx, seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+	logits, err := m.Prefill(ctx, seq, model.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	t2 := time.Now()
-	tok := engine.Argmax(logits)
+	tok := ml.Argmax(logits)
 	tokens = append(tokens, tok)
 	for i := 1; i < n; i++ {
 		at := len(c.InputIDs) + i - 1
 		if logits, err = m.DecodeStep(ctx, seq, tok, int32(at+pos.Delta)); err != nil {
 			b.Fatal(err)
 		}
-		tok = engine.Argmax(logits)
+		tok = ml.Argmax(logits)
 		tokens = append(tokens, tok)
 	}
 	return t1.Sub(t0), t2.Sub(t1), time.Since(t2), tokens
@@ -64,7 +66,7 @@ func stages(b *testing.B, m *Model, c *fixture.Case, img engine.Image, n int) (v
 
 // runStages reports the best of b.N runs per stage: on a shared machine the best run measures
 // the code, the others the neighbours. ns/op is the mean of whole runs.
-func runStages(b *testing.B, m *Model, c *fixture.Case, img engine.Image, n int) []int32 {
+func runStages(b *testing.B, m *qwen25vl.Model, c *fixture.Case, img model.Image, n int) []int32 {
 	var vision, prefill, decode time.Duration
 	var tokens []int32
 	stages(b, m, c, img, 2) // warm-up: page in the mapping, start the threads
@@ -108,7 +110,7 @@ func benchDir() string {
 
 // compare runs the case for the baseline's token count (n without one), checks the greedy tokens
 // against it, and logs both sides.
-func compare(b *testing.B, m *Model, c *fixture.Case, img engine.Image, name string, n int) {
+func compare(b *testing.B, m *qwen25vl.Model, c *fixture.Case, img model.Image, name string, n int) {
 	var base baseline
 	data, err := os.ReadFile(filepath.Join(benchDir(), "baseline-"+name+"-"+c.Name+".json"))
 	if err == nil {

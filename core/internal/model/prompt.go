@@ -1,6 +1,10 @@
-package engine
+package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/iris-vlm/iris/core/internal/ml"
+)
 
 // PrefillInput is a Prompt laid out the way a family's prefill consumes it.
 type PrefillInput struct {
@@ -16,13 +20,13 @@ type PrefillInput struct {
 func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
 	n := len(p.IDs)
 	if n == 0 || len(p.Positions.T) != n || len(p.Positions.H) != n || len(p.Positions.W) != n {
-		return nil, fmt.Errorf("prefill of %d tokens with %d positions: %w", n, len(p.Positions.T), ErrInvalidInput)
+		return nil, fmt.Errorf("prefill of %d tokens with %d positions: %w", n, len(p.Positions.T), ml.ErrInvalidInput)
 	}
 	vocab := int32(cfg.Text.Vocab)
 	out := &PrefillInput{Pos: make([]int32, 0, 3*n)}
 	for i, id := range p.IDs {
 		if id < 0 || id >= vocab {
-			return nil, fmt.Errorf("token %d: id %d outside the vocabulary: %w", i, id, ErrInvalidInput)
+			return nil, fmt.Errorf("token %d: id %d outside the vocabulary: %w", i, id, ml.ErrInvalidInput)
 		}
 		if id == cfg.ImageTokenID {
 			out.Slots = append(out.Slots, int32(i))
@@ -31,8 +35,8 @@ func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
 	out.Pos = append(append(append(out.Pos, p.Positions.T...), p.Positions.H...), p.Positions.W...)
 	hidden, rows, onDevice := cfg.EmbedDim(), 0, 0
 	for _, e := range p.Images {
-		if e == nil || !e.fits(e.Tokens, hidden) {
-			return nil, fmt.Errorf("image embeddings do not have width %d: %w", hidden, ErrInvalidInput)
+		if e == nil || !e.Fits(e.Tokens, hidden) {
+			return nil, fmt.Errorf("image embeddings do not have width %d: %w", hidden, ml.ErrInvalidInput)
 		}
 		rows += e.Tokens
 		if e.Device != nil {
@@ -40,10 +44,10 @@ func (p Prompt) Flatten(cfg *Config) (*PrefillInput, error) {
 		}
 	}
 	if rows != len(out.Slots) {
-		return nil, fmt.Errorf("%d image embedding rows for %d placeholder tokens: %w", rows, len(out.Slots), ErrInvalidInput)
+		return nil, fmt.Errorf("%d image embedding rows for %d placeholder tokens: %w", rows, len(out.Slots), ml.ErrInvalidInput)
 	}
 	if onDevice > 0 && onDevice < len(p.Images) {
-		return nil, fmt.Errorf("%d of %d images' embeddings on the device: %w", onDevice, len(p.Images), ErrInvalidInput)
+		return nil, fmt.Errorf("%d of %d images' embeddings on the device: %w", onDevice, len(p.Images), ml.ErrInvalidInput)
 	}
 	return out, nil
 }
@@ -54,16 +58,16 @@ func CheckImage(cfg *Config, lim Limits, img Image) error {
 	v := &cfg.Vision
 	g := img.Grid
 	if g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%v.MergeSize != 0 || g.W%v.MergeSize != 0 {
-		return fmt.Errorf("grid %v: %w", g, ErrInvalidInput)
+		return fmt.Errorf("grid %v: %w", g, ml.ErrInvalidInput)
 	}
 	if f := v.FixedGrid; f > 0 && (g.H != f || g.W != f) {
-		return fmt.Errorf("grid %v: the vision tower takes frames of %dx%d patches: %w", g, f, f, ErrInvalidInput)
+		return fmt.Errorf("grid %v: the vision tower takes frames of %dx%d patches: %w", g, f, f, ml.ErrInvalidInput)
 	}
 	if g.Patches() > lim.MaxImagePatches || g.H > lim.MaxGridSide || g.W > lim.MaxGridSide {
 		return &BoundsError{Err: ErrImageTooLarge, What: "image patches", Got: g.Patches(), Limit: lim.MaxImagePatches}
 	}
 	if len(img.Pixels) != g.Patches()*v.PatchDim() {
-		return fmt.Errorf("%d pixel values for grid %v: %w", len(img.Pixels), g, ErrInvalidInput)
+		return fmt.Errorf("%d pixel values for grid %v: %w", len(img.Pixels), g, ml.ErrInvalidInput)
 	}
 	return nil
 }

@@ -1,23 +1,24 @@
-package qwen3vl
+package qwen3vl_test
 
 import (
 	"errors"
 	"math"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
 
 // load opens a checkpoint directory on a CPU backend.
-func load(dir string, opts cpu.Options) (*Model, error) {
+func load(dir string, opts cpu.Options) (*qwen3vl.Model, error) {
 	b, err := cpu.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := engine.LoadConfig(dir)
+	cfg, err := model.LoadConfig(dir)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -27,13 +28,13 @@ func load(dir string, opts cpu.Options) (*Model, error) {
 		b.Close()
 		return nil, err
 	}
-	return New(b, ck, cfg, engine.DefaultLimits(cfg), Options{})
+	return qwen3vl.New(b, ck, cfg, model.DefaultLimits(cfg), qwen3vl.Options{})
 }
 
 // sweepModel writes the named model of the Qwen3-VL sweep to a temporary directory.
 func sweepModel(t *testing.T, name string) (string, *fixture.Sweep) {
 	t.Helper()
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(qwen3vl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,18 +58,18 @@ func sweepModel(t *testing.T, name string) (string, *fixture.Sweep) {
 func TestSweep(t *testing.T) {
 	var loaders []fixture.SweepLoader
 	for _, k := range []string{"avx512", "avx2", "generic"} {
-		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
+		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (model.Model, error) {
 			return load(dir, cpu.Options{Kernels: k})
 		}})
 	}
-	fixture.RunSweep(t, fixture.SweepPathFor(ModelType), loaders...)
+	fixture.RunSweep(t, fixture.SweepPathFor(qwen3vl.ModelType), loaders...)
 }
 
 // TestBatchEqualsSingle: the sweep's cases batched (joining while others decode, prompts
 // prefilled in chunks that split images and their deepstack rows, leaving at different steps)
 // give exactly the greedy tokens each gives alone.
 func TestBatchEqualsSingle(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(qwen3vl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,12 +92,12 @@ func TestBatchEqualsSingle(t *testing.T) {
 
 // TestRefuses: another family's config, and a checkpoint missing a tensor of the graph.
 func TestRefuses(t *testing.T) {
-	cfg := &engine.Config{ModelType: "qwen2_5_vl"}
+	cfg := &model.Config{ModelType: "qwen2_5_vl"}
 	b, err := cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(b, nil, cfg, engine.Limits{}, Options{}); !errors.Is(err, engine.ErrUnsupported) {
+	if _, err := qwen3vl.New(b, nil, cfg, model.Limits{}, qwen3vl.Options{}); !errors.Is(err, model.ErrUnsupported) {
 		t.Errorf("a Qwen2.5-VL config: %v", err)
 	}
 	if b.Kernels() != "" {
@@ -108,13 +109,13 @@ func TestRefuses(t *testing.T) {
 // frequencies in chunks instead of interleaved, or without the deepstack adds, miss the golden
 // logits.
 func TestSweepDetectsWrongGraph(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(qwen3vl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sm *fixture.SweepModel
 	for i := range sw.Models {
-		cfg, err := engine.ParseConfig(sw.Models[i].Config)
+		cfg, err := model.ParseConfig(sw.Models[i].Config)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,26 +129,26 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 	}
 	dir, _ := sweepModel(t, sm.Name)
 	c, want := sw.Cases[0], sm.Results[0]
-	var img engine.Image
+	var img model.Image
 	for _, si := range sw.Images {
 		if si.Name == c.Image {
 			px, err := sw.Pixels(si)
 			if err != nil {
 				t.Fatal(err)
 			}
-			img = engine.Image{Pixels: px, Grid: engine.Grid{T: si.Grid[0], H: si.Grid[1], W: si.Grid[2]}}
+			img = model.Image{Pixels: px, Grid: model.Grid{T: si.Grid[0], H: si.Grid[1], W: si.Grid[2]}}
 		}
 	}
 	for _, tc := range []struct {
 		name   string
-		mutate func(*engine.Config)
+		mutate func(*model.Config)
 	}{
-		{"as is", func(*engine.Config) {}},
-		{"chunked rotary", func(c *engine.Config) { c.Text.MRopeInterleaved = false }},
-		{"no deepstack", func(c *engine.Config) { c.Vision.Deepstack = nil }},
+		{"as is", func(*model.Config) {}},
+		{"chunked rotary", func(c *model.Config) { c.Text.MRopeInterleaved = false }},
+		{"no deepstack", func(c *model.Config) { c.Vision.Deepstack = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := engine.LoadConfig(dir)
+			cfg, err := model.LoadConfig(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +161,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := New(b, ck, cfg, engine.DefaultLimits(cfg), Options{})
+			m, err := qwen3vl.New(b, ck, cfg, model.DefaultLimits(cfg), qwen3vl.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +170,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pos, err := engine.PromptPositions(cfg, c.InputIDs, []engine.Grid{img.Grid})
+			pos, err := model.PromptPositions(cfg, c.InputIDs, []model.Grid{img.Grid})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer seq.Close()
-			logits, err := m.Prefill(t.Context(), seq, engine.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*engine.Embeddings{emb}})
+			logits, err := m.Prefill(t.Context(), seq, model.Prompt{IDs: c.InputIDs, Positions: pos, Images: []*model.Embeddings{emb}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +198,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 // to its own grid) in one tower pass give exactly the rows each gives alone, deepstack rows
 // included.
 func TestVisionBatch(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(ModelType))
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(qwen3vl.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +209,8 @@ func TestVisionBatch(t *testing.T) {
 	}
 	defer m.Close()
 
-	var imgs []engine.Image
-	for i, g := range []engine.Grid{{T: 1, H: 12, W: 16}, {T: 1, H: 6, W: 6}, {T: 1, H: 4, W: 8}, {T: 1, H: 20, W: 8}} {
+	var imgs []model.Image
+	for i, g := range []model.Grid{{T: 1, H: 12, W: 16}, {T: 1, H: 6, W: 6}, {T: 1, H: 4, W: 8}, {T: 1, H: 20, W: 8}} {
 		imgs = append(imgs, fixture.SeededImage(m.Config(), g, uint64(i+1)))
 	}
 	fixture.CheckVisionBatch(t, m, imgs, 0)

@@ -1,11 +1,11 @@
-package qwen25vl
+package qwen25vl_test
 
 import (
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
+	"github.com/iris-vlm/iris/core/internal/model"
 )
 
 // TestSweep runs the shape sweep (fixture.RunSweep, docs/testing.md) on the CPU backend with each
@@ -16,7 +16,7 @@ import (
 func TestSweep(t *testing.T) {
 	var loaders []fixture.SweepLoader
 	for _, k := range []string{"avx512", "avx2", "generic"} {
-		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (engine.Model, error) {
+		loaders = append(loaders, fixture.SweepLoader{Name: k, Load: func(dir string) (model.Model, error) {
 			m, err := Load(dir, cpu.Options{Kernels: k}, nil)
 			if err == nil {
 				t.Logf("kernels %s: running %s", k, kernels(m))
