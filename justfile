@@ -90,6 +90,7 @@ test: setup tools plugins
     cd sdk-wasm && ../.build/bin/golangci-lint run ./...
     cd plugins && ../.build/bin/golangci-lint run ./...
     scripts/check-cgo.sh
+    scripts/check-backends.sh
     go -C sdk-wasm test -json -race ./... 2>&1 | .build/bin/testsum -label sdk-wasm -tally .build/go-tests.jsonl
     go -C plugins test -json -race ./... 2>&1 | .build/bin/testsum -label plugins -tally .build/go-tests.jsonl
     IRIS_PLUGIN_CACHE={{root}}/.build/wazero-cache go test -json -race -timeout 30m ./... 2>&1 | .build/bin/testsum -label iris -tally .build/go-tests.jsonl

@@ -119,8 +119,8 @@ type Attn struct {
 	Past   int
 	Scale  float32
 	// QNorm and KNorm, when set, RMS-normalise each head of q and of k in place (times the
-	// weight's HeadDim values, epsilon NormEps) before the rotary embedding: Qwen3's q_norm and
-	// k_norm. RopeCachedAttention and RopeSegmentAttention apply them; the other ops ignore them.
+	// weight's HeadDim values, epsilon NormEps) before the rotary embedding.
+	// RopeCachedAttention and RopeSegmentAttention apply them; the other ops ignore them.
 	QNorm, KNorm Tensor
 	NormEps      float32
 }
@@ -204,8 +204,8 @@ type Backend interface {
 	// GELU applies GELU to x in place: the erf form or the tanh approximation.
 	GELU(x Tensor, approx GELUApprox)
 	// ScaleCols multiplies column j of every row of x by w's value j in place (w holds x.Cols
-	// values), rounding each product once to x's type: a LayerScale (InternViT's lambda_1 *
-	// attention_output).
+	// values), rounding each product once to x's type: a LayerScale (a vision
+	// block's per-channel lambda times its attention or MLP output).
 	ScaleCols(x, w Tensor)
 	// Gather sets dst row i to src row idx[i]; Scatter sets dst row idx[i] to src row i.
 	Gather(dst, src Tensor, idx Ints)

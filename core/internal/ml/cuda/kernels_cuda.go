@@ -35,8 +35,8 @@ var flashHeadDims = []int{8, 16, 32, 64, 80, 128}
 // winMax rows).
 var windowHeadDims = []int{16, 32, 64, 80}
 
-// mmaHeadDims are those of iris_attn_mma (tensor cores, bf16): the text models' 128 and 64, the
-// Qwen2.5-VL and Qwen3-VL towers' 80 and 64, InternViT's 64.
+// mmaHeadDims are those of iris_attn_mma (tensor cores, bf16): decoders' 128 and 64, vision
+// towers' 80 and 64.
 var mmaHeadDims = []int{64, 80, 128}
 
 // poolGQAHeadDims are those of iris_attn_pool_gqa (bf16, at most gqaMax query heads a KV head).

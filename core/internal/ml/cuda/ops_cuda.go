@@ -8,7 +8,6 @@ import (
 	"sort"
 	"unsafe"
 
-	"github.com/iris-vlm/iris/core/internal/engine"
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cuda/gpu"
 )
@@ -65,7 +64,7 @@ func grid2(rows, n int) gpu.Dim3 {
 
 // bad fails the pass with an invalid-argument error (a family asking for what no kernel does).
 func (b *Backend) bad(format string, args ...any) {
-	b.fail(fmt.Errorf("cuda "+format+": %w", append(args, engine.ErrInvalidInput)...))
+	b.fail(fmt.Errorf("cuda "+format+": %w", append(args, ml.ErrInvalidInput)...))
 }
 
 // same checks that tensors have the backend's storage type.
@@ -1112,7 +1111,7 @@ func (b *Backend) poolAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPool, vP
 		return
 	}
 	f, x, shared := b.k.attnPool, a.Heads, 0
-	// a block a KV group, its heads' keys read once; not yet with q/k norms (Qwen3): the group
+	// a block a KV group, its heads' keys read once; not yet with per-head q/k norms: the group
 	// kernel's norms have not run on a GPU (TestKernelPoolAttention "with q/k norms")
 	if g := b.k.poolGQA[a.HeadDim]; g != nil && !b.opts.NoGroupDecode && a.Heads/a.KVHeads <= gqaMax && rows*a.KVHeads >= gqaMinBlocks &&
 		!a.QNorm.Valid() && !a.KNorm.Valid() {
