@@ -7,6 +7,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -34,7 +35,10 @@ type Row struct {
 type Stage struct {
 	Name          string
 	P50, P95, Avg float64
-	// Share is the stage's mean over the mean task time.
+	// Share is the stage's part of the requests' task time: its total over all requests' total
+	// (a request without the stage adds nothing to the first and its task to the second), so a
+	// stage never takes more than the whole, whatever share of the requests it ran in. NaN when
+	// the summary lacks the counts to total either.
 	Share float64
 }
 
@@ -81,14 +85,29 @@ func FromSummary(name string, s aiperf.SummaryFileData) (Row, []Stage) {
 		if !ok || b.P50 == nil || b.P95 == nil || b.Avg == nil {
 			continue
 		}
-		st := Stage{Name: name, P50: *b.P50, P95: *b.P95, Avg: *b.Avg}
-		if hasTask && task.Avg != nil && *task.Avg > 0 {
-			st.Share = *b.Avg / *task.Avg
+		st := Stage{Name: name, P50: *b.P50, P95: *b.P95, Avg: *b.Avg, Share: math.NaN()}
+		if hasTask {
+			stage, ok1 := total(b)
+			whole, ok2 := total(task)
+			if ok1 && ok2 && whole > 0 {
+				st.Share = stage / whole
+			}
 		}
 		stages = append(stages, st)
 	}
 	slices.SortFunc(stages, func(a, b Stage) int { return stageRank(a.Name) - stageRank(b.Name) })
 	return r, stages
+}
+
+// total is a metric's sum over its records: its sum, or its mean times its count.
+func total(b aiperf.Block) (float64, bool) {
+	switch {
+	case b.Sum != nil:
+		return *b.Sum, true
+	case b.Avg != nil && b.Count != nil:
+		return *b.Avg * float64(*b.Count), true
+	}
+	return 0, false
 }
 
 // stageOrder is the pipeline order of core's stages.
@@ -153,9 +172,13 @@ func WriteTable(w io.Writer, rows []Row) error {
 // WriteStages writes the per-stage breakdown table.
 func WriteStages(w io.Writer, stages []Stage) error {
 	var b strings.Builder
-	b.WriteString("| stage | p50 ms | p95 ms | mean ms | share of task |\n|---|---|---|---|---|\n")
+	b.WriteString("| stage | p50 ms | p95 ms | mean ms | share of task time |\n|---|---|---|---|---|\n")
 	for _, s := range stages {
-		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f | %.1f%% |\n", s.Name, s.P50, s.P95, s.Avg, 100*s.Share)
+		share := "–"
+		if !math.IsNaN(s.Share) {
+			share = fmt.Sprintf("%.1f%%", 100*s.Share)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f | %s |\n", s.Name, s.P50, s.P95, s.Avg, share)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -89,6 +89,41 @@ func TestFromSummary(t *testing.T) {
 	}
 }
 
+// TestStageShareOfTaskTime: a stage that ran in some requests only (the tower on the cache's
+// misses) is its total over every request's task time, so never more than the whole; without
+// counts or sums a share is unknown, not a ratio of means.
+func TestStageShareOfTaskTime(t *testing.T) {
+	// ten requests: nine misses whose task is the tower's 900 ms and 100 ms more, one hit of
+	// 100 ms; the tower's mean (900) is over the task's mean (910 - 810 + ... = 910), its share
+	// 8100 / 9100
+	s := aiperf.SummaryFileData{
+		"iris_task_latency":        []byte(`{"unit":"ms","avg":910,"p50":1000,"p95":1000,"count":10,"sum":9100}`),
+		"iris_stage_vision":        []byte(`{"unit":"ms","avg":900,"p50":900,"p95":900,"count":9}`),
+		"iris_stage_vision_cached": []byte(`{"unit":"ms","avg":0.5,"p50":0.5,"p95":0.5,"count":1,"sum":0.5}`),
+		"iris_stage_decode":        []byte(`{"unit":"ms","avg":100,"p50":100,"p95":100}`),
+	}
+	_, stages := FromSummary("x", s)
+	want := map[string]float64{"vision": 8100.0 / 9100, "vision_cached": 0.5 / 9100}
+	for _, st := range stages {
+		w, ok := want[st.Name]
+		switch {
+		case !ok && !math.IsNaN(st.Share):
+			t.Errorf("%s: share %v without a count, want unknown", st.Name, st.Share)
+		case ok && math.Abs(st.Share-w) > 1e-12:
+			t.Errorf("%s: share %v, want %v", st.Name, st.Share, w)
+		case st.Share > 1:
+			t.Errorf("%s: share %v over the whole task time", st.Name, st.Share)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteStages(&b, stages); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| vision | 900.00 | 900.00 | 900.00 | 89.0% |") || !strings.Contains(b.String(), "| decode | 100.00 | 100.00 | 100.00 | – |") {
+		t.Errorf("stages table:\n%s", b.String())
+	}
+}
+
 func TestSVG(t *testing.T) {
 	pts := []Point{
 		{AtSec: 0, LatencyMS: 70, TTFTMS: 20, TaskMS: 65},
