@@ -22,6 +22,7 @@ import 'just/plugins.just'
 import 'just/engine.just'
 import 'just/profile.just'
 import 'just/gpu.just'
+import 'just/test.just'
 
 default:
     @just --list
@@ -75,31 +76,32 @@ accuracy-gate: build demo-bundle
 demo-reference: refenv demo-model
     .build/refenv/bin/python scripts/demo/reference.py --model .build/models/demo --scenes scripts/demo/heldout --out scripts/demo/heldout/reference.jsonl
 
-# Every check CI runs (README command 2): vet, lint, cgo placement, race tests of every module,
-# the cuda build vetted and linked against PyPI's CUDA headers, the real AIPerf and the official
-# openai-python client end to end.
+# Every check CI runs (README command 2), each step timed (scripts/step.sh; the durations and
+# the total close the run): setup, vet, lint, the import and cgo rules, the Go tests of the three
+# modules (the concurrent code with the race detector, the model and pixel parity suites without:
+# test-go-race, test-go-models), the cuda build vetted and linked against PyPI's CUDA headers, the
+# real AIPerf and the official openai-python client end to end, the demo model's accuracy gate.
 # The GPU tests are linked, not run (no GPU here): vet-cuda lists them, a line near the end says so.
 # The Go tests run with -json through scripts/testsum (plain go test's output, failures in full);
-# the last line is their total, passed/failed/skipped.
-test: setup tools plugins
-    go build -o .build/bin/testsum ./scripts/testsum && rm -f .build/go-tests.jsonl
-    go vet ./...
-    go -C sdk-wasm vet ./... && GOOS=wasip1 GOARCH=wasm go -C sdk-wasm vet ./...
-    go -C plugins vet ./... && GOOS=wasip1 GOARCH=wasm go -C plugins vet ./...
-    .build/bin/golangci-lint run ./...
-    cd sdk-wasm && ../.build/bin/golangci-lint run ./...
-    cd plugins && ../.build/bin/golangci-lint run ./...
-    scripts/check-cgo.sh
-    scripts/check-backends.sh
-    go -C sdk-wasm test -json -race ./... 2>&1 | .build/bin/testsum -label sdk-wasm -tally .build/go-tests.jsonl
-    go -C plugins test -json -race ./... 2>&1 | .build/bin/testsum -label plugins -tally .build/go-tests.jsonl
-    IRIS_PLUGIN_CACHE={{root}}/.build/wazero-cache go test -json -race -timeout 30m ./... 2>&1 | .build/bin/testsum -label iris -tally .build/go-tests.jsonl
-    {{just_executable()}} vet-cuda
-    {{just_executable()}} test-aiperf
-    {{just_executable()}} test-openai
-    {{just_executable()}} accuracy-gate
+# their total, passed/failed/skipped, comes before the durations.
+test:
+    @scripts/step.sh --reset && rm -f .build/go-tests.jsonl
+    @scripts/step.sh setup {{just_executable()}} setup
+    @scripts/step.sh tools {{just_executable()}} tools
+    @scripts/step.sh plugins {{just_executable()}} plugins
+    @scripts/step.sh vet {{just_executable()}} test-vet
+    @scripts/step.sh lint {{just_executable()}} test-lint
+    @scripts/step.sh layers {{just_executable()}} test-layers
+    @scripts/step.sh go-race {{just_executable()}} test-go-race
+    @scripts/step.sh go-models {{just_executable()}} test-go-models
+    @scripts/step.sh cuda {{just_executable()}} vet-cuda
+    @scripts/step.sh demo-bundles {{just_executable()}} demo-bundle
+    @scripts/step.sh aiperf {{just_executable()}} test-aiperf
+    @scripts/step.sh openai {{just_executable()}} test-openai
+    @scripts/step.sh accuracy-gate {{just_executable()}} accuracy-gate
     @scripts/gpu/not-run.sh --brief {{cuda_test_pkgs}}
     @.build/bin/testsum -total .build/go-tests.jsonl
+    @scripts/step.sh --summary
 
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.
 refenv:

@@ -14,7 +14,7 @@ import (
 // request holds its body, its decoded image and, once running, its pixels. With no allocation at
 // idle, no GC runs for up to two minutes (the runtime's forced period) and the scavenger keeps
 // what the last heap goal allowed, so an idle server held ~300 MB of garbage and its RSS stayed
-// at the session's peak. Most of that heap is the pixel buffers pooled in sync.Pools (prep's
+// at the run's peak. Most of that heap is the pixel buffers pooled in sync.Pools (prep's
 // pixel_values, the resize and JPEG scratch): a GC only moves a pool's contents to its victim
 // cache and the next one frees them, so after 300 requests of 512x512 images at c=24 one GC
 // left 260 MiB live and a second 24 MiB. reclaimHeap runs both a few seconds after the last

@@ -35,7 +35,7 @@ held-out scenes is answered by greedy generate() through AutoProcessor and the c
 exact match per question type and overall. The report: report.md, accuracy.json, loss.png (drawn
 with Pillow), answers.jsonl (every held-out item with transformers' fp32 answer), train.log.
 
-  # the H200 (the next session's one device call; docs/demo-model.md):
+  # the H200 (one device call; docs/demo-model.md):
   python3 scripts/demo/train.py --device cuda --out /tmp/demo-model --report $OUT --pack $OUT
   # the CPU smoke test here (a few steps; accuracy is near zero):
   .build/refenv/bin/python scripts/demo/train.py --device cpu --steps 20 --batch 8 --eval-count 12 \\

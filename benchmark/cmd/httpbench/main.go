@@ -10,7 +10,7 @@
 //	httpbench -url http://127.0.0.1:PORT -model NAME -image FILE -question TEXT [-runs 30] [-concurrency 1,8,32,64,128] [-seconds 5] [-warmup 1] [-distinct 512] [-out http.json]
 //
 // It lives outside core, which speaks no HTTP; `iris profile` is the AIPerf-compatible profiler,
-// this is the short fixed-shape run whose figures docs/gpu.md compares across sessions.
+// this is the short fixed-shape run whose figures docs/gpu.md and docs/results compare across builds.
 package main
 
 import (

@@ -1,6 +1,7 @@
 """Compiles quack's GEMM for the H200 (sm_90a) on a machine without a GPU, in several products
 and tile configurations, and exports them as C headers and objects behind one dispatch header:
-issue 14's fused SwiGLU (docs/gpu.md, twentieth session), linked into builds with the quack tag.
+the fused SwiGLU of the throughput work (docs/gpu.md; measured 2026-12-03, docs/results), linked into
+builds with the quack tag.
 
 The products are quack's GEMM (quack-kernels: CuTe DSL, wgmma and TMA, a persistent tile
 scheduler): the gate/up product with the gate and up weights one after the other as Iris binds
@@ -131,7 +132,7 @@ class Variant:
 # The variants built by default, the first of each list the product Options.QuackSwiGLU runs
 # unless told otherwise: from quack's H100 search space for gated products
 # (gemm_config._get_sm90_configs). Without biases (the decoder's prefill), then with them (the
-# tower's MLP); on the H200 (docs/gpu.md, twentieth session) pp:128x192:2x1 made a 10-prompt
+# tower's MLP); on the H200 (2026-12-03, docs/results) pp:128x192:2x1 made a 10-prompt
 # prefill's 1850x22016x2048 product 1.18x cuBLASLt + iris_silu_mul, pp:128x128:2x1 the tower's
 # 3300x6840x1280 with biases 1.45x.
 DEFAULT_VARIANTS = "pp:128x192:2x1,pp:128x128:2x1,pp:128x192:1x2,coop:256x192:2x1,coop:128x256:2x1"

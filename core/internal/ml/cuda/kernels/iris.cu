@@ -417,7 +417,7 @@ extern "C" __global__ void iris_scale_cols_bf16(bf16 *x, const bf16 *w, int rows
 // silu(x) = x * sigmoid(x) in F32, rounded to T: exact for F32 (the fp32 parity); for bf16 the
 // hardware exponential and division, a few F32 ulps off, far under bf16's step (torch computes
 // it in F32 and rounds once, as here). The exact forms made the tower's SwiGLU bound by the SM's
-// pipes rather than by memory (Nsight Compute, sixteenth session).
+// pipes rather than by memory (Nsight Compute on the H200, 2026-12-03; docs/results).
 template <typename T> __device__ __forceinline__ float silu(float x) {
     if constexpr (sizeof(T) == 4)
         return rnd<T>(x / (1.0f + expf(-x)));
@@ -1440,7 +1440,7 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 4) iris_attn_pool_bf16
 //      heads as attn_pool does.
 // On CUDA cores (a warp a head over all 64 keys, chains of dependent FMAs) a 54-row step of the
 // 3B took 30 us a layer for ~11 MB of keys and values (Nsight Compute); on tensor cores the step
-// is 3.32 ms against 3.74 (docs/gpu.md, sixteenth session). The scores accumulate in the tensor
+// is 3.32 ms against 3.74 (H200, 2026-12-03; docs/results). The scores accumulate in the tensor
 // cores' order, not key by key.
 #define GQA_MAX 16
 __device__ __forceinline__ void ldsm_x2(uint32_t r[2], const bf16 *p) {
