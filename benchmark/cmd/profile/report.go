@@ -159,6 +159,9 @@ func buildReport(dir, name string, checked *parityInfo, plot bool) (string, erro
 		return "", err
 	}
 	fmt.Fprintf(&b, "\nHTTP is the client's request latency (to the last content chunk); task is the server's `iris.generate` span; images/s is over the measured phase; output tokens are the server's `usage.completion_tokens`.\n")
+	if line := slowestLine(recs); line != "" {
+		b.WriteString(line)
+	}
 	if len(stages) > 0 {
 		b.WriteString("\n## Server stages (OTLP spans joined by X-Request-ID)\n\n")
 		if err := report.WriteStages(&b, stages); err != nil {
@@ -265,4 +268,45 @@ func runName(dir string, info *irisInfo) string {
 		}
 	}
 	return filepath.Base(filepath.Clean(dir))
+}
+
+// slowestLine names the slowest measured request: its latency, its input (the dataset's session)
+// and its image tokens, so that a p95 over a few requests reads as what it is (one large photo, a
+// cold first image) rather than as a tail. Empty without a measured request.
+func slowestLine(recs []aiperf.Record) string {
+	var slow *aiperf.Record
+	worst, n := 0.0, 0
+	for i := range recs {
+		r := &recs[i]
+		if r.Phase() == aiperf.PhaseWarmup || r.Error != nil {
+			continue
+		}
+		lat, ok := r.Metric("request_latency")
+		if !ok {
+			continue
+		}
+		n++
+		if slow == nil || lat > worst {
+			slow, worst = r, lat
+		}
+	}
+	if slow == nil {
+		return ""
+	}
+	input := slow.Metadata.ConversationID
+	if input == "" {
+		input = fmt.Sprintf("session %d", slow.Metadata.SessionNum)
+	}
+	detail := ""
+	if tok, ok := slow.Metric("iris_image_tokens"); ok {
+		detail = fmt.Sprintf(", %.0f image tokens", tok)
+	}
+	tail := "the p95 lies between it and the next slowest"
+	if n >= 20 {
+		tail = "the p95 is below it"
+	}
+	if n == 1 {
+		tail = "the only one"
+	}
+	return fmt.Sprintf("The slowest of the %d measured requests took %.2f ms (input `%s`%s): %s.\n", n, worst, input, detail, tail)
 }

@@ -3,6 +3,7 @@ package profile
 import (
 	"testing"
 
+	"github.com/iris-vlm/iris/benchmark/aiperf"
 	"github.com/iris-vlm/iris/benchmark/parity"
 )
 
@@ -30,5 +31,37 @@ func TestParityLine(t *testing.T) {
 		if got := parityLine(&tc.par); got != tc.want {
 			t.Errorf("got  %q\nwant %q", got, tc.want)
 		}
+	}
+}
+
+// TestSlowestLine: the slowest measured request is named with its input and image tokens; a
+// slower warm-up request and a failed one are not measured requests.
+func TestSlowestLine(t *testing.T) {
+	rec := func(phase, input string, ms, tokens float64, failed bool) aiperf.Record {
+		r := aiperf.Record{
+			Metadata: aiperf.Metadata{BenchmarkPhase: phase, ConversationID: input},
+			Metrics: map[string]aiperf.Value{
+				"request_latency":   {Value: ms},
+				"iris_image_tokens": {Value: tokens},
+			},
+		}
+		if failed {
+			r.Error = &aiperf.ErrorDetails{Code: 500, Message: "boom"}
+		}
+		return r
+	}
+	recs := []aiperf.Record{
+		rec(aiperf.PhaseWarmup, "cold", 9000, 64, false),
+		rec("profiling", "chelsea", 70.5, 165, false),
+		rec("profiling", "retina", 1111.62, 2500, false),
+		rec("profiling", "broken", 5000, 10, true),
+		rec("profiling", "coffee", 80, 300, false),
+	}
+	want := "The slowest of the 3 measured requests took 1111.62 ms (input `retina`, 2500 image tokens): the p95 lies between it and the next slowest.\n"
+	if got := slowestLine(recs); got != want {
+		t.Errorf("slowestLine:\n got %q\nwant %q", got, want)
+	}
+	if got := slowestLine(recs[:1]); got != "" {
+		t.Errorf("warm-up only: %q, want no line", got)
 	}
 }
