@@ -22,6 +22,7 @@ import 'just/plugins.just'
 import 'just/engine.just'
 import 'just/profile.just'
 import 'just/gpu.just'
+import 'just/deploy.just'
 
 default:
     @just --list
@@ -97,6 +98,7 @@ test: setup tools plugins
     {{just_executable()}} test-aiperf
     {{just_executable()}} test-openai
     {{just_executable()}} accuracy-gate
+    {{just_executable()}} deploy-test
     @scripts/gpu/not-run.sh --brief {{cuda_test_pkgs}}
     @.build/bin/testsum -total .build/go-tests.jsonl
 
