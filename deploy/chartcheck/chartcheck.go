@@ -1,10 +1,12 @@
 // Package chartcheck lints and renders the Iris Helm chart with Helm's own packages and validates
 // every rendered object with kubeconform's validator against the Kubernetes core schemas and the
-// InferencePool and Gateway API CRD schemas (deploy/scripts/schemas.sh writes them). It is its
-// own module: Helm v4 needs newer Kubernetes libraries than the EPP v1.5.0 of the deploy module.
+// InferencePool and Gateway API CRD schemas (deploy/scripts/schemas.sh writes them). Helm is
+// v3.20.2, the newest release on the Kubernetes 0.35 libraries the EPP v1.5.0 is built with: one
+// module graph compiles those libraries once for this package and the affinity plugin.
 package chartcheck
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -12,25 +14,42 @@ import (
 
 	"github.com/yannh/kubeconform/pkg/resource"
 	"github.com/yannh/kubeconform/pkg/validator"
-	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/common/util"
-	"helm.sh/helm/v4/pkg/chart/v2/lint"
-	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	"helm.sh/helm/v4/pkg/engine"
+	"helm.sh/helm/v3/pkg/chartutil"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 	"sigs.k8s.io/yaml"
 )
 
 // Lint runs `helm lint`'s rules on the chart with the given values and returns its messages
 // at warning level and above.
-func Lint(chartDir, namespace string, values map[string]any) []support.Message {
+func Lint(chartDir, namespace string, values map[string]any) ([]support.Message, error) {
+	vals, err := clone(values)
+	if err != nil {
+		return nil, err
+	}
 	var out []support.Message
-	for _, m := range lint.RunAll(chartDir, values, namespace).Messages {
+	for _, m := range lint.All(chartDir, vals, namespace, false).Messages {
 		if m.Severity >= support.WarningSev {
 			out = append(out, m)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// clone deep-copies values: Helm's coalescing deletes the keys set to null from the map it is given.
+func clone(values map[string]any) (map[string]any, error) {
+	b, err := json.Marshal(values)
+	if err != nil {
+		return nil, fmt.Errorf("values: %w", err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("values: %w", err)
+	}
+	return out, nil
 }
 
 // Object is one rendered manifest.
@@ -48,8 +67,12 @@ func Render(chartDir, release, namespace string, values map[string]any) ([]Objec
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", chartDir, err)
 	}
-	opts := common.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
-	vals, err := util.ToRenderValues(chrt, values, opts, common.DefaultCapabilities.Copy())
+	opts := chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
+	vals, err := clone(values)
+	if err != nil {
+		return nil, err
+	}
+	vals, err = chartutil.ToRenderValues(chrt, vals, opts, chartutil.DefaultCapabilities.Copy())
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}

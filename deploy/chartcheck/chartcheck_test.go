@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/lint/support"
 	"sigs.k8s.io/yaml"
 )
 
@@ -104,7 +105,7 @@ func TestChart(t *testing.T) {
 httpRoute: {enabled: true}
 epp: {replicas: 2, model: demo, imageAffinity: {enabled: false}}
 iris:
-  resources: {limits: {cpu: "8", memory: 8Gi}}
+  resources: {limits: {nvidia.com/gpu: null, cpu: "8", memory: 8Gi}}
   bundleVolume: {source: {hostPath: {path: /srv/bundles, type: Directory}}}
 `,
 			kinds: []string{"ConfigMap", "ConfigMap", "Deployment", "Deployment", "HTTPRoute", "InferencePool", "Role", "RoleBinding", "Service", "Service", "ServiceAccount"},
@@ -119,6 +120,13 @@ iris:
 				if strings.Contains(cfg, "iris-image-affinity-scorer") {
 					t.Errorf("affinity disabled, yet the EPP config names its scorer:\n%s", cfg)
 				}
+				var d deployment
+				if err := yaml.Unmarshal(objs["Deployment/iris"].YAML, &d); err != nil {
+					t.Fatal(err)
+				}
+				if l := d.Spec.Template.Spec.Containers[0].Resources.Limits; len(l) != 2 || l["cpu"] != "8" {
+					t.Errorf("CPU pod's limits %v, want cpu and memory only", l)
+				}
 				if !strings.Contains(string(objs["Deployment/iris-epp"].YAML), "--ha-enable-leader-election") ||
 					!strings.Contains(string(objs["Role/iris-epp"].YAML), "leases") {
 					t.Error("two pickers without leader election or its leases")
@@ -132,7 +140,11 @@ iris:
 			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
 				t.Fatal(err)
 			}
-			for _, m := range Lint(chartDir, "default", values) {
+			msgs, err := Lint(chartDir, "default", values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
 				t.Errorf("lint: %s", m.Error())
 			}
 			rendered, err := Render(chartDir, "iris", "default", values)
@@ -154,6 +166,29 @@ iris:
 			}
 			tc.check(t, objs)
 		})
+	}
+}
+
+// A config whose shutdown timeout is not the one the grace period is sized for is refused.
+// (Helm's linter renders `fail` as information, so only the render is asked.)
+func TestShutdownTimeoutMismatch(t *testing.T) {
+	values := map[string]any{"iris": map[string]any{"shutdownTimeoutSeconds": 60}}
+	_, err := Render(chartDir, "iris", "default", values)
+	if err == nil || !strings.Contains(err.Error(), `shutdown_timeout = "60s"`) {
+		t.Fatalf("Render: %v, want the shutdown_timeout mismatch refused", err)
+	}
+}
+
+// The linter is not a check that cannot fail: a pool name Kubernetes refuses is reported.
+func TestLintRefuses(t *testing.T) {
+	msgs, err := Lint(chartDir, "default", map[string]any{"inferencePool": map[string]any{"name": "Bad_Name"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(msgs, func(m support.Message) bool {
+		return strings.Contains(m.Error(), `"Bad_Name": metadata.name: Invalid value`)
+	}) {
+		t.Fatalf("lint messages %v, want the invalid name among them", msgs)
 	}
 }
 

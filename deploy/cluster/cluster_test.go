@@ -149,7 +149,7 @@ func TestCluster(t *testing.T) {
 		"--pool-name=iris", "--pool-namespace="+namespace,
 		"--config-file="+filepath.Join(root, "deploy", "chart", "testdata", "epp-config.golden.yaml"),
 		"--grpc-port="+strconv.Itoa(eppPort), "--grpc-health-port="+strconv.Itoa(healthPort),
-		"--metrics-port="+strconv.Itoa(metricsPort), "--secure-serving=false",
+		"--metrics-port="+strconv.Itoa(metricsPort), "--secure-serving=false", "--tracing=false", "--metrics-endpoint-auth=false",
 		"--refresh-metrics-interval=50ms")
 	epp.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath, "NAMESPACE="+namespace, "POD_NAME=iris-epp-0")
 	startLogged(t, epp, filepath.Join(logs, "epp.log"))
@@ -591,15 +591,22 @@ func (e *env) kill() {
 	dropped := time.Now()
 	wg.Wait()
 
-	var inflight, inflightFailed, between, between5xx, after, after5xx, ok, other int
+	var before, before5xx, inflight, inflightFailed, between, between5xx, after, after5xx, ok int
 	var slowest time.Duration // from the kill to the end of a failed in-flight request
 	for n, a := range all {
 		switch {
-		case a.start.Before(killed) && a.end.After(killed) && a.endpoint == victim.ip:
-			inflight++
+		case !a.start.After(killed) && !a.end.After(killed):
+			before++
 			if a.status >= 500 {
-				inflightFailed++
-				slowest = max(slowest, a.end.Sub(killed))
+				before5xx++
+			}
+		case !a.start.After(killed):
+			if a.endpoint == victim.ip {
+				inflight++
+				if a.status >= 500 {
+					inflightFailed++
+					slowest = max(slowest, a.end.Sub(killed))
+				}
 			}
 		case a.start.Before(dropped):
 			between++
@@ -628,20 +635,25 @@ func (e *env) kill() {
 				e.t.Errorf("request %d: %d from %s, not the killed endpoint: %s", n, a.status, a.endpoint, a.content)
 			}
 		default:
-			other++
 			e.t.Errorf("request %d: status %d: %s", n, a.status, a.content)
 		}
 	}
 	e.result["kill"] = map[string]any{
-		"requests": len(all), "ok": ok, "probe_to_drop_ms": dropped.Sub(killed).Milliseconds(),
-		"in_flight_on_killed": inflight, "in_flight_failed": inflightFailed,
+		"requests": len(all), "ok": ok, "kill_to_not_ready_ms": dropped.Sub(killed).Milliseconds(),
+		"ended_before_kill": before, "ended_before_kill_5xx": before5xx,
+		"in_flight_on_killed": inflight, "in_flight_on_killed_5xx": inflightFailed,
 		"in_flight_failed_within_ms": slowest.Milliseconds(),
-		"sent_before_drop":           between, "sent_before_drop_5xx": between5xx,
-		"sent_after_drop": after, "sent_after_drop_5xx": after5xx,
+		"sent_before_not_ready":      between, "sent_before_not_ready_5xx": between5xx,
+		"sent_after_not_ready": after, "sent_after_not_ready_5xx": after5xx,
 		"shares": count(all),
 	}
-	e.t.Logf("kill: %d requests, %d ok; in flight on the killed endpoint %d (%d failed with a 5xx, the last %s after the kill); sent before the drop %d (%d 5xx); after %d (%d 5xx)",
-		len(all), ok, inflight, inflightFailed, slowest.Round(time.Millisecond), between, between5xx, after, after5xx)
+	e.t.Logf("kill: %d requests, %d ok; %d ended before the kill (%d 5xx); %d in flight on the killed endpoint (%d 5xx, the last %s after the kill); "+
+		"%d sent in the %s before its pod was marked not ready (%d 5xx); %d sent after (%d 5xx)",
+		len(all), ok, before, before5xx, inflight, inflightFailed, slowest.Round(time.Millisecond),
+		between, dropped.Sub(killed).Round(time.Millisecond), between5xx, after, after5xx)
+	if before5xx > 0 {
+		e.t.Errorf("%d requests that ended before the kill got a 5xx", before5xx)
+	}
 	if inflight == 0 {
 		e.t.Error("no request was in flight on the killed endpoint: the phase shows nothing")
 	}
@@ -649,10 +661,10 @@ func (e *env) kill() {
 		e.t.Errorf("%d requests in flight on the killed endpoint, %d ended with a 5xx", inflight, inflightFailed)
 	}
 	if after == 0 {
-		e.t.Error("no request was sent after the pool dropped the endpoint: the phase shows nothing")
+		e.t.Error("no request was sent after the killed pod was marked not ready: the phase shows nothing")
 	}
 	if after5xx > 0 {
-		e.t.Errorf("%d requests sent after the pool dropped the killed endpoint got a 5xx", after5xx)
+		e.t.Errorf("%d requests sent after the killed pod was marked not ready got a 5xx", after5xx)
 	}
 }
 

@@ -3,8 +3,8 @@
 #   core/  the Kubernetes v1.36 core schemas of PyPI's kubernetes-validate (pinned by hash), with
 #          their references made relative so that kubeconform reads them from disk;
 #   crds/  the InferencePool CRDs of the EPP module and the Gateway API's HTTPRoute, converted
-#          by kubeconform's own openapi2jsonschema.py (both modules at the versions
-#          deploy/chartcheck/go.mod pins, from the Go module proxy).
+#          by kubeconform's own openapi2jsonschema.py (the three modules at the versions
+#          deploy/go.mod pins, from the Go module proxy).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/.build/deploy/schemas
@@ -31,7 +31,7 @@ with zipfile.ZipFile(wheel) as z:
 print(f"schemas: {n} core schemas", file=sys.stderr)
 PY
 
-cd "$root/deploy/chartcheck"
+cd "$root/deploy"
 go mod download sigs.k8s.io/gateway-api-inference-extension sigs.k8s.io/gateway-api github.com/yannh/kubeconform
 dir() { go list -m -f '{{.Dir}}' "$1"; }
 gie=$(dir sigs.k8s.io/gateway-api-inference-extension)
