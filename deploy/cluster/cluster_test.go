@@ -169,6 +169,7 @@ func TestCluster(t *testing.T) {
 	e.affinity()
 	e.gauges()
 	e.kill()
+	e.drain()
 	e.result["wall_seconds"] = time.Since(start).Seconds()
 	out, _ := json.MarshalIndent(e.result, "", "  ")
 	if err := os.WriteFile(filepath.Join(root, ".build", "deploy", "cluster-result.json"), out, 0o644); err != nil {
@@ -665,6 +666,82 @@ func (e *env) kill() {
 	}
 	if after5xx > 0 {
 		e.t.Errorf("%d requests sent after the killed pod was marked not ready got a 5xx", after5xx)
+	}
+}
+
+// drain: a pod deleted as Kubernetes deletes one leaves the pool at once (the EPP ignores
+// terminating pods); after the chart's preStop pause (here 0.5 s) the server gets SIGTERM and
+// drains: the answers it is running finish, and it exits cleanly. No request fails.
+func (e *env) drain() {
+	ctx := e.t.Context()
+	victim := e.servers[1]
+	const clients, perClient = 3, 4
+	var mu sync.Mutex
+	var all []answer
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for k := range perClient {
+				a := e.ask(e.envoy, (c*perClient+k)%120, map[string]any{"max_tokens": 800, "ignore_eos": true})
+				mu.Lock()
+				all = append(all, a)
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	for deadline := time.Now().Add(20 * time.Second); e.gauge(victim, "iris_requests_running") < 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	deleted := time.Now()
+	if err := e.k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: victim.name, Namespace: namespace}}); err != nil {
+		e.t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	terminated := time.Now()
+	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		e.t.Fatal(err)
+	}
+	wg.Wait()
+	select {
+	case <-victim.done:
+	case <-time.After(time.Minute):
+		e.t.Fatalf("%s still running a minute after SIGTERM", victim.name)
+	}
+	var inflight, inflightOK, routedAfterDelete, failed int
+	for n, a := range all {
+		if a.err != nil || a.status != http.StatusOK {
+			failed++
+			e.t.Errorf("request %d: status %d, err %v: %s", n, a.status, a.err, a.content)
+		}
+		if a.endpoint != victim.ip {
+			continue
+		}
+		if a.start.After(deleted) {
+			routedAfterDelete++
+		}
+		if a.start.Before(terminated) && a.end.After(terminated) {
+			inflight++
+			if a.status == http.StatusOK {
+				inflightOK++
+			}
+		}
+	}
+	exit := victim.cmd.ProcessState.ExitCode()
+	e.result["drain"] = map[string]any{
+		"requests": len(all), "failed": failed, "in_flight_at_sigterm": inflight, "in_flight_finished_200": inflightOK,
+		"routed_to_deleted_pod_after_delete": routedAfterDelete, "exit_code": exit, "shares": count(all),
+	}
+	e.t.Logf("drain: %d requests, %d failed; %d in flight on %s at SIGTERM, %d finished with 200; %d routed to it after its pod was deleted; exit code %d",
+		len(all), failed, inflight, victim.ip, inflightOK, routedAfterDelete, exit)
+	if inflight == 0 {
+		e.t.Error("no request was in flight on the draining server at SIGTERM: the phase shows nothing")
+	}
+	if routedAfterDelete > 0 {
+		e.t.Errorf("%d requests were routed to the pod after its deletion", routedAfterDelete)
+	}
+	if exit != 0 {
+		e.t.Errorf("%s exited with %d after draining", victim.name, exit)
 	}
 }
 
