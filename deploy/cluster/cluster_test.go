@@ -356,8 +356,12 @@ func (e *env) ask(base string, image int, extra map[string]any) answer {
 				Image struct{ Sha256 string } `json:"image"`
 			} `json:"iris"`
 		}
-		if err := json.Unmarshal(raw, &r); err != nil || len(r.Choices) != 1 {
-			a.err = fmt.Errorf("answer %q: %v", raw, err)
+		if err := json.Unmarshal(raw, &r); err != nil {
+			a.err = fmt.Errorf("answer %q: %w", raw, err)
+			return a
+		}
+		if len(r.Choices) != 1 {
+			a.err = fmt.Errorf("answer %q: %d choices", raw, len(r.Choices))
 			return a
 		}
 		a.content, a.sha256 = r.Choices[0].Message.Content, r.Iris.Image.Sha256

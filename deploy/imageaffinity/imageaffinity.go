@@ -38,7 +38,7 @@ const Type = "iris-image-affinity-scorer"
 // configuration file); a field left out keeps its default.
 type Parameters struct {
 	// Capacity is how many (model, image) keys are remembered; the least recently used is
-	// dropped beyond it. Each entry takes about 200 bytes.
+	// dropped beyond it. Each entry takes about 300 bytes of heap.
 	Capacity int `json:"capacity"`
 	// QueueSlack is how many more waiting requests (iris_requests_queued) the remembered
 	// endpoint may have than the candidate with the fewest before affinity gives way.
