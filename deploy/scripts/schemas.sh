@@ -37,8 +37,15 @@ dir() { go list -m -f '{{.Dir}}' "$1"; }
 gie=$(dir sigs.k8s.io/gateway-api-inference-extension)
 gwapi=$(dir sigs.k8s.io/gateway-api)
 kc=$(dir github.com/yannh/kubeconform)
+# openapi2jsonschema.py reads YAML: PyYAML, from a pinned venv where python3 lacks it.
+py=python3
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  python3 -m venv "$root/.build/deploy/pyenv"
+  "$root/.build/deploy/pyenv/bin/pip" install -q PyYAML==6.0.3
+  py=$root/.build/deploy/pyenv/bin/python
+fi
 cd "$out/crds"
-FILENAME_FORMAT='{kind}_{version}' python3 "$kc/scripts/openapi2jsonschema.py" \
+FILENAME_FORMAT='{kind}_{version}' "$py" "$kc/scripts/openapi2jsonschema.py" \
   "$gie"/config/crd/bases/*.yaml "$gwapi/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml" >/dev/null
 echo "schemas: $(ls | wc -l) CRD schemas" >&2
 touch "$stamp"
