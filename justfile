@@ -23,6 +23,7 @@ import 'just/engine.just'
 import 'just/profile.just'
 import 'just/gpu.just'
 import 'just/test.just'
+import 'just/deploy.just'
 
 default:
     @just --list
@@ -99,6 +100,7 @@ test:
     @scripts/step.sh aiperf {{just_executable()}} test-aiperf
     @scripts/step.sh openai {{just_executable()}} test-openai
     @scripts/step.sh accuracy-gate {{just_executable()}} accuracy-gate
+    @scripts/step.sh deploy {{just_executable()}} deploy-test
     @scripts/gpu/not-run.sh --brief {{cuda_test_pkgs}}
     @.build/bin/testsum -total .build/go-tests.jsonl
     @scripts/step.sh --summary
