@@ -110,14 +110,28 @@ func (v Ints) Slice(i, j int) Ints {
 	return Ints{Addr: v.Addr + uintptr(4*i), Len: j - i, Host: v.Host[i:j]}
 }
 
-// Attn describes one attention: heads of q over key/value heads of k and v (grouped when
-// KVHeads < Heads), HeadDim each.
-type Attn struct {
-	Heads, KVHeads, HeadDim int
-	// Causal lets query row i see keys [0, Past+i]; otherwise every key is seen.
+// Mask describes which keys each query row of an attention sees, within its segment (the rows
+// SegmentAttention's bounds give it, or the whole of q and k for Attention, or one sequence's
+// cached keys for CachedAttention). Every form a family needs is a field here rather than an op
+// of its own, and every backend implements each field (the CPU backend is the reference): an op
+// given a form it does not take (a key mask over a KV pool) fails with ErrInvalidInput.
+type Mask struct {
+	// Causal lets query row i see keys [0, Past+i] only; otherwise every key is seen.
 	Causal bool
 	Past   int
-	Scale  float32
+	// Keys, when set, holds one flag a key row of the op's k (Attention and SegmentAttention: k's
+	// rows, a segment's keys at its own rows): no query sees a key flagged 0 (a padded crop's
+	// patches). A query that sees no key at all gets the plain mean of its segment's values, as
+	// the reference's most-negative additive mask gives. CachedAttention takes no key flags.
+	Keys Ints
+}
+
+// Attn describes one attention: heads of q over key/value heads of k and v (grouped when
+// KVHeads < Heads), HeadDim each, the keys each query sees described by the Mask.
+type Attn struct {
+	Heads, KVHeads, HeadDim int
+	Mask
+	Scale float32
 	// QNorm and KNorm, when set, RMS-normalise each head of q and of k in place (times the
 	// weight's HeadDim values, epsilon NormEps) before the rotary embedding.
 	// RopeCachedAttention and RopeSegmentAttention apply them; the other ops ignore them.
@@ -125,9 +139,13 @@ type Attn struct {
 	NormEps      float32
 }
 
-// Rotary are the cosines and sines of the rotary angles of some rows (F32, hd/2 values a row).
+// Rotary are the cosines and sines of the rotary angles of some rows (F32, Dims/2 values a row).
 type Rotary struct {
 	Cos, Sin Tensor
+	// Dims is the number of leading dimensions of each head that rotate (a partial rotary
+	// embedding: the first 96 of 128, the rest passed through as they are); 0 rotates the whole
+	// head. Even, and at most the head dim.
+	Dims int
 	// RoundOnce computes the rotation in F32 and rounds it to the storage type once (a vision
 	// tower's apply_rotary_pos_emb_vision); otherwise cos, sin and each product round to it (a
 	// decoder's apply_rotary_pos_emb in a bf16 model). Equal in F32.
@@ -138,6 +156,26 @@ type Rotary struct {
 func (r Rotary) RowsAt(r0, n int) Rotary {
 	r.Cos, r.Sin = r.Cos.RowsAt(r0, n), r.Sin.RowsAt(r0, n)
 	return r
+}
+
+// Rotated is the number of leading dimensions of a head of hd that r rotates.
+func (r Rotary) Rotated(hd int) int {
+	if r.Dims == 0 {
+		return hd
+	}
+	return r.Dims
+}
+
+// Partial reports whether r leaves some of a head of hd unrotated: a backend's kernels that
+// rotate whole heads in place of the op then compose it from Rope instead.
+func (r Rotary) Partial(hd int) bool { return r.Dims != 0 && r.Dims != hd }
+
+// CheckRotary refuses angles that do not fit heads of hd: an odd or oversized Dims.
+func CheckRotary(r Rotary, hd int) error {
+	if d := r.Rotated(hd); d <= 0 || d%2 != 0 || d > hd {
+		return fmt.Errorf("rotary over %d of a head's %d dimensions: %w", d, hd, ErrInvalidInput)
+	}
+	return nil
 }
 
 // GELUApprox selects GELU's form.
@@ -218,7 +256,8 @@ type Backend interface {
 	// accumulated in F32 and rounded to dst's type before the add.
 	AddEmbedBag(dst, table Tensor, ids Ints, weights Tensor)
 	// Rope rotates each of the heads of every row of x (head dim hd) by the row's angles:
-	// x*cos + rotate_half(x)*sin, the second half of the angles equal to the first.
+	// x*cos + rotate_half(x)*sin over the head's first rot.Dims dimensions (all of them when 0),
+	// the second half of the angles equal to the first.
 	Rope(x Tensor, heads, hd int, rot Rotary)
 	// Attention sets out = softmax(q k^T * scale [+ causal mask]) v for every head.
 	Attention(out, q, k, v Tensor, a Attn)

@@ -83,6 +83,7 @@ typedef struct {
     int ldxo;
     int rows, n;
     int heads, hd;
+    int rd; // rope: the leading dimensions of a head that rotate
     float eps;
     int rows_per_task;
 } rows_ctx;
@@ -124,7 +125,7 @@ static void rows_task(void *arg, int task, int thread) {
             break;
         case OP_ROPE: {
             const float *sn = c->w + (size_t)r * c->lda;
-            for (int h = 0; h < c->heads; h++) rope_rotate(y + (size_t)h * c->hd, a, sn, c->hd);
+            for (int h = 0; h < c->heads; h++) rope_rotate(y + (size_t)h * c->hd, a, sn, c->rd); // the first rd rotate
             break;
         }
         }
@@ -177,8 +178,10 @@ void iris_scale_cols(iris_cpu *c, float *x, int ldx, int rows, int n, const floa
     run_rows(c, &r);
 }
 
-void iris_rope(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, const float *cos, const float *sin, int ldc) {
-    rows_ctx r = {.op = OP_ROPE, .y = x, .ldy = ldx, .a = cos, .lda = ldc, .w = sin, .rows = rows, .n = heads * hd, .heads = heads, .hd = hd};
+void iris_rope(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, int rd, const float *cos, const float *sin,
+               int ldc) {
+    rows_ctx r = {.op = OP_ROPE, .y = x, .ldy = ldx, .a = cos, .lda = ldc, .w = sin, .rows = rows, .n = heads * hd, .heads = heads, .hd = hd,
+                  .rd = rd};
     run_rows(c, &r);
 }
 
@@ -237,8 +240,8 @@ void iris_embed_bag_add(float *y, int ldy, int dt, const void *table, int ldt, i
 
 iris_status iris_attention(iris_cpu *c, float *out, int ldo, const float *q, int ldq, const float *k, int ldk,
                            const float *v, int ldv, int nq, int nk, int heads, int kv_heads, int hd, int causal,
-                           int q_off, float scale) {
+                           int q_off, float scale, const int32_t *kmask) {
     if (heads <= 0 || kv_heads <= 0 || heads % kv_heads || hd <= 0 || nq < 0 || nk < 0) return IRIS_ERR_INVALID;
-    attn_job j = {q, k, v, out, ldq, ldk, ldv, ldo, nq, nk, heads, kv_heads, hd, causal, q_off, scale};
+    attn_job j = {q, k, v, out, ldq, ldk, ldv, ldo, nq, nk, heads, kv_heads, hd, causal, q_off, scale, kmask};
     return attention(c->pool, &c->kn, &j);
 }

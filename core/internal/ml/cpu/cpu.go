@@ -540,7 +540,12 @@ func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 	if !b.f32("rope", x, rot.Cos, rot.Sin) || !b.ok() {
 		return
 	}
-	C.iris_rope(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(heads), C.int(hd), ptr(rot.Cos), ptr(rot.Sin), stride(rot.Cos))
+	if err := ml.CheckRotary(rot, hd); err != nil {
+		b.fail(fmt.Errorf("cpu rope: %w", err))
+		return
+	}
+	C.iris_rope(b.c, ptr(x), stride(x), C.int(x.Rows), C.int(heads), C.int(hd), C.int(rot.Rotated(hd)), ptr(rot.Cos), ptr(rot.Sin),
+		stride(rot.Cos))
 }
 
 // Attention implements ml.Backend.
@@ -552,13 +557,25 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 	if a.Causal {
 		causal = 1
 	}
+	var keys *C.int32_t
+	if a.Keys.Len > 0 {
+		if a.Keys.Len != k.Rows {
+			b.fail(fmt.Errorf("cpu attention: %d key flags for %d keys: %w", a.Keys.Len, k.Rows, ml.ErrInvalidInput))
+			return
+		}
+		keys = C.I(C.uintptr_t(a.Keys.Addr))
+	}
 	b.fail(status("attention", C.iris_attention(b.c, ptr(out), stride(out), ptr(q), stride(q), ptr(k), stride(k), ptr(v), stride(v),
-		C.int(q.Rows), C.int(k.Rows), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), causal, C.int(a.Past), C.float(a.Scale))))
+		C.int(q.Rows), C.int(k.Rows), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), causal, C.int(a.Past), C.float(a.Scale), keys)))
 }
 
 // CachedAttention implements ml.Backend: each run of rows that continue one sequence is one
 // causal attention over that sequence's keys.
 func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
+	if a.Keys.Len > 0 {
+		b.fail(fmt.Errorf("cpu attention: key flags over a KV pool: %w", ml.ErrInvalidInput))
+		return
+	}
 	runs, err := ml.SpanRuns(spans.Host, q.Rows, k.Rows)
 	if err != nil {
 		b.fail(fmt.Errorf("cpu attention: %w: %w", err, ml.ErrInvalidInput))
@@ -581,6 +598,14 @@ func (b *Backend) SegmentAttention(out, q, k, v ml.Tensor, bounds []int32, a ml.
 			b.fail(fmt.Errorf("cpu attention: segment [%d, %d) of %d rows: %w", r0, r0+n, q.Rows, ml.ErrInvalidInput))
 			return
 		}
-		b.Attention(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)
+		seg := a
+		if a.Keys.Len > 0 {
+			if a.Keys.Len != k.Rows {
+				b.fail(fmt.Errorf("cpu attention: %d key flags for %d keys: %w", a.Keys.Len, k.Rows, ml.ErrInvalidInput))
+				return
+			}
+			seg.Keys = a.Keys.Slice(r0, r0+n)
+		}
+		b.Attention(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), seg)
 	}
 }

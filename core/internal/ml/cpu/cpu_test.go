@@ -49,7 +49,7 @@ func TestCachedAttention(t *testing.T) {
 	b := newBackend(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	const heads, kvh, hd = 4, 2, 8
-	a := ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Causal: true, Scale: 0.35}
+	a := ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Mask: ml.Mask{Causal: true}, Scale: 0.35}
 	q, _ := filled(t, b, r, 4, heads*hd)
 	k, _ := filled(t, b, r, 16, kvh*hd)
 	v, _ := filled(t, b, r, 16, kvh*hd)
@@ -128,5 +128,107 @@ func TestScaleCols(t *testing.T) {
 	b.ScaleCols(x, w)
 	if err := b.Sync(); !errors.Is(err, ml.ErrInvalidInput) {
 		t.Errorf("a weight of %d for %d columns: %v", n, cols, err)
+	}
+}
+
+// TestAttentionKeyFlags: with key flags (ml.Mask.Keys) each query attends exactly as it would to
+// the flagged keys alone (a padded crop's patches are never seen), in SegmentAttention and
+// Attention alike; a segment with every key flagged out averages its values; CachedAttention
+// refuses flags; a flag count other than the keys' is refused.
+func TestAttentionKeyFlags(t *testing.T) {
+	b := newBackend(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	const heads, kvh, hd, n = 4, 2, 8, 12
+	a := ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Scale: 0.35}
+	q, _ := filled(t, b, r, n, heads*hd)
+	k, _ := filled(t, b, r, n, kvh*hd)
+	v, vv := filled(t, b, r, n, kvh*hd)
+	// segments [0, 7) with keys 5 and 6 padding, [7, 10) whole, [10, 12) all padding
+	flags := []int32{1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0}
+	out, _ := b.Alloc(n, heads*hd, ml.F32)
+	a.Keys = b.Ints(flags)
+	b.SegmentAttention(out, q, k, v, []int32{0, 7, 10, 12}, a)
+	got := read(t, b, out)
+
+	// the same queries over the seen keys alone
+	want, _ := b.Alloc(n, heads*hd, ml.F32)
+	a.Keys = ml.Ints{}
+	b.Attention(want.RowsAt(0, 7), q.RowsAt(0, 7), k.RowsAt(0, 5), v.RowsAt(0, 5), a)
+	b.Attention(want.RowsAt(7, 3), q.RowsAt(7, 3), k.RowsAt(7, 3), v.RowsAt(7, 3), a)
+	w := read(t, b, want)
+	if !slices.Equal(got[:10*heads*hd], w[:10*heads*hd]) {
+		t.Errorf("flagged keys are seen:\n got %v\nwant %v", got[:8], w[:8])
+	}
+	for i := 10; i < n; i++ { // every key of [10, 12) padding: the mean of its two values
+		for h := range heads {
+			for d := range hd {
+				g := h / (heads / kvh)
+				mean := (vv[10*kvh*hd+g*hd+d] + vv[11*kvh*hd+g*hd+d]) / 2
+				if x := got[i*heads*hd+h*hd+d]; x != mean {
+					t.Fatalf("row %d head %d dim %d: %g, want the values' mean %g", i, h, d, x, mean)
+				}
+			}
+		}
+	}
+
+	// Attention over the first segment with its own flags gives the segment's rows
+	one, _ := b.Alloc(7, heads*hd, ml.F32)
+	a.Keys = b.Ints(flags[:7])
+	b.Attention(one, q.RowsAt(0, 7), k.RowsAt(0, 7), v.RowsAt(0, 7), a)
+	if o := read(t, b, one); !slices.Equal(o, got[:7*heads*hd]) {
+		t.Error("Attention with flags differs from SegmentAttention with them")
+	}
+
+	for _, tc := range []struct {
+		name string
+		run  func()
+	}{
+		{"cached", func() { b.CachedAttention(one, q.RowsAt(0, 1), k, v, b.Ints([]int32{0, 1}), a) }},
+		{"count", func() { b.Attention(one, q.RowsAt(0, 7), k.RowsAt(0, 6), v.RowsAt(0, 6), a) }},
+	} {
+		tc.run()
+		if err := b.Sync(); !errors.Is(err, ml.ErrInvalidInput) {
+			t.Errorf("%s: %v, want ml.ErrInvalidInput", tc.name, err)
+		}
+	}
+}
+
+// TestRopePartial: a partial rotary embedding (ml.Rotary.Dims) rotates the first Dims of each
+// head exactly as a head of Dims would be rotated, and leaves the rest as it was; an odd or
+// oversized Dims is refused.
+func TestRopePartial(t *testing.T) {
+	b := newBackend(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	const rows, heads, hd, rd = 5, 3, 16, 12
+	x, xv := filled(t, b, r, rows, heads*hd)
+	cs, _ := filled(t, b, r, 2*rows, rd/2)
+	rot := ml.Rotary{Cos: cs.RowsAt(0, rows), Sin: cs.RowsAt(rows, rows), Dims: rd}
+	b.Rope(x, heads, hd, rot)
+	got := read(t, b, x)
+	// each head's first rd values as a head of rd, rotated alone
+	for h := range heads {
+		y, _ := b.Alloc(rows, rd, ml.F32)
+		part := make([]float32, rows*rd)
+		for i := range rows {
+			copy(part[i*rd:(i+1)*rd], xv[i*heads*hd+h*hd:])
+		}
+		b.Write(y, part)
+		b.Rope(y, 1, rd, ml.Rotary{Cos: rot.Cos, Sin: rot.Sin})
+		want := read(t, b, y)
+		for i := range rows {
+			row := got[i*heads*hd+h*hd : i*heads*hd+(h+1)*hd]
+			if !slices.Equal(row[:rd], want[i*rd:(i+1)*rd]) {
+				t.Fatalf("row %d head %d: rotated %v, want %v", i, h, row[:rd], want[i*rd:(i+1)*rd])
+			}
+			if !slices.Equal(row[rd:], xv[i*heads*hd+h*hd+rd:i*heads*hd+(h+1)*hd]) {
+				t.Fatalf("row %d head %d: the unrotated dimensions changed", i, h)
+			}
+		}
+	}
+	for _, d := range []int{7, hd + 2} {
+		b.Rope(x, heads, hd, ml.Rotary{Cos: rot.Cos, Sin: rot.Sin, Dims: d})
+		if err := b.Sync(); !errors.Is(err, ml.ErrInvalidInput) {
+			t.Errorf("Dims %d: %v, want ml.ErrInvalidInput", d, err)
+		}
 	}
 }

@@ -81,6 +81,7 @@ void rope_rotate(float *q, const float *cos, const float *sin, int d);
 //   q: [nq, heads] rows of head_dim at stride ldq; k, v: [nk, kv_heads] rows at ldk, ldv
 //   out: [nq, heads*head_dim] at stride ldo
 //   causal: query i sees keys [0, q_off + i]; otherwise all nk keys
+//   kmask: NULL, or one flag a key: a key flagged 0 is seen by no query (ml.Mask.Keys)
 typedef struct {
     const float *q, *k, *v;
     float *out;
@@ -88,6 +89,7 @@ typedef struct {
     int nq, nk, heads, kv_heads, head_dim;
     int causal, q_off;
     float scale;
+    const int32_t *kmask;
 } attn_job;
 iris_status attention(pool *p, const kernels *kn, const attn_job *job);
 

@@ -80,8 +80,10 @@ void iris_silu_mul(iris_cpu *c, float *y, int ldy, const float *g, int ldg, cons
 void iris_gelu(iris_cpu *c, float *x, int ldx, int rows, int n, int tanh);
 // iris_scale_cols: x[i, j] *= w[j] (a LayerScale).
 void iris_scale_cols(iris_cpu *c, float *x, int ldx, int rows, int n, const float *w);
-// iris_rope rotates the heads of each row of x by the row's angles (cos, sin: hd/2 values each).
-void iris_rope(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, const float *cos, const float *sin, int ldc);
+// iris_rope rotates the heads (hd values apart) of each row of x by the row's angles: the first rd
+// dimensions of each head (cos, sin: rd/2 values each), the rest left as they are.
+void iris_rope(iris_cpu *c, float *x, int ldx, int rows, int heads, int hd, int rd, const float *cos, const float *sin,
+               int ldc);
 
 // Row moves. iris_embed: y row i = table row ids[i] (F32 or BF16, widened). iris_gather: y row i
 // = x row idx[i]. iris_scatter: y row idx[i] = x row i. Indexes are not checked.
@@ -97,10 +99,11 @@ void iris_embed_bag_add(float *y, int ldy, int dt, const void *table, int ldt, i
 
 // iris_attention: out = softmax(q k^T * scale [+ causal mask]) v for every head; q has heads of
 // hd values a row, k and v kv_heads (query head h reads key head h / (heads / kv_heads)).
-// causal: query i sees keys [0, q_off + i]; otherwise all nk keys.
+// causal: query i sees keys [0, q_off + i]; otherwise all nk keys. kmask: NULL, or nk flags, a key
+// flagged 0 seen by no query (a query that sees none takes the mean of the values).
 iris_status iris_attention(iris_cpu *c, float *out, int ldo, const float *q, int ldq, const float *k, int ldk,
                            const float *v, int ldv, int nq, int nk, int heads, int kv_heads, int hd, int causal,
-                           int q_off, float scale);
+                           int q_off, float scale, const int32_t *kmask);
 
 #ifdef __cplusplus
 }

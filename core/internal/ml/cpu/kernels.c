@@ -15,6 +15,7 @@
 // The SIMD kernels are compiled with target attributes and chosen at run time; the portable
 // ones are the same loops in C with GCC's vector extension (what the compiler targets: SSE2,
 // NEON).
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,7 +518,19 @@ static void attn_task(void *arg, int task, int thread) {
         int n = j->causal ? j->q_off + i + 1 : j->nk;
         if (n > nk) n = nk;
         for (int t = 0; t < n; t++) si[t] *= j->scale;
-        softmax(c->kn, si, n);
+        if (j->kmask) {
+            // a masked key's score becomes the most negative float, then its probability exactly 0
+            // (what the reference's additive mask gives); with every key masked, every score
+            // the same (a plain mean of the values, as that mask gives too)
+            int seen = 0;
+            for (int t = 0; t < n; t++) seen |= j->kmask[t] != 0;
+            for (int t = 0; t < n; t++) si[t] = !seen ? 0 : j->kmask[t] ? si[t] : -FLT_MAX;
+            softmax(c->kn, si, n);
+            for (int t = 0; t < n; t++)
+                if (seen && !j->kmask[t]) si[t] = 0;
+        } else {
+            softmax(c->kn, si, n);
+        }
         for (int t = n; t < nk; t++) si[t] = 0; // the causal mask
     }
     wmat values = {j->v + (size_t)kvh * hd, DT_F32, (size_t)j->ldv, 1};

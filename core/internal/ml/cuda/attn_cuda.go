@@ -14,6 +14,9 @@ type attnArgs struct {
 	nq, nk, heads, kvh, hd int
 	causal                 bool
 	scale                  float32
+	// keys, when not 0, flags each of the nk keys from k0 (ml.Mask.Keys; int32 on the device):
+	// only attnGemm's softmax reads it.
+	keys gpu.DevPtr
 	// ptrs, when not 0, holds the pointer arrays of attnGemm's batched path (gqaPointers).
 	ptrs gpu.DevPtr
 }
@@ -78,7 +81,7 @@ func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p 
 			return err
 		}
 		if err := k.softmax.Launch(gpu.Dim3{X: a.heads * a.nq}, gpu.Dim3{X: 256}, 0, st,
-			gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal)); err != nil {
+			gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal), gpu.P(a.keys)); err != nil {
 			return err
 		}
 		return b.runBatched(gemm{m: a.hd, n: a.nq, k: a.nk, alpha: 1,
@@ -112,7 +115,7 @@ func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p 
 				return err
 			}
 			if err := k.softmax.Launch(gpu.Dim3{X: hc * a.nq}, gpu.Dim3{X: 256}, 0, st,
-				gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal)); err != nil {
+				gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal), gpu.P(a.keys)); err != nil {
 				return err
 			}
 			// out^T (col-major hd x nq) = V^T (hd x nk) P^T (nk x nq)

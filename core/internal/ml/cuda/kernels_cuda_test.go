@@ -389,26 +389,29 @@ func siluGelu(t *testing.T, f *kfix, r *rand.Rand, I, ldo int) {
 }
 
 // TestKernelRopeRows rotates the heads of strided rows (q inside a fused q/k/v matrix) with both
-// roundings, and leaves the other columns alone.
+// roundings, the whole head or its leading dimensions only (a partial rotary embedding: the rest
+// pass through), and leaves the other columns alone.
 func TestKernelRopeRows(t *testing.T) {
 	f := newKfix(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	// a fused qkv's rows (16-byte chunks: the vector path), and a head dim and stride without
-	// whole chunks (the element loop)
-	for _, sh := range []struct{ heads, hd, ld int }{{4, 80, 4*80 + 2*2*80}, {4, 20, 4*20 + 3}} {
+	// whole chunks (the element loop); 96 of 128 rotated (Phi-3's 0.75), 12 of 20
+	for _, sh := range []struct{ heads, hd, rd, ld int }{
+		{4, 80, 80, 4*80 + 2*2*80}, {4, 20, 20, 4*20 + 3}, {3, 128, 96, 3*128 + 2*128}, {2, 20, 12, 2*20 + 1},
+	} {
 		for _, once := range []int{0, 1} {
-			t.Run(fmt.Sprintf("hd%d-ld%d-once%d", sh.hd, sh.ld, once), func(t *testing.T) {
+			t.Run(fmt.Sprintf("hd%d-rd%d-ld%d-once%d", sh.hd, sh.rd, sh.ld, once), func(t *testing.T) {
 				forTypes(t, func(t *testing.T, dt dtype) {
 					const n = 3
 					heads, hd, ld := sh.heads, sh.hd, sh.ld
-					half := hd / 2
+					half := sh.rd / 2
 					x := randn(r, dt, n*ld, 1)
 					cs := randn(r, f32, 2*n*half, 1) // cos rows, then sin rows
 					var got []float32
 					f.do(func() error {
 						xp, cp := f.put(dt, x), f.put(f32, cs)
 						err := f.ks[dt].ropeRows.Launch(gpu.Dim3{X: n}, gpu.Dim3{X: 256}, 0, f.s, gpu.P(xp), gpu.I(ld), gpu.I(heads), gpu.I(hd),
-							gpu.P(cp), gpu.P(cp.Add(int64(n*half)*4)), gpu.I(half), gpu.I(once))
+							gpu.I(sh.rd), gpu.P(cp), gpu.P(cp.Add(int64(n*half)*4)), gpu.I(half), gpu.I(once))
 						if err == nil {
 							err = f.s.Sync()
 						}
@@ -1794,7 +1797,7 @@ func TestKernelBackendQKNorm(t *testing.T) {
 					m := devTensor(b, tc.rows, ld, qkv)
 					q, k, v := m.ColsAt(0, qd), m.ColsAt(qd, kvd), m.ColsAt(qd+kvd, kvd)
 					qn, kn := devTensor(b, 1, hd, wq), devTensor(b, 1, hd, wk)
-					a := ml.Attn{Heads: tc.heads, KVHeads: tc.kvh, HeadDim: hd, Causal: tc.seg == nil, Scale: 0.125}
+					a := ml.Attn{Heads: tc.heads, KVHeads: tc.kvh, HeadDim: hd, Mask: ml.Mask{Causal: tc.seg == nil}, Scale: 0.125}
 					if inAttn {
 						a.QNorm, a.KNorm, a.NormEps = qn, kn, eps
 					} else {
@@ -1901,7 +1904,7 @@ func TestKernelGroupedAttention(t *testing.T) {
 				ml.Attn{Heads: fh, KVHeads: fh, HeadDim: hd, Scale: float32(scale)})
 			so := b.Scratch("seqs.out", qRows, sqd)
 			b.CachedAttention(so, tensor(qRows, sqd, sq), tensor(poolRows, skd, kp), tensor(poolRows, skd, vp), b.Ints(spans),
-				ml.Attn{Heads: sh, KVHeads: skv, HeadDim: hd, Causal: true, Scale: float32(scale)})
+				ml.Attn{Heads: sh, KVHeads: skv, HeadDim: hd, Mask: ml.Mask{Causal: true}, Scale: float32(scale)})
 			gotF, gotS = readBack(b, fo), readBack(b, so)
 			return b.Sync()
 		})
@@ -1973,7 +1976,7 @@ func TestKernelBackendGroupDecode(t *testing.T) {
 			kPool, vPool := devTensor(b, poolRows, kvd, kp), devTensor(b, poolRows, kvd, vp)
 			att := b.Scratch("att", rows, qd)
 			ml.RopeCachedAttention(b, att, q, k, v, rot, kPool, vPool, b.Ints(slots), b.Ints(spans),
-				ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(hd))})
+				ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Mask: ml.Mask{Causal: true}, Scale: float32(1 / math.Sqrt(hd))})
 			out, keys = readBack(b, att), readBack(b, kPool)
 			return b.Sync()
 		})
@@ -2014,7 +2017,7 @@ func TestKernelMixedPassAttention(t *testing.T) {
 			a := r.Float64() * 2 * math.Pi
 			cs[i], cs[rows*hd/2+i] = float32(math.Cos(a)), float32(math.Sin(a))
 		}
-		a := ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Causal: true, Scale: 0.125}
+		a := ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Mask: ml.Mask{Causal: true}, Scale: 0.125}
 		run := func(parts [][2]int) (out, kOut, vOut []float32) {
 			err := b.Do(func() error {
 				m := devTensor(b, rows, ld, qkv)
@@ -2045,5 +2048,117 @@ func TestKernelMixedPassAttention(t *testing.T) {
 		check(t, "attention of the mixed pass", out, widen(wantOut), 0)
 		check(t, "keys in the pool", k1, widen(k2), 0)
 		check(t, "values in the pool", v1, widen(v2), 0)
+	})
+}
+
+// keyFlagsRef is non-causal attention of one segment (q, k and v rows of ld values, heads of hd,
+// kvh key heads) in which only the keys flagged 1 are seen; a segment with none seen averages
+// its values, as ml.Mask.Keys says.
+func keyFlagsRef(q, k, v []float32, n, heads, kvh, hd, ld int, flags []int32, scale float64) []float64 {
+	out := make([]float64, n*heads*hd)
+	seen := slices.Contains(flags, 1)
+	for h := range heads {
+		g := h / (heads / kvh)
+		for i := range n {
+			w := make([]float64, n)
+			mx, sum := math.Inf(-1), 0.0
+			for j := range n {
+				if seen && flags[j] == 0 {
+					continue
+				}
+				s := 0.0
+				for d := range hd {
+					s += float64(q[i*ld+h*hd+d]) * float64(k[j*ld+g*hd+d])
+				}
+				w[j] = s * scale
+				mx = math.Max(mx, w[j])
+			}
+			for j := range n {
+				switch {
+				case !seen:
+					w[j] = 1
+				case flags[j] == 0:
+					w[j] = 0
+				default:
+					w[j] = math.Exp(w[j] - mx)
+				}
+				sum += w[j]
+			}
+			for d := range hd {
+				a := 0.0
+				for j := range n {
+					a += w[j] * float64(v[j*ld+g*hd+d])
+				}
+				out[i*heads*hd+h*hd+d] = a / sum
+			}
+		}
+	}
+	return out
+}
+
+// TestKernelBackendKeyFlags runs SegmentAttention with key flags (ml.Mask.Keys: a crop's padded
+// patches) on both backend types against a float64 reference: segments with their last keys
+// flagged out, one with none flagged out, one with every key flagged out (the plain mean of its
+// values); Attention with flags too; and CachedAttention refuses them.
+func TestKernelBackendKeyFlags(t *testing.T) {
+	forBackends(t, func(t *testing.T, b *Backend) {
+		dt := b.dt
+		r := rand.New(rand.NewPCG(41, 42))
+		const heads, kvh, hd = 4, 2, 64
+		ld := heads*hd + 2*kvh*hd // a fused q/k/v row
+		bounds := []int32{0, 300, 320, 327, 400}
+		n := int(bounds[len(bounds)-1])
+		qkv := randn(r, dt, n*ld, 1)
+		flags := make([]int32, n)
+		for i := range flags {
+			flags[i] = 1
+		}
+		for i := 262; i < 300; i++ { // the first segment's last 38 keys: padding
+			flags[i] = 0
+		}
+		for i := 320; i < 327; i++ { // the third: every key padding
+			flags[i] = 0
+		}
+		flags[399] = 0
+		scale := 1 / math.Sqrt(hd)
+		var got, gotOne []float32
+		var cachedErr error
+		err := b.Do(func() error {
+			x := devTensor(b, n, ld, qkv)
+			q, k, v := x.ColsAt(0, heads*hd), x.ColsAt(heads*hd, kvh*hd), x.ColsAt(heads*hd+kvh*hd, kvh*hd)
+			out := b.Scratch("out", n, heads*hd)
+			a := ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd, Mask: ml.Mask{Keys: b.Ints(flags)}, Scale: float32(scale)}
+			b.SegmentAttention(out, q, k, v, bounds, a)
+			got = readBack(b, out)
+			// Attention over the last segment alone, its flags alone
+			one := b.Scratch("one", 73, heads*hd)
+			a.Keys = b.Ints(flags[327:])
+			b.Attention(one, q.RowsAt(327, 73), k.RowsAt(327, 73), v.RowsAt(327, 73), a)
+			gotOne = readBack(b, one)
+			if err := b.Sync(); err != nil {
+				return err
+			}
+			b.CachedAttention(one, q.RowsAt(0, 1), k, v, b.Ints([]int32{0, 1}), a)
+			cachedErr = b.Sync()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(cachedErr, ml.ErrInvalidInput) {
+			t.Errorf("CachedAttention with key flags: %v, want ml.ErrInvalidInput", cachedErr)
+		}
+		tol := 1e-5
+		if dt == bf16 {
+			tol = 2e-2
+		}
+		for s := 0; s+1 < len(bounds); s++ {
+			r0, r1 := int(bounds[s]), int(bounds[s+1])
+			want := keyFlagsRef(qkv[r0*ld:], qkv[r0*ld+heads*hd:], qkv[r0*ld+heads*hd+kvh*hd:], r1-r0, heads, kvh, hd, ld, flags[r0:r1], scale)
+			check(t, fmt.Sprintf("segment [%d, %d)", r0, r1), got[r0*heads*hd:r1*heads*hd], want, tol)
+			if s == len(bounds)-2 {
+				check(t, "Attention of the last segment", gotOne, want, tol)
+			}
+		}
 	})
 }

@@ -673,8 +673,12 @@ func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 		b.bad("rope: cos and sin of other strides")
 		return
 	}
-	b.rows(b.k.ropeRows, x.Rows, gpu.P(dp(x)), gpu.I(x.Stride), gpu.I(heads), gpu.I(hd), gpu.P(dp(rot.Cos)), gpu.P(dp(rot.Sin)),
-		gpu.I(rot.Cos.Stride), gpu.I(roundOnce(rot)))
+	if err := ml.CheckRotary(rot, hd); err != nil {
+		b.fail(fmt.Errorf("cuda rope: %w", err))
+		return
+	}
+	b.rows(b.k.ropeRows, x.Rows, gpu.P(dp(x)), gpu.I(x.Stride), gpu.I(heads), gpu.I(hd), gpu.I(rot.Rotated(hd)), gpu.P(dp(rot.Cos)),
+		gpu.P(dp(rot.Sin)), gpu.I(rot.Cos.Stride), gpu.I(roundOnce(rot)))
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -682,10 +686,19 @@ func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 
 // Attention implements ml.Backend: through cuBLAS for large segments, else the flash kernel.
 func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
-	if !b.same("attention", out, q, k, v) {
+	if !b.same("attention", out, q, k, v) || !b.keyFlags(a, k.Rows) {
 		return
 	}
 	b.attend(b.attnArgs(out, q, k, v, a))
+}
+
+// keyFlags checks a's key flags (ml.Mask.Keys) against n keys: none, or one a key.
+func (b *Backend) keyFlags(a ml.Attn, n int) bool {
+	if a.Keys.Len > 0 && a.Keys.Len != n {
+		b.fail(fmt.Errorf("cuda attention: %d key flags for %d keys: %w", a.Keys.Len, n, ml.ErrInvalidInput))
+		return false
+	}
+	return true
 }
 
 // attend runs one segment (the flash kernels read its bounds from the device).
@@ -693,7 +706,7 @@ func (b *Backend) attend(a attnArgs) {
 	if !b.live() || a.nq == 0 {
 		return
 	}
-	if b.mmaOK(a) {
+	if a.keys == 0 && b.mmaOK(a) {
 		b.attendMMA(a, b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)}), a.nq, 0, 0)
 		return
 	}
@@ -770,6 +783,9 @@ func (b *Backend) attendMMA(a attnArgs, segs ml.Ints, longest int, cs gpu.DevPtr
 // viaCuBLAS reports whether attend runs segment a through cuBLAS (attnGemm, the scores
 // materialised) rather than the flash kernel: large segments, or a head dim without one.
 func (b *Backend) viaCuBLAS(a attnArgs) bool {
+	if a.keys != 0 {
+		return true // key flags: the cuBLAS path's softmax is the kernel that reads them
+	}
 	return (int64(a.nq)*int64(a.nk) >= gemmAttnMin || b.k.flash[a.hd] == nil) && !b.opts.FlashOnly
 }
 
@@ -929,8 +945,29 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 	}
 	longest := maxSegment(bounds)
 	segs := len(bounds) - 1
+	if a.Keys.Len > 0 {
+		// key flags: each segment through cuBLAS, its softmax reading the segment's flags
+		if !b.keyFlags(a, k.Rows) {
+			return
+		}
+		if rot.Cos.Valid() {
+			b.Rope(q, a.Heads, a.HeadDim, rot)
+			b.Rope(k, a.KVHeads, a.HeadDim, rot)
+		}
+		for i := range segs {
+			r0, n := int(bounds[i]), int(bounds[i+1]-bounds[i])
+			if n <= 0 || r0+n > q.Rows {
+				b.bad("attention: segment [%d, %d) of %d rows", r0, r0+n, q.Rows)
+				return
+			}
+			seg := b.attnArgs(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)
+			seg.causal, seg.keys = false, gpu.DevPtr(a.Keys.Addr).Add(int64(r0)*4)
+			b.attend(seg)
+		}
+		return
+	}
 	win := b.k.window[a.HeadDim]
-	ropeInKernel := rot.Cos.Valid() && rot.RoundOnce && rot.Cos.Stride == a.HeadDim/2 &&
+	ropeInKernel := rot.Cos.Valid() && rot.RoundOnce && !rot.Partial(a.HeadDim) && rot.Cos.Stride == a.HeadDim/2 &&
 		rot.Sin.Addr == rot.Cos.Addr+uintptr(int64(rot.Cos.Rows)*int64(rot.Cos.Stride)*4) && rot.Cos.Rows == q.Rows
 	if base := b.attnArgs(out, q, k, v, a); b.mmaOK(base) {
 		// every segment in one tensor-core launch, queries and keys the same rows; windows of
@@ -988,7 +1025,8 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 // attnArgs is the segment of Attention's arguments.
 func (b *Backend) attnArgs(out, q, k, v ml.Tensor, a ml.Attn) attnArgs {
 	return attnArgs{out: dp(out), q: dp(q), k: dp(k), v: dp(v), ldo: out.Stride, ldq: q.Stride, ldk: k.Stride, ldv: v.Stride,
-		nq: q.Rows, nk: k.Rows, heads: a.Heads, kvh: a.KVHeads, hd: a.HeadDim, causal: a.Causal, scale: a.Scale}
+		nq: q.Rows, nk: k.Rows, heads: a.Heads, kvh: a.KVHeads, hd: a.HeadDim, causal: a.Causal, scale: a.Scale,
+		keys: gpu.DevPtr(a.Keys.Addr)}
 }
 
 // maxSegment is the longest of the segments between bounds.
@@ -1004,6 +1042,10 @@ func maxSegment(bounds []int32) int {
 // its keys (decode rows reach the pool kernel through RopeCachedAttention, which has their new
 // keys).
 func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
+	if a.Keys.Len > 0 {
+		b.fail(fmt.Errorf("cuda attention: key flags over a KV pool: %w", ml.ErrInvalidInput))
+		return
+	}
 	if b.same("attention", out, q, k, v) {
 		b.sequenceAttention(out, q, k, v, spans, a)
 	}
@@ -1019,6 +1061,21 @@ func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPo
 	}
 	if rot.Cos.Stride != rot.Sin.Stride || !kPool.Contiguous() || !vPool.Contiguous() {
 		b.bad("rope: cos and sin of other strides, or a strided pool")
+		return
+	}
+	if a.Keys.Len > 0 {
+		b.fail(fmt.Errorf("cuda attention: key flags over a KV pool: %w", ml.ErrInvalidInput))
+		return
+	}
+	if rot.Partial(a.HeadDim) {
+		// a partial rotary embedding: the pool and prefill kernels rotate whole heads, so the op
+		// is composed (ml.RopeCachedAttention's definition), the attention per sequence
+		ml.HeadNorms(b, q, k, a)
+		b.Rope(q, a.Heads, a.HeadDim, rot)
+		b.Rope(k, a.KVHeads, a.HeadDim, rot)
+		b.Scatter(kPool, k, slots)
+		b.Scatter(vPool, v, slots)
+		b.sequenceAttention(out, q, kPool, vPool, spans, a)
 		return
 	}
 	if b.decodeRows(spans) && b.poolKernelOK(a, out, q, k, v, kPool, vPool) {

@@ -18,7 +18,7 @@ func (m *Model) LayerOps(p *kit.Pass) (int, ml.Tensor) {
 	eps := float32(t.RMSNormEps)
 
 	q, k, v := p.QKV.ColsAt(0, qd), p.QKV.ColsAt(qd, kvd), p.QKV.ColsAt(qd+kvd, kvd)
-	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Causal: true, Scale: float32(1 / math.Sqrt(float64(hd))), NormEps: eps}
+	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Mask: ml.Mask{Causal: true}, Scale: float32(1 / math.Sqrt(float64(hd))), NormEps: eps}
 	x, xn, tt := p.X, p.XN, p.T
 	r := 0 // x[r] holds the residual, x[r] + delta the hidden states
 	delta := ml.Tensor{}

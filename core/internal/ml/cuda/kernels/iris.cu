@@ -557,12 +557,14 @@ template <typename T> __device__ __forceinline__ bool rope_vec(int half, uintptr
     return half % V == 0 && addrs % 16 == 0 && strides % 16 == 0;
 }
 
-// apply_rotary_pos_emb on the heads of each row of x (row stride ldx), one block a row, with the
-// row's angles (cos and sin: hd/2 F32 values a row at stride ldc; the duplicated halves are
-// implied), rounded as rope_pair says.
-template <typename T> __device__ void rope_rows(T *x, int ldx, int heads, int hd, const float *cos, const float *sin, int ldc, int once) {
+// apply_rotary_pos_emb on the heads of each row of x (row stride ldx; heads hd values apart), one
+// block a row, with the row's angles (cos and sin: rd/2 F32 values a row at stride ldc; the
+// duplicated halves are implied), rounded as rope_pair says: the first rd dimensions of each head
+// rotate, the rest stay (a partial rotary embedding; rd = hd rotates the whole head).
+template <typename T>
+__device__ void rope_rows(T *x, int ldx, int heads, int hd, int rd, const float *cos, const float *sin, int ldc, int once) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    int i = blockIdx.x, half = hd / 2;
+    int i = blockIdx.x, half = rd / 2;
     const float *cr = cos + (size_t)i * ldc, *sr = sin + (size_t)i * ldc;
     T *row = x + (size_t)i * ldx;
     constexpr int V = 16 / sizeof(T);
@@ -580,11 +582,13 @@ template <typename T> __device__ void rope_rows(T *x, int ldx, int heads, int hd
         rope_pair(p[f], p[f + half], ld(p[f]), ld(p[f + half]), cr[f], sr[f], once);
     }
 }
-extern "C" __global__ void iris_rope_rows_f32(float *x, int ldx, int heads, int hd, const float *cos, const float *sin, int ldc, int once) {
-    rope_rows(x, ldx, heads, hd, cos, sin, ldc, once);
+extern "C" __global__ void iris_rope_rows_f32(float *x, int ldx, int heads, int hd, int rd, const float *cos, const float *sin, int ldc,
+                                              int once) {
+    rope_rows(x, ldx, heads, hd, rd, cos, sin, ldc, once);
 }
-extern "C" __global__ void iris_rope_rows_bf16(bf16 *x, int ldx, int heads, int hd, const float *cos, const float *sin, int ldc, int once) {
-    rope_rows(x, ldx, heads, hd, cos, sin, ldc, once);
+extern "C" __global__ void iris_rope_rows_bf16(bf16 *x, int ldx, int heads, int hd, int rd, const float *cos, const float *sin, int ldc,
+                                               int once) {
+    rope_rows(x, ldx, heads, hd, rd, cos, sin, ldc, once);
 }
 
 // The prefill's half of ml.RopeCachedAttention, one block a row: q rotated in place (rope_rows'
@@ -1163,25 +1167,39 @@ ATTN_MMA(80)
 ATTN_MMA(128)
 
 // Row softmax for attention through cuBLAS (long segments): S [rows, nk] F32 scores (already
-// scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq).
+// scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq); keys,
+// when not null, flags each key (ml.Mask.Keys): one flagged 0 gets probability 0, and a row that
+// sees no key at all the plain mean over its keys (the reference's most-negative additive mask).
 // P [rows, nk] gets the probabilities in T. One block a row.
-template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal) {
+template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal, const int *keys) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     long r = blockIdx.x;
     const float *srow = S + r * nk;
     T *prow = P + r * nk;
     int lim = causal ? (int)(r % nq) + (nk - nq) : nk - 1;
     float mx = -INFINITY;
-    for (int j = threadIdx.x; j <= lim && j < nk; j += blockDim.x) mx = fmaxf(mx, srow[j]);
+    for (int j = threadIdx.x; j <= lim && j < nk; j += blockDim.x)
+        if (!keys || keys[j]) mx = fmaxf(mx, srow[j]);
     mx = block_max(mx);
+    if (mx == -INFINITY) { // every key masked
+        float u = 1.0f / (float)(min(lim, nk - 1) + 1);
+        for (int j = threadIdx.x; j < nk; j += blockDim.x) prow[j] = st<T>(j <= lim ? u : 0.f);
+        return;
+    }
     float sum = 0.f;
-    for (int j = threadIdx.x; j <= lim && j < nk; j += blockDim.x) sum += expf(srow[j] - mx);
+    for (int j = threadIdx.x; j <= lim && j < nk; j += blockDim.x)
+        if (!keys || keys[j]) sum += expf(srow[j] - mx);
     sum = block_sum(sum);
     float inv = 1.0f / sum;
-    for (int j = threadIdx.x; j < nk; j += blockDim.x) prow[j] = st<T>(j <= lim ? expf(srow[j] - mx) * inv : 0.f);
+    for (int j = threadIdx.x; j < nk; j += blockDim.x)
+        prow[j] = st<T>(j <= lim && (!keys || keys[j]) ? expf(srow[j] - mx) * inv : 0.f);
 }
-extern "C" __global__ void iris_softmax_f32(float *P, const float *S, int nq, int nk, int causal) { softmax_rows(P, S, nq, nk, causal); }
-extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, int nk, int causal) { softmax_rows(P, S, nq, nk, causal); }
+extern "C" __global__ void iris_softmax_f32(float *P, const float *S, int nq, int nk, int causal, const int *keys) {
+    softmax_rows(P, S, nq, nk, causal, keys);
+}
+extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, int nk, int causal, const int *keys) {
+    softmax_rows(P, S, nq, nk, causal, keys);
+}
 
 // Decode attention over a KV pool for a batch of new tokens, one a sequence, fused with their
 // rotary embedding and KV-pool write (ml.RopeCachedAttention) and with the merge of the key splits
