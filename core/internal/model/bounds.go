@@ -27,12 +27,19 @@ type Limits struct {
 	MaxGridSide     int
 }
 
-// DefaultLimits are the model's own ceilings: its max_position_embeddings, and the Qwen2-VL
-// processor's default max_pixels (12845056 = 16384 merged tokens of 28x28 pixels).
+// DefaultLimits are the model's own ceilings: its max_position_embeddings (with LongRoPE, its
+// original_max_position_embeddings), and the Qwen2-VL processor's default max_pixels (12845056 =
+// 16384 merged tokens of 28x28 pixels).
 func DefaultLimits(cfg *Config) Limits {
 	patches := 12845056 / (cfg.Vision.PatchSize * cfg.Vision.PatchSize)
+	ctx := cfg.Text.MaxPositions
+	if t := &cfg.Text; len(t.RopeFactors) > 0 && t.RopeOriginalMax > 0 {
+		// LongRoPE: past original_max_position_embeddings the reference switches a pass to the
+		// long factors and recomputes the sequence; the engine runs the short factors only
+		ctx = min(ctx, t.RopeOriginalMax)
+	}
 	return Limits{
-		ContextLength:   cfg.Text.MaxPositions,
+		ContextLength:   ctx,
 		MaxImages:       8,
 		MaxImagePatches: patches,
 		MaxGridSide:     patches,

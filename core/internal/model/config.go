@@ -58,6 +58,23 @@ type TextConfig struct {
 	// Act is the MLP activation; QKVBias says q/k/v projections carry a bias.
 	Act     string
 	QKVBias bool
+	// RotaryDims is how many leading dimensions of each head rotate (partial_rotary_factor x
+	// HeadDim, Phi-3's 96 of 128); 0: every one.
+	RotaryDims int
+	// RopeFactors divide the rotary frequencies one by one (LongRoPE's short_factor: the factors of
+	// a pass whose positions stay within RopeOriginalMax), and RopeScale multiplies cos and sin
+	// (LongRoPE's attention factor); nil and 0 for plain RoPE.
+	RopeFactors     []float64
+	RopeScale       float64
+	RopeOriginalMax int
+}
+
+// Rotated is the number of leading dimensions of a head that rotate.
+func (t *TextConfig) Rotated() int {
+	if t.RotaryDims == 0 {
+		return t.HeadDim
+	}
+	return t.RotaryDims
 }
 
 // VisionConfig is the vision tower: patch embedding, ViT blocks with 2-D RoPE (windowed except
@@ -274,6 +291,10 @@ func ParseConfig(data []byte) (*Config, error) {
 	opt(text, "rope_theta", &t.RopeTheta)
 	section := fam.MRopeSection[:]
 	t.Rope1D = fam.Rope1D
+	partial := 1.0
+	opt(text, "partial_rotary_factor", &partial)
+	origMax := 0
+	opt(text, "original_max_position_embeddings", &origMax)
 	for _, key := range []string{"rope_scaling", "rope_parameters"} {
 		var rope ConfigSection
 		opt(text, key, &rope)
@@ -281,6 +302,15 @@ func ParseConfig(data []byte) (*Config, error) {
 			continue
 		}
 		opt(rope, "rope_theta", &t.RopeTheta)
+		opt(rope, "partial_rotary_factor", &partial)
+		var kind string
+		opt(rope, "rope_type", &kind)
+		if kind == "" {
+			opt(rope, "type", &kind)
+		}
+		if kind == "longrope" {
+			longRope(rope, t, origMax, &errs)
+		}
 		opt(rope, "mrope_interleaved", &t.MRopeInterleaved)
 		if rope.Has("mrope_section") {
 			section = nil
@@ -339,7 +369,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if err := fam.Vision(top, vision, cfg); err != nil {
 			errs = append(errs, err)
 		}
-		return finishConfig(cfg, errs)
+		return finishConfig(cfg, partial, errs)
 	}
 	v := &cfg.Vision
 	need(vision, "depth", &v.Depth)
@@ -372,11 +402,12 @@ func ParseConfig(data []byte) (*Config, error) {
 		opt(vrope, "rope_theta", &v.RopeTheta)
 	}
 	v.NormEps = fam.VisionNormEps
-	return finishConfig(cfg, errs)
+	return finishConfig(cfg, partial, errs)
 }
 
-// finishConfig derives what the keys imply and validates the result.
-func finishConfig(cfg *Config, errs []error) (*Config, error) {
+// finishConfig derives what the keys imply (the head dim, the rotated dims of a
+// partial_rotary_factor) and validates the result.
+func finishConfig(cfg *Config, partial float64, errs []error) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -386,13 +417,47 @@ func finishConfig(cfg *Config, errs []error) (*Config, error) {
 	if t.Heads > 0 && t.HeadDim == 0 {
 		t.HeadDim = t.Hidden / t.Heads
 	}
+	if partial != 1 { // int(head_dim * partial_rotary_factor), as compute_default_rope_parameters
+		t.RotaryDims = int(float64(t.HeadDim) * partial)
+	}
 	if t.Rope1D { // every frequency on the one position row
-		t.MRopeSection = [3]int{t.HeadDim / 2, 0, 0}
+		t.MRopeSection = [3]int{t.Rotated() / 2, 0, 0}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// longRope reads LongRoPE's parameters (_compute_longrope_parameters): the short factors (those of
+// a context within original_max_position_embeddings) and the attention factor, given or derived
+// from max_position_embeddings / original_max_position_embeddings.
+func longRope(rope ConfigSection, t *TextConfig, origMax int, errs *[]error) {
+	opt := func(key string, dst any) {
+		if _, err := rope.Get(key, dst); err != nil {
+			*errs = append(*errs, err)
+		}
+	}
+	opt("original_max_position_embeddings", &origMax)
+	opt("short_factor", &t.RopeFactors)
+	var factor, attn float64
+	opt("factor", &factor)
+	opt("attention_factor", &attn)
+	if origMax <= 0 || len(t.RopeFactors) == 0 {
+		*errs = append(*errs, fmt.Errorf("longrope: original_max_position_embeddings %d, %d short factors", origMax, len(t.RopeFactors)))
+		return
+	}
+	t.RopeOriginalMax = origMax
+	if factor == 0 {
+		factor = float64(t.MaxPositions) / float64(origMax)
+	}
+	if attn == 0 {
+		attn = 1
+		if factor > 1 {
+			attn = math.Sqrt(1 + math.Log(factor)/math.Log(float64(origMax)))
+		}
+	}
+	t.RopeScale = attn
 }
 
 // tokenIDs reads an id that config files write either as a number or as a list.
@@ -440,10 +505,16 @@ func (c *Config) Validate() error {
 	if t.Heads%t.KVHeads != 0 {
 		bad("num_attention_heads %d not a multiple of num_key_value_heads %d", t.Heads, t.KVHeads)
 	}
-	if s := t.MRopeSection; s[0] < 0 || s[1] < 0 || s[2] < 0 || s[0]+s[1]+s[2] != t.HeadDim/2 {
-		bad("mrope_section %v must sum to head_dim/2 = %d", s, t.HeadDim/2)
+	if r := t.Rotated(); r <= 0 || r%2 != 0 || r > t.HeadDim {
+		bad("%d rotated dimensions of a head of %d (partial_rotary_factor)", r, t.HeadDim)
 	}
-	if t.Rope1D && (t.MRopeSection != [3]int{t.HeadDim / 2, 0, 0} || t.MRopeInterleaved) {
+	if s := t.MRopeSection; s[0] < 0 || s[1] < 0 || s[2] < 0 || s[0]+s[1]+s[2] != t.Rotated()/2 {
+		bad("mrope_section %v must sum to the rotated dims / 2 = %d", s, t.Rotated()/2)
+	}
+	if n := len(t.RopeFactors); n > 0 && n != t.Rotated()/2 {
+		bad("%d rope factors for %d rotary frequencies", n, t.Rotated()/2)
+	}
+	if t.Rope1D && (t.MRopeSection != [3]int{t.Rotated() / 2, 0, 0} || t.MRopeInterleaved) {
 		bad("1-D rotary positions with mrope_section %v (interleaved %v)", t.MRopeSection, t.MRopeInterleaved)
 	}
 	if t.Act != "silu" {

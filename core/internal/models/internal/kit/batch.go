@@ -22,7 +22,7 @@ type batchPlan struct {
 	seqs   []*sequence
 	ids    []int32   // all tokens
 	images []imageIn // the image rows of the placeholders
-	cos    []float32 // [rows, hd/2]
+	cos    []float32 // [rows, rotated dims / 2]
 	sin    []float32
 	last   []int32 // the last row of each input
 	slots  []int32 // each row's row in the KV pool
@@ -65,7 +65,7 @@ type PassImage struct {
 func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 	cfg := m.cfg
 	t := &cfg.Text
-	half := t.HeadDim / 2
+	half := t.Rotated() / 2
 	p := &batchPlan{decode: true}
 	defer func() {
 		if err != nil {
@@ -168,7 +168,7 @@ func (p *batchPlan) done(m *Base, ran bool) {
 	p.heads = nil
 }
 
-// angles returns the cosines and sines of every frequency at positions [0, n) (n rows of hd/2),
+// angles returns the cosines and sines of every frequency at positions [0, n) (n rows of rotated dims / 2),
 // computing the missing rows once for the model's life: a prefill of 200 tokens asks for 25,600
 // of them, which took 0.4 ms of the host's time a request when computed each time.
 func (m *Base) angles(n int) (cos, sin []float32) {
@@ -178,8 +178,9 @@ func (m *Base) angles(n int) (cos, sin []float32) {
 	for p := len(m.ropeCos) / half; p < n; p++ {
 		for f := range half {
 			a := float64(float32(p) * m.invFreq[f])
-			m.ropeCos = append(m.ropeCos, float32(math.Cos(a)))
-			m.ropeSin = append(m.ropeSin, float32(math.Sin(a)))
+			// emb.cos() * attention_scaling in F32 (a factor of 1 changes nothing)
+			m.ropeCos = append(m.ropeCos, float32(math.Cos(a))*m.ropeScale)
+			m.ropeSin = append(m.ropeSin, float32(math.Sin(a))*m.ropeScale)
 		}
 	}
 	return m.ropeCos, m.ropeSin
@@ -272,7 +273,7 @@ func (m *Base) decoderOps(bp *batchPlan, n, nb int, picks []int32, outs []model.
 		T:   b.Scratch("t.t", n, H),
 		GU:  b.Scratch("t.gu", n, 2*I),
 		Act: b.Scratch("t.act", n, I),
-		Rot: ml.Rotary{Cos: b.Input(bp.cos, n, hd/2), Sin: b.Input(bp.sin, n, hd/2)},
+		Rot: ml.Rotary{Cos: b.Input(bp.cos, n, t.Rotated()/2), Sin: b.Input(bp.sin, n, t.Rotated()/2), Dims: t.RotaryDims},
 	}
 	logits := b.ScratchF32("t.logits", nb, t.Vocab)
 	if b.Err() != nil {

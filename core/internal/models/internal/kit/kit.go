@@ -103,12 +103,13 @@ type Base struct {
 	// without mu, so neither waits for the decoder's pass in progress.
 	closed atomic.Bool
 
-	invFreq  []float32 // text rotary frequencies
-	freqAxis []int     // which position row (t, h, w) drives each frequency
+	invFreq   []float32 // text rotary frequencies
+	ropeScale float32   // multiplies cos and sin (LongRoPE's attention factor; 1 otherwise)
+	freqAxis  []int     // which position row (t, h, w) drives each frequency
 	// logitRows are the logits buffers of closed sequences, for the next ones (a vocabulary's
 	// worth each: 600 KB at 152k).
 	logitRows sync.Pool
-	// ropeCos and ropeSin are the angles of positions 0, 1, ... (hd/2 values each), grown on
+	// ropeCos and ropeSin are the angles of positions 0, 1, ... (rotated dims / 2 values each), grown on
 	// demand (angles); ropeMu guards them (plans are made outside mu).
 	ropeMu           sync.Mutex
 	ropeCos, ropeSin []float32
@@ -177,8 +178,12 @@ func (m *Base) init(opts Options) error {
 	}
 	m.head = head
 	t := &m.cfg.Text
-	half := t.HeadDim / 2
-	m.invFreq = invFreq(half, t.HeadDim, t.RopeTheta)
+	half := t.Rotated() / 2
+	m.invFreq = invFreq(half, t.Rotated(), t.RopeTheta, t.RopeFactors)
+	m.ropeScale = float32(1)
+	if t.RopeScale != 0 {
+		m.ropeScale = float32(t.RopeScale)
+	}
 	m.freqAxis = FreqAxes(t.MRopeSection, t.MRopeInterleaved, half)
 	kvd := t.KVHeads * t.HeadDim
 	block := opts.BlockTokens
@@ -199,12 +204,17 @@ func (m *Base) init(opts Options) error {
 	return err
 }
 
-// invFreq is compute_default_rope_parameters in F32: 1 / theta^(arange(0, dim, 2)/dim), n values.
-func invFreq(n, dim int, theta float64) []float32 {
+// invFreq is compute_default_rope_parameters in F32: 1 / theta^(arange(0, dim, 2)/dim), n values;
+// with factors, _compute_longrope_parameters': 1 / (factor_i * theta^(2i/dim)).
+func invFreq(n, dim int, theta float64, factors []float64) []float32 {
 	out := make([]float32, n)
 	for i := range out {
 		e := float32(2*i) / float32(dim)
-		out[i] = 1 / float32(math.Pow(theta, float64(e)))
+		p := float32(math.Pow(theta, float64(e)))
+		if factors != nil {
+			p *= float32(factors[i])
+		}
+		out[i] = 1 / p
 	}
 	return out
 }

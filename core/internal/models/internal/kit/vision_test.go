@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -98,5 +99,33 @@ func TestFreqAxes(t *testing.T) {
 	}
 	if got, want := FreqAxes([3]int{4, 2, 2}, true, 8), []int{0, 1, 2, 0, 1, 2, 0, 0}; !slices.Equal(got, want) {
 		t.Errorf("interleaved tiny: %v, want %v", got, want)
+	}
+}
+
+// TestInvFreqFactors: LongRoPE's factors divide each frequency (a factor of 1 changes nothing,
+// bit for bit), and the angles' cos and sin are scaled by the attention factor in F32.
+func TestInvFreqFactors(t *testing.T) {
+	plain := invFreq(6, 12, 1e4, nil)
+	ones := invFreq(6, 12, 1e4, []float64{1, 1, 1, 1, 1, 1})
+	if !slices.Equal(plain, ones) {
+		t.Errorf("factors of 1: %v, want %v", ones, plain)
+	}
+	factors := []float64{1, 2, 4, 1.5, 3, 8}
+	got := invFreq(6, 12, 1e4, factors)
+	for i := range got {
+		p := float32(math.Pow(1e4, float64(float32(2*i)/12)))
+		if want := 1 / (p * float32(factors[i])); got[i] != want {
+			t.Errorf("frequency %d: %v, want %v", i, got[i], want)
+		}
+	}
+	m := &Base{invFreq: got, ropeScale: 1.25}
+	cos, sin := m.angles(3)
+	for p := range 3 {
+		for f := range 6 {
+			a := float64(float32(p) * got[f])
+			if c, s := cos[p*6+f], sin[p*6+f]; c != float32(math.Cos(a))*1.25 || s != float32(math.Sin(a))*1.25 {
+				t.Fatalf("position %d frequency %d: cos %v sin %v", p, f, c, s)
+			}
+		}
 	}
 }

@@ -1,0 +1,70 @@
+package model_test
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/iris-vlm/iris/core/internal/model"
+)
+
+func init() {
+	model.RegisterConfig("rope_test", model.ConfigDefaults{TextEps: 1e-5, TextTheta: 1e4, VisionNormEps: 1e-6, MRopeSection: [3]int{4, 2, 2}})
+}
+
+// ropeConfig is a config.json of the test family with the text section's rope keys given.
+func ropeConfig(rope string) []byte {
+	return []byte(`{"model_type": "rope_test", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+		"intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 131072, "image_token_id": 7, ` + rope + `
+		"vision_config": {"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "out_hidden_size": 64}}`)
+}
+
+// TestParseLongRope reads a partial rotary embedding and LongRoPE's parameters as
+// _compute_longrope_parameters does: the short factors, the attention factor given or derived
+// from max_position_embeddings / original_max_position_embeddings; and refuses what does not fit.
+func TestParseLongRope(t *testing.T) {
+	short := `[1.0, 1.5, 2.0, 2.5, 3.0, 3.5]`
+	for _, tc := range []struct {
+		name    string
+		rope    string
+		dims    int
+		scale   float64
+		context int
+		err     string
+	}{
+		{"plain", ``, 0, 0, 131072, ""},
+		{"partial", `"partial_rotary_factor": 0.75, "rope_scaling": {"mrope_section": [3, 2, 1]},`, 12, 0, 131072, ""},
+		{"longrope derived", `"partial_rotary_factor": 0.75, "rope_scaling": {"rope_type": "longrope", "short_factor": ` + short +
+			`, "long_factor": ` + short + `, "original_max_position_embeddings": 4096, "mrope_section": [3, 2, 1]},`,
+			12, math.Sqrt(1 + math.Log(32)/math.Log(4096)), 4096, ""},
+		{"longrope given", `"partial_rotary_factor": 0.75, "rope_parameters": {"rope_type": "longrope", "short_factor": ` + short +
+			`, "original_max_position_embeddings": 4096, "attention_factor": 1.25, "mrope_section": [3, 2, 1]},`, 12, 1.25, 4096, ""},
+		{"factors of another width", `"rope_scaling": {"rope_type": "longrope", "short_factor": ` + short +
+			`, "original_max_position_embeddings": 4096},`, 0, 0, 0, "6 rope factors for 8 rotary frequencies"},
+		{"odd rotated dims", `"partial_rotary_factor": 0.5625,`, 0, 0, 0, "rotated dimensions of a head of 16"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := model.ParseConfig(ropeConfig(tc.rope))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx := &cfg.Text
+			if tx.RotaryDims != tc.dims || math.Abs(tx.RopeScale-tc.scale) > 1e-15 {
+				t.Errorf("rotary dims %d, scale %v; want %d, %v", tx.RotaryDims, tx.RopeScale, tc.dims, tc.scale)
+			}
+			if tc.scale != 0 && (!slices.Equal(tx.RopeFactors, []float64{1, 1.5, 2, 2.5, 3, 3.5}) || tx.RopeOriginalMax != 4096) {
+				t.Errorf("factors %v, original max %d", tx.RopeFactors, tx.RopeOriginalMax)
+			}
+			if got := model.DefaultLimits(cfg).ContextLength; got != tc.context {
+				t.Errorf("context %d, want %d", got, tc.context)
+			}
+		})
+	}
+}
