@@ -22,6 +22,7 @@ import 'just/plugins.just'
 import 'just/engine.just'
 import 'just/profile.just'
 import 'just/gpu.just'
+import 'just/checks.just'
 
 default:
     @just --list
