@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/iris-vlm/iris/gateway/openai"
+	"github.com/iris-vlm/iris/internal/poll"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -251,11 +252,5 @@ func (e *testEnv) insideOf(model string) int {
 // waitFor polls cond for up to 10 s: a liveness bound, not a speed assertion.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, poll.True(cond))
 }
