@@ -44,7 +44,9 @@ while read -r mod pkg name; do
   fi
   rate=-
   if [[ -n $last && ${secs:-0} -gt 0 ]]; then rate=$((execs / secs)); fi
-  rows+=("$(printf '%-24s %-38s %6ss %12s %9s %5s  %s' "$name" "$mod/${pkg#./}" "${secs:--}" "${execs:--}" "$rate" "${new:--}" "$result")")
+  where=${pkg#./}
+  [[ $mod == . ]] || where=$mod/$where
+  rows+=("$(printf '%-24s %-38s %6ss %12s %9s %5s  %s' "$name" "$where" "${secs:--}" "${execs:--}" "$rate" "${new:--}" "$result")")
 done <<<"$targets"
 
 echo
