@@ -24,6 +24,7 @@ import 'just/profile.just'
 import 'just/gpu.just'
 import 'just/test.just'
 import 'just/deploy.just'
+import 'just/checks.just'
 
 default:
     @just --list

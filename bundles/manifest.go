@@ -243,13 +243,14 @@ func (m *Manifest) Validate() error {
 			return invalid("plugin.timeout_ms: %d is outside [1, 60000]", m.Plugin.TimeoutMS)
 		}
 	}
-	if len(m.Tokenizer.Files) == 0 || !slices.ContainsFunc(m.Tokenizer.Files, func(f File) bool { return path.Base(f.Path) == "tokenizer.json" }) {
+	if !slices.ContainsFunc(m.Tokenizer.Files, func(f File) bool { return path.Base(f.Path) == "tokenizer.json" }) {
 		return invalid("tokenizer.files: tokenizer.json is required")
 	}
 	if len(m.Weights) == 0 {
 		return invalid("weights: at least one weight file is required")
 	}
-	if m.Engine.Config == "" || !slices.ContainsFunc(m.Model, func(f File) bool { return f.Path == m.Engine.Config }) {
+	// (an empty config matches no file: every listed path is checked below to be non-empty)
+	if !slices.ContainsFunc(m.Model, func(f File) bool { return f.Path == m.Engine.Config }) {
 		return invalid("engine.config: must name a file listed in model")
 	}
 	paths := map[string]bool{}

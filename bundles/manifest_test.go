@@ -3,6 +3,7 @@ package bundles
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -97,21 +98,28 @@ func TestDecodeManifestValidRoundTrip(t *testing.T) {
 }
 
 func TestValidateErrorsWrapErrInvalid(t *testing.T) {
-	src, _ := os.ReadFile("testdata/invalid/bad_backend.toml")
-	_, err := DecodeManifest(bytes.NewReader(src))
+	src, err := os.ReadFile("testdata/invalid/bad_backend.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = DecodeManifest(bytes.NewReader(src))
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("error %v does not wrap ErrInvalid", err)
 	}
 }
 
 func FuzzDecodeManifest(f *testing.F) {
-	if src, err := os.ReadFile("testdata/valid.toml"); err == nil {
-		f.Add(string(src))
+	src, err := os.ReadFile("testdata/valid.toml")
+	if err != nil {
+		f.Fatal(err)
 	}
+	f.Add(string(src))
 	for _, tt := range invalidCases {
-		if src, err := os.ReadFile(filepath.Join("testdata", "invalid", tt.file+".toml")); err == nil {
-			f.Add(string(src))
+		src, err := os.ReadFile(filepath.Join("testdata", "invalid", tt.file+".toml"))
+		if err != nil {
+			f.Fatal(err)
 		}
+		f.Add(string(src))
 	}
 	f.Fuzz(func(t *testing.T, src string) {
 		m, err := DecodeManifest(strings.NewReader(src))
@@ -134,4 +142,103 @@ func FuzzDecodeManifest(f *testing.F) {
 			t.Fatalf("encoded manifest does not decode: %v\n%s", err, buf.String())
 		}
 	})
+}
+
+// validManifest decodes testdata/valid.toml afresh.
+func validManifest(t *testing.T) *Manifest {
+	t.Helper()
+	src, err := os.ReadFile("testdata/valid.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := DecodeManifest(bytes.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// validateCases break one field of testdata/valid.toml each; want is a fragment of the message of
+// the check that must refuse it.
+var validateCases = []struct {
+	name string
+	edit func(*Manifest)
+	want string
+}{
+	{"schema", func(m *Manifest) { m.Schema = 2 }, "schema: got 2, this build reads 1"},
+	{"name empty", func(m *Manifest) { m.Name = "" }, "name: must be 1-128 characters"},
+	{"name with a space", func(m *Manifest) { m.Name = "tiny model" }, "name: must be 1-128 characters"},
+	{"name too long", func(m *Manifest) { m.Name = strings.Repeat("n", 129) }, "name: must be 1-128 characters"},
+	{"family empty", func(m *Manifest) { m.Family = "" }, "family: required"},
+	{"no tasks", func(m *Manifest) { m.Tasks = nil }, "tasks: at least one task"},
+	{"unknown task", func(m *Manifest) { m.Tasks = append(m.Tasks, "image-chat") }, `tasks: unknown task "image-chat"`},
+	{"task twice", func(m *Manifest) { m.Tasks = append(m.Tasks, m.Tasks[0]) }, `tasks: "vision-language-generation" declared twice`},
+	{"backend", func(m *Manifest) { m.Engine.Backend = "tpu" }, `engine.backend: "tpu" is not cpu or cuda`},
+	{"precision", func(m *Manifest) { m.Engine.Precision = "int3" }, `engine.precision: "int3" is not fp32 or bf16`},
+	{"context too short", func(m *Manifest) { m.Engine.ContextLength = 15 }, "engine.context_length: 15 is outside"},
+	{"context too long", func(m *Manifest) { m.Engine.ContextLength = 1<<20 + 1 }, "engine.context_length: 1048577 is outside"},
+	{"image max bytes", func(m *Manifest) { m.Image.MaxBytes = 0 }, "image: max_bytes, max_pixels, min_side must be positive"},
+	{"image max pixels", func(m *Manifest) { m.Image.MaxPixels = -1 }, "image: max_bytes, max_pixels, min_side must be positive"},
+	{"image min side", func(m *Manifest) { m.Image.MinSide = 0 }, "image: max_bytes, max_pixels, min_side must be positive"},
+	{"image max aspect", func(m *Manifest) { m.Image.MaxAspect = 0.5 }, "max_aspect >= 1"},
+	{"budget bounds zero", func(m *Manifest) { m.Image.Budgets.Bounds[0] = 0 }, "image.budgets.bounds: want 1 <= min <= max, got [0 12845056]"},
+	{"budget bounds reversed", func(m *Manifest) { m.Image.Budgets.Bounds = [2]int64{4, 3} }, "image.budgets.bounds: want 1 <= min <= max, got [4 3]"},
+	{"budget low reversed", func(m *Manifest) { m.Image.Budgets.Low = [2]int64{200704, 3136} }, "image.budgets.low: [200704 3136] must be a [min, max] range inside bounds"},
+	{"budget low under bounds", func(m *Manifest) { m.Image.Budgets.Low[0] = 3000 }, "image.budgets.low: [3000 200704]"},
+	{"budget high over bounds", func(m *Manifest) { m.Image.Budgets.High[1]++ }, "image.budgets.high: [3136 12845057]"},
+	{"max new tokens zero", func(m *Manifest) { m.Generation.MaxNewTokens = 0 }, "generation.max_new_tokens: 0 must be in [1, context_length)"},
+	{"max new tokens the context", func(m *Manifest) { m.Generation.MaxNewTokens = 4096 }, "generation.max_new_tokens: 4096"},
+	{"temperature", func(m *Manifest) { m.Generation.Temperature = -0.5 }, "generation: temperature >= 0, top_k >= 0 and 0 < top_p <= 1 required"},
+	{"top k", func(m *Manifest) { m.Generation.TopK = -1 }, "generation: temperature >= 0, top_k >= 0"},
+	{"top p zero", func(m *Manifest) { m.Generation.TopP = 0 }, "generation: temperature >= 0, top_k >= 0"},
+	{"top p over one", func(m *Manifest) { m.Generation.TopP = 1.5 }, "generation: temperature >= 0, top_k >= 0"},
+	{"no stop ids", func(m *Manifest) { m.Generation.StopIDs = nil }, "generation.stop_ids: at least one stop id"},
+	{"no plugin", func(m *Manifest) { m.Plugin.File = "" }, "plugin.file: a vision-language bundle needs a family plugin"},
+	{"plugin abi", func(m *Manifest) { m.Plugin.ABI = 0 }, "plugin.abi: required"},
+	{"plugin pages zero", func(m *Manifest) { m.Plugin.MaxMemoryPages = 0 }, "plugin.max_memory_pages: 0 is outside [1, 65536]"},
+	{"plugin pages over 4 GiB", func(m *Manifest) { m.Plugin.MaxMemoryPages = 65537 }, "plugin.max_memory_pages: 65537 is outside"},
+	{"plugin timeout zero", func(m *Manifest) { m.Plugin.TimeoutMS = 0 }, "plugin.timeout_ms: 0 is outside [1, 60000]"},
+	{"plugin timeout over a minute", func(m *Manifest) { m.Plugin.TimeoutMS = 60001 }, "plugin.timeout_ms: 60001 is outside"},
+	{"no tokenizer files", func(m *Manifest) { m.Tokenizer.Files = nil }, "tokenizer.files: tokenizer.json is required"},
+	{"no tokenizer.json", func(m *Manifest) { m.Tokenizer.Files[0].Path = "vocab.json" }, "tokenizer.files: tokenizer.json is required"},
+	{"no weights", func(m *Manifest) { m.Weights = nil }, "weights: at least one weight file"},
+	{"config empty", func(m *Manifest) { m.Engine.Config = "" }, "engine.config: must name a file listed in model"},
+	{"config unlisted", func(m *Manifest) { m.Engine.Config = "other.json" }, "engine.config: must name a file listed in model"},
+	{"path empty", func(m *Manifest) { m.Weights[0].Path = "" }, "weights: empty path"},
+	{"path absolute", func(m *Manifest) { m.Weights[0].Path = "/w.safetensors" }, `weights: path "/w.safetensors" must be a clean relative path`},
+	{"path with a backslash", func(m *Manifest) { m.Weights[0].Path = `w\x.safetensors` }, `must be a clean relative path`},
+	{"path not clean", func(m *Manifest) { m.Weights[0].Path = "a/../w.safetensors" }, `weights: path "a/../w.safetensors" must be a clean`},
+	{"path dot", func(m *Manifest) { m.Weights[0].Path = "." }, `weights: path "." must be a clean`},
+	{"path dot dot", func(m *Manifest) { m.Weights[0].Path = ".." }, `weights: path ".." must be a clean`},
+	{"path above", func(m *Manifest) { m.Weights[0].Path = "../w.safetensors" }, `weights: path "../w.safetensors" must be a clean`},
+	{"path the manifest", func(m *Manifest) { m.Weights[0].Path = ManifestName }, `weights: path "bundle.toml" must be a clean`},
+	{"sha256 short", func(m *Manifest) { m.Weights[0].SHA256 = m.Weights[0].SHA256[1:] }, `weights: "model.safetensors": sha256 must be 64 lowercase hex digits`},
+	{"sha256 upper case", func(m *Manifest) { m.Weights[0].SHA256 = strings.Repeat("A", 64) }, `weights: "model.safetensors": sha256 must be 64`},
+	{"plugin sha256", func(m *Manifest) { m.Plugin.SHA256 = "" }, `plugin: "plugin.wasm": sha256 must be 64`},
+	{"size negative", func(m *Manifest) { m.Model[0].Size = -1 }, `model: "config.json": negative size`},
+	{"path twice", func(m *Manifest) { m.Weights = append(m.Weights, m.Weights[0]) }, `weights: "model.safetensors" listed twice`},
+}
+
+func TestValidateRefusals(t *testing.T) {
+	if err := validManifest(t).Validate(); err != nil {
+		t.Fatalf("valid.toml: %v", err)
+	}
+	for _, tc := range validateCases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := validManifest(t)
+			tc.edit(m)
+			err := m.Validate()
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrInvalid containing %q", err, tc.want)
+			}
+			if err := m.Encode(io.Discard); err == nil || err.Error() != m.Validate().Error() {
+				t.Fatalf("Encode of an invalid manifest: %v", err)
+			}
+		})
+	}
+	m := validManifest(t)
+	m.Plugin.Params["bad"] = func() {}
+	if err := m.Encode(io.Discard); err == nil || !strings.HasPrefix(err.Error(), "encode manifest:") {
+		t.Fatalf("a param TOML cannot hold: %v", err)
+	}
 }

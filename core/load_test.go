@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core"
 	"github.com/iris-vlm/iris/core/coretest"
+	"github.com/iris-vlm/iris/internal/poll"
 )
 
 // statsOf returns the stats of one model.
@@ -61,17 +63,13 @@ func TestStatsQueuedAndRunning(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.do()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		poll.Until(t, 10*time.Second, fmt.Sprintf("%s: queued %d running %d inside %d", st.name, st.queued, st.running, st.inside), func() string {
 			s := statsOf(t, f.rt, "vl")
 			if s.Queued == st.queued && s.Running == st.running && s.Inside == st.inside {
-				break
+				return ""
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: queued %d running %d inside %d, want %d %d %d", st.name, s.Queued, s.Running, s.Inside, st.queued, st.running, st.inside)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return fmt.Sprintf("queued %d running %d inside %d", s.Queued, s.Running, s.Inside)
+		})
 	}
 	canceled := 0
 	for range 4 {

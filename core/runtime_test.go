@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core"
+	"github.com/iris-vlm/iris/internal/poll"
 )
 
 // echoVision is a test double: it answers with the question reversed, one rune per token.
@@ -230,13 +232,7 @@ func TestBusyWhenQueueFull(t *testing.T) {
 			errs <- err
 		})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for f.rt.Stats()[0].Inside < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("requests never got inside")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "two requests inside the task", insideAtLeast(f, 2))
 	_, err := f.rt.Generate(t.Context(), core.Request{Model: "vl", Text: "hi", Image: img}, nil)
 	var e *core.Error
 	if !errors.As(err, &e) || e.Kind != core.KindBusy || e.RetryAfter <= 0 {
@@ -255,6 +251,16 @@ func TestBusyWhenQueueFull(t *testing.T) {
 	}
 }
 
+// insideAtLeast is a poll.Until state: "" once n requests are inside the runtime's first task.
+func insideAtLeast(f env, n int) func() string {
+	return func() string {
+		if in := f.rt.Stats()[0].Inside; in < n {
+			return fmt.Sprintf("%d inside", in)
+		}
+		return ""
+	}
+}
+
 func TestCancelWhileQueued(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
@@ -263,9 +269,7 @@ func TestCancelWhileQueued(t *testing.T) {
 	go func() {
 		_, _ = f.rt.Generate(context.Background(), core.Request{Model: "vl", Text: "hi", Image: img}, nil)
 	}()
-	for f.rt.Stats()[0].Inside < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "a request inside the task", insideAtLeast(f, 1))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	_, err := f.rt.Generate(ctx, core.Request{Model: "vl", Text: "hi", Image: img}, nil)

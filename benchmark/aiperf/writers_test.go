@@ -2,10 +2,15 @@ package aiperf
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +159,222 @@ func TestWriteInputsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, InputsFile, buf.Bytes())
+}
+
+// readJSONL decodes a JSON Lines file into generic values.
+func readJSONL(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("%s line %d: %v", path, i+1, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// percentile is numpy's default (linear) percentile of sorted values, as AIPerf reports them.
+func percentile(sorted []float64, p float64) float64 {
+	r := p / 100 * float64(len(sorted)-1)
+	lo, hi := int(math.Floor(r)), int(math.Ceil(r))
+	return sorted[lo] + (sorted[hi]-sorted[lo])*(r-float64(lo))
+}
+
+// TestGoldenArtifactsFromTheirInputs checks the committed golden artifacts against what they are
+// made from, with encoding/json, encoding/csv and AIPerf's definitions written out here, none of
+// the writers' code: each record's latencies and token counts recomputed from its raw record's
+// timestamps and SSE packets; the summary's statistics of request latency and TTFT recomputed
+// from the records (numpy's linear percentiles, the population std); the CSV's rows the same
+// numbers to two decimals; the inputs file holding the payload it was given.
+func TestGoldenArtifactsFromTheirInputs(t *testing.T) {
+	dir := filepath.Join("testdata", "golden")
+	raws := readJSONL(t, filepath.Join(dir, RawFile))
+	recs := readJSONL(t, filepath.Join(dir, RecordsFile))
+	if len(raws) != len(recs) {
+		t.Fatalf("%d raw records, %d records", len(raws), len(recs))
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(b)) }
+	num := func(v any) float64 { f, _ := v.(float64); return f }
+	metric := func(rec map[string]any, tag string) (float64, bool) {
+		m, ok := rec["metrics"].(map[string]any)[tag].(map[string]any)
+		if !ok {
+			return 0, false
+		}
+		return num(m["value"]), true
+	}
+	// the successful records' request latency and TTFT, by phase
+	latency, ttft := map[string][]float64{}, map[string][]float64{}
+	errorsByPhase := map[string]int{}
+	for i, raw := range raws {
+		rec := recs[i]
+		meta, _ := json.Marshal(raw["metadata"])
+		if recMeta, _ := json.Marshal(rec["metadata"]); string(meta) != string(recMeta) {
+			t.Errorf("record %d: metadata %s, the raw record's %s", i, recMeta, meta)
+		}
+		phase := raw["metadata"].(map[string]any)["benchmark_phase"].(string)
+		if raw["error"] != nil {
+			if rec["error"] == nil || len(rec["metrics"].(map[string]any)) != 0 {
+				t.Errorf("record %d: a failed request with error %v and metrics %v", i, rec["error"], rec["metrics"])
+			}
+			errorsByPhase[phase]++
+			continue
+		}
+		// the content responses (a data packet whose first choice's delta has text) and the usage
+		start := num(raw["start_perf_ns"])
+		var perfs []float64
+		osl := -1.0
+		for _, r := range raw["responses"].([]any) {
+			resp := r.(map[string]any)
+			for _, p := range resp["packets"].([]any) {
+				var chunk struct {
+					Choices []struct {
+						Delta struct{ Content string }
+					}
+					Usage *struct {
+						CompletionTokens float64 `json:"completion_tokens"`
+					}
+				}
+				if json.Unmarshal([]byte(p.(map[string]any)["value"].(string)), &chunk) != nil {
+					continue // [DONE]
+				}
+				if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+					perfs = append(perfs, num(resp["perf_ns"]))
+				}
+				if chunk.Usage != nil {
+					osl = chunk.Usage.CompletionTokens
+				}
+			}
+		}
+		first, last := perfs[0], perfs[len(perfs)-1]
+		want := map[string]float64{
+			"request_latency":        (last - start) / 1e6,
+			"time_to_first_token":    (first - start) / 1e6,
+			"output_sequence_length": osl,
+		}
+		if osl >= 2 {
+			want["inter_token_latency"] = (last - first) / 1e6 / (osl - 1)
+		}
+		for tag, w := range want {
+			if got, ok := metric(rec, tag); !ok || !near(got, w) {
+				t.Errorf("record %d: %s %v (present %v), want %v from the raw record", i, tag, got, ok, w)
+			}
+		}
+		// inter-chunk latencies: one between each two content responses, none for a lone one
+		icl, _ := rec["metrics"].(map[string]any)["inter_chunk_latency"].(map[string]any)
+		if ics, _ := icl["value"].([]any); len(ics) != len(perfs)-1 {
+			t.Errorf("record %d: %d inter-chunk latencies for %d content responses", i, len(ics), len(perfs))
+		} else {
+			for k, v := range ics {
+				if !near(num(v), (perfs[k+1]-perfs[k])/1e6) {
+					t.Errorf("record %d: inter-chunk latency %d is %v, want %v", i, k, v, (perfs[k+1]-perfs[k])/1e6)
+				}
+			}
+		}
+		latency[phase] = append(latency[phase], want["request_latency"])
+		ttft[phase] = append(ttft[phase], want["time_to_first_token"])
+	}
+
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var summary map[string]any
+	if err := json.Unmarshal(b, &summary); err != nil {
+		t.Fatal(err)
+	}
+	stats := func(vs []float64) map[string]float64 {
+		s := slices.Clone(vs)
+		slices.Sort(s)
+		sum, sq := 0.0, 0.0
+		for _, v := range s {
+			sum += v
+		}
+		avg := sum / float64(len(s))
+		for _, v := range s {
+			sq += (v - avg) * (v - avg)
+		}
+		return map[string]float64{"avg": avg, "min": s[0], "max": s[len(s)-1], "sum": sum, "count": float64(len(s)),
+			"p1": percentile(s, 1), "p50": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99),
+			"std": math.Sqrt(sq / float64(len(s)))}
+	}
+	csvRows := map[string][]string{}
+	cf, err := os.Open(filepath.Join(dir, CSVFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cf.Close()
+	cr := csv.NewReader(cf)
+	cr.FieldsPerRecord = -1 // the record metrics' rows, then the aggregates' two-field rows
+	table, err := cr.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := table[0]
+	for _, row := range table[1:] {
+		csvRows[row[0]] = row
+	}
+	for _, m := range []struct {
+		tag, csvName string
+		values       map[string][]float64
+	}{{"request_latency", "Request Latency (ms)", latency}, {"time_to_first_token", "Time to First Token (ms)", ttft}} {
+		for section, phase := range map[string]string{"": PhaseProfiling, "warmup_metrics": PhaseWarmup} {
+			block := summary
+			if section != "" {
+				block = summary[section].(map[string]any)
+			}
+			got, _ := block[m.tag].(map[string]any)
+			for k, w := range stats(m.values[phase]) {
+				if !near(num(got[k]), w) {
+					t.Errorf("summary %s %s %s: %v, want %v from the records", section, m.tag, k, got[k], w)
+				}
+			}
+		}
+		row := csvRows[m.csvName]
+		if len(row) != len(header) {
+			t.Fatalf("CSV row %q: %v under %v", m.csvName, row, header)
+		}
+		st := stats(m.values[PhaseProfiling])
+		for c, name := range header[1:] {
+			w, ok := st[name]
+			if !ok {
+				continue
+			}
+			if v, err := strconv.ParseFloat(row[c+1], 64); err != nil || math.Abs(v-w) > 0.005 {
+				t.Errorf("CSV %s %s: %q, want %.2f from the records", m.csvName, name, row[c+1], w)
+			}
+		}
+	}
+	for tag, want := range map[string]float64{"request_count": float64(len(latency[PhaseProfiling])), "error_request_count": float64(errorsByPhase[PhaseProfiling])} {
+		if got := num(summary[tag].(map[string]any)["avg"]); got != want {
+			t.Errorf("summary %s %v, want %v from the records", tag, got, want)
+		}
+	}
+
+	b, err = os.ReadFile(filepath.Join(dir, InputsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs struct {
+		Data []struct {
+			SessionID string            `json:"session_id"`
+			Payloads  []json.RawMessage `json:"payloads"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &inputs); err != nil {
+		t.Fatal(err)
+	}
+	var payload, want any
+	if len(inputs.Data) == 1 && len(inputs.Data[0].Payloads) == 1 {
+		_ = json.Unmarshal(inputs.Data[0].Payloads[0], &payload)
+	}
+	_ = json.Unmarshal([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"a<b"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}],"model":"demo","stream":false}`), &want)
+	if len(inputs.Data) != 1 || inputs.Data[0].SessionID != "img-0000" || !reflect.DeepEqual(payload, want) {
+		t.Errorf("inputs %s: want session img-0000 with the one payload written", b)
+	}
 }

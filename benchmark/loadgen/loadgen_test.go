@@ -49,6 +49,7 @@ func sseServer(t *testing.T, fail int64, seen *sync.Map) *httptest.Server {
 		}
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		fl := w.(http.Flusher)
+		// each piece flushed 2 ms after the last: a stream that takes time, split across reads
 		write := func(s string) { _, _ = w.Write([]byte(s)); fl.Flush(); time.Sleep(2 * time.Millisecond) }
 		write(`data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n")
 		write(`data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"A"}}]}` + "\r\n\r\n")
@@ -135,6 +136,7 @@ func TestRunRecordsFailures(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte("event: error\ndata: {\"error\":\"engine died\"}\n\n"))
 		}, "SSEResponseError"},
+		// a server slower than the 100 ms request timeout: the sleep is the slowness under test
 		{"timeout", func(w http.ResponseWriter, r *http.Request) { time.Sleep(300 * time.Millisecond) }, "TimeoutError"},
 	}
 	for _, tt := range tests {

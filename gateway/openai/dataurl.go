@@ -74,9 +74,6 @@ func DecodeDataURL(u string) (mediaType string, data []byte, err error) {
 
 func decodeBase64(payload string) ([]byte, error) {
 	n := len(payload) - strings.Count(payload, "\n") - strings.Count(payload, "\r")
-	if n == 0 {
-		return nil, errorf(CodeImageEmpty, "", "the data URL carries no image bytes")
-	}
 	enc := stdStrict
 	if n%4 != 0 && strings.IndexByte(payload, '=') < 0 {
 		enc = rawStrict
@@ -88,7 +85,7 @@ func decodeBase64(payload string) ([]byte, error) {
 		// The offset is safe to report; the bytes around it are not.
 		return nil, errorf(CodeInvalidImageURL, "", "the data URL's base64 payload is malformed (%v)", err)
 	}
-	if got == 0 {
+	if got == 0 { // an empty payload, or one of line breaks only
 		return nil, errorf(CodeImageEmpty, "", "the data URL carries no image bytes")
 	}
 	return dst[:got], nil

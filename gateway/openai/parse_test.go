@@ -61,7 +61,10 @@ var parseCases = []struct {
 	body      string
 	wantCode  string
 	wantParam string
-	check     func(t *testing.T, r *Request)
+	// wantMsg is a fragment of the refusal's message: it tells apart the checks that share a
+	// code and a param.
+	wantMsg string
+	check   func(t *testing.T, r *Request)
 }{
 	{name: "text then image", body: body(okContent, `"max_tokens":16,"temperature":0,"top_k":1,"top_p":0.5,"seed":7,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"user":"u1"`),
 		check: func(t *testing.T, r *Request) {
@@ -126,54 +129,54 @@ var parseCases = []struct {
 		}},
 	{name: "equal max tokens", body: body(okContent, `"max_tokens":5,"max_completion_tokens":5`)},
 
-	{name: "empty body", body: ``, wantCode: CodeInvalidJSON},
-	{name: "malformed json", body: `{"model":"m",`, wantCode: CodeInvalidJSON},
-	{name: "body not an object", body: `[1,2]`, wantCode: CodeInvalidType},
-	{name: "body null", body: `null`, wantCode: CodeInvalidType},
-	{name: "missing model", body: `{"messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeMissingParameter, wantParam: "model"},
-	{name: "model not a string", body: `{"model":3,"messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeInvalidType, wantParam: "model"},
-	{name: "model too long", body: `{"model":"` + strings.Repeat("m", 300) + `","messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeInvalidValue, wantParam: "model"},
-	{name: "missing messages", body: `{"model":"m"}`, wantCode: CodeMissingParameter, wantParam: "messages"},
-	{name: "messages not an array", body: `{"model":"m","messages":"hi"}`, wantCode: CodeInvalidType, wantParam: "messages"},
-	{name: "message not an object", body: `{"model":"m","messages":[3]}`, wantCode: CodeInvalidType, wantParam: "messages[0]"},
-	{name: "no messages", body: `{"model":"m","messages":[]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
-	{name: "two messages", body: `{"model":"m","messages":[{"role":"user","content":"s"},{"role":"user","content":"hi"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
-	{name: "system role", body: `{"model":"m","messages":[{"role":"system","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
-	{name: "developer role", body: `{"model":"m","messages":[{"role":"developer","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
-	{name: "assistant role", body: `{"model":"m","messages":[{"role":"assistant","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
-	{name: "unknown role", body: `{"model":"m","messages":[{"role":"robot","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
-	{name: "missing role", body: `{"model":"m","messages":[{"content":"hi"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].role"},
-	{name: "missing content", body: `{"model":"m","messages":[{"role":"user"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].content"},
-	{name: "content a number", body: body(`7`, ""), wantCode: CodeInvalidType, wantParam: "messages[0].content"},
-	{name: "empty string content", body: body(`""`, ""), wantCode: CodeMissingText, wantParam: "messages[0].content"},
-	{name: "empty parts", body: body(`[]`, ""), wantCode: CodeMissingText, wantParam: "messages[0].content"},
-	{name: "image only", body: body(parts(imagePart(pngURL)), ""), wantCode: CodeMissingText, wantParam: "messages[0].content"},
-	{name: "empty text part", body: body(parts(`{"type":"text","text":""}`, imagePart(pngURL)), ""), wantCode: CodeMissingText, wantParam: "messages[0].content[0].text"},
-	{name: "text part without text", body: body(parts(`{"type":"text"}`, imagePart(pngURL)), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[0].text"},
-	{name: "text not a string", body: body(parts(`{"type":"text","text":5}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[0].text"},
-	{name: "two text parts", body: body(parts(textPart, imagePart(pngURL), textPart), ""), wantCode: CodeTooManyTextParts, wantParam: "messages[0].content[2]"},
-	{name: "two images", body: body(parts(textPart, imagePart(pngURL), imagePart(pngURL)), ""), wantCode: CodeTooManyImages, wantParam: "messages[0].content[2]"},
-	{name: "part not an object", body: body(parts(textPart, `"x"`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1]"},
-	{name: "part without type", body: body(parts(`{"text":"q"}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[0].type"},
-	{name: "audio part", body: body(parts(textPart, `{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type"},
-	{name: "video part", body: body(parts(textPart, `{"type":"video_url","video_url":{"url":"x"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type"},
-	{name: "file part", body: body(parts(textPart, `{"type":"file","file":{"file_id":"f"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type"},
-	{name: "unknown part", body: body(parts(textPart, `{"type":"hologram"}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type"},
-	{name: "image_url not an object", body: body(parts(textPart, `{"type":"image_url","image_url":"`+pngURL+`"}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url"},
-	{name: "image_url missing", body: body(parts(textPart, `{"type":"image_url"}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[1].image_url"},
-	{name: "image url missing", body: body(parts(textPart, `{"type":"image_url","image_url":{}}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "image url not a string", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":1}}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "NUL in text", body: body(parts(`{"type":"text","text":"a\u0000b"}`, imagePart(pngURL)), ""), wantCode: CodeInvalidValue, wantParam: "messages[0].content[0].text"},
-	{name: "NUL in string content", body: body(`"a\u0000b"`, ""), wantCode: CodeInvalidValue, wantParam: "messages[0].content"},
-	{name: "malformed base64", body: body(parts(textPart, imagePart("data:image/png;base64,iVBOR$$w0K")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "gif media type", body: body(parts(textPart, imagePart("data:image/gif;base64,R0lGODlh")), ""), wantCode: CodeUnsupportedImageFormat, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "not base64", body: body(parts(textPart, imagePart("data:image/png,rawbytes")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "empty data url", body: body(parts(textPart, imagePart("data:image/png;base64,")), ""), wantCode: CodeImageEmpty, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "file url", body: body(parts(textPart, imagePart("file:///etc/passwd")), ""), wantCode: CodeImageURLNotAllowed, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "ftp url", body: body(parts(textPart, imagePart("ftp://h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "http url with credentials", body: body(parts(textPart, imagePart("https://u:p@h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url"},
-	{name: "n 2", body: body(okContent, `"n":2`), wantCode: CodeUnsupportedParameter, wantParam: "n"},
-	{name: "n string", body: body(okContent, `"n":"2"`), wantCode: CodeInvalidType, wantParam: "n"},
+	{name: "empty body", body: ``, wantCode: CodeInvalidJSON, wantMsg: "the request body is empty; send a JSON object"},
+	{name: "malformed json", body: `{"model":"m",`, wantCode: CodeInvalidJSON, wantMsg: "the request body is not valid JSON (error at byte 13)"},
+	{name: "body not an object", body: `[1,2]`, wantCode: CodeInvalidType, wantMsg: "the request body must be a JSON object"},
+	{name: "body null", body: `null`, wantCode: CodeInvalidType, wantMsg: "the request body must be a JSON object"},
+	{name: "missing model", body: `{"messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeMissingParameter, wantParam: "model", wantMsg: "model is required: name a model listed by GET /v1/models"},
+	{name: "model not a string", body: `{"model":3,"messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeInvalidType, wantParam: "model", wantMsg: "model must be a string"},
+	{name: "model too long", body: `{"model":"` + strings.Repeat("m", 300) + `","messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeInvalidValue, wantParam: "model", wantMsg: "model names are at most 256 bytes"},
+	{name: "missing messages", body: `{"model":"m"}`, wantCode: CodeMissingParameter, wantParam: "messages", wantMsg: "messages is required: send one user message"},
+	{name: "messages not an array", body: `{"model":"m","messages":"hi"}`, wantCode: CodeInvalidType, wantParam: "messages", wantMsg: "messages must be an array of messages"},
+	{name: "message not an object", body: `{"model":"m","messages":[3]}`, wantCode: CodeInvalidType, wantParam: "messages[0]", wantMsg: "a message must be an object"},
+	{name: "no messages", body: `{"model":"m","messages":[]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages", wantMsg: "got 0 messages"},
+	{name: "two messages", body: `{"model":"m","messages":[{"role":"user","content":"s"},{"role":"user","content":"hi"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages", wantMsg: "got 2 messages"},
+	{name: "system role", body: `{"model":"m","messages":[{"role":"system","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role", wantMsg: "a system message must be followed by one user message"},
+	{name: "developer role", body: `{"model":"m","messages":[{"role":"developer","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role", wantMsg: "a developer message must be followed by one user message"},
+	{name: "assistant role", body: `{"model":"m","messages":[{"role":"assistant","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role", wantMsg: "assistant messages are not supported: send one user message"},
+	{name: "unknown role", body: `{"model":"m","messages":[{"role":"robot","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role", wantMsg: `unknown role; only "user" and one "system" before it are served`},
+	{name: "missing role", body: `{"model":"m","messages":[{"content":"hi"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].role", wantMsg: `the message needs a role; "user" is served, after at most one "system" message`},
+	{name: "missing content", body: `{"model":"m","messages":[{"role":"user"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].content", wantMsg: "the message needs content: a text part with the question and at most one image_url part"},
+	{name: "content a number", body: body(`7`, ""), wantCode: CodeInvalidType, wantParam: "messages[0].content", wantMsg: "content must be a string or an array of content parts"},
+	{name: "empty string content", body: body(`""`, ""), wantCode: CodeMissingText, wantParam: "messages[0].content", wantMsg: "the question is empty"},
+	{name: "empty parts", body: body(`[]`, ""), wantCode: CodeMissingText, wantParam: "messages[0].content", wantMsg: "the message needs one text part with the question"},
+	{name: "image only", body: body(parts(imagePart(pngURL)), ""), wantCode: CodeMissingText, wantParam: "messages[0].content", wantMsg: "the message needs one text part with the question"},
+	{name: "empty text part", body: body(parts(`{"type":"text","text":""}`, imagePart(pngURL)), ""), wantCode: CodeMissingText, wantParam: "messages[0].content[0].text", wantMsg: "the question is empty"},
+	{name: "text part without text", body: body(parts(`{"type":"text"}`, imagePart(pngURL)), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[0].text", wantMsg: "a text part needs its text"},
+	{name: "text not a string", body: body(parts(`{"type":"text","text":5}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[0].text", wantMsg: "messages[0].content[0].text must be a string"},
+	{name: "two text parts", body: body(parts(textPart, imagePart(pngURL), textPart), ""), wantCode: CodeTooManyTextParts, wantParam: "messages[0].content[2]", wantMsg: "the message may hold one text part; put the whole question in it"},
+	{name: "two images", body: body(parts(textPart, imagePart(pngURL), imagePart(pngURL)), ""), wantCode: CodeTooManyImages, wantParam: "messages[0].content[2]", wantMsg: "Iris answers about one image per request; send one image_url part"},
+	{name: "part not an object", body: body(parts(textPart, `"x"`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1]", wantMsg: "a content part must be an object"},
+	{name: "part without type", body: body(parts(`{"text":"q"}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[0].type", wantMsg: `every content part needs a type: "text" or "image_url"`},
+	{name: "audio part", body: body(parts(textPart, `{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type", wantMsg: "audio parts are not supported"},
+	{name: "video part", body: body(parts(textPart, `{"type":"video_url","video_url":{"url":"x"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type", wantMsg: "video parts are not supported"},
+	{name: "file part", body: body(parts(textPart, `{"type":"file","file":{"file_id":"f"}}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type", wantMsg: "file parts are not supported"},
+	{name: "unknown part", body: body(parts(textPart, `{"type":"hologram"}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type", wantMsg: `unknown content part type "hologram"; use "text" and "image_url"`},
+	{name: "image_url not an object", body: body(parts(textPart, `{"type":"image_url","image_url":"`+pngURL+`"}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url", wantMsg: "image_url must be an object with a url"},
+	{name: "image_url missing", body: body(parts(textPart, `{"type":"image_url"}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[1].image_url", wantMsg: "an image_url part needs an image_url object with a url"},
+	{name: "image url missing", body: body(parts(textPart, `{"type":"image_url","image_url":{}}`), ""), wantCode: CodeMissingParameter, wantParam: "messages[0].content[1].image_url.url", wantMsg: "an image_url part needs a url"},
+	{name: "image url not a string", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":1}}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url.url", wantMsg: "messages[0].content[1].image_url.url must be a string"},
+	{name: "NUL in text", body: body(parts(`{"type":"text","text":"a\u0000b"}`, imagePart(pngURL)), ""), wantCode: CodeInvalidValue, wantParam: "messages[0].content[0].text", wantMsg: "the text contains a NUL character"},
+	{name: "NUL in string content", body: body(`"a\u0000b"`, ""), wantCode: CodeInvalidValue, wantParam: "messages[0].content", wantMsg: "the text contains a NUL character"},
+	{name: "malformed base64", body: body(parts(textPart, imagePart("data:image/png;base64,iVBOR$$w0K")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url", wantMsg: "the data URL's base64 payload is malformed (illegal base64 data at input byte 5)"},
+	{name: "gif media type", body: body(parts(textPart, imagePart("data:image/gif;base64,R0lGODlh")), ""), wantCode: CodeUnsupportedImageFormat, wantParam: "messages[0].content[1].image_url.url", wantMsg: "the data URL declares image/gif; only image/png and image/jpeg are accepted"},
+	{name: "not base64", body: body(parts(textPart, imagePart("data:image/png,rawbytes")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url", wantMsg: "the data URL must be base64-encoded (data:<media type>;base64,<payload>)"},
+	{name: "empty data url", body: body(parts(textPart, imagePart("data:image/png;base64,")), ""), wantCode: CodeImageEmpty, wantParam: "messages[0].content[1].image_url.url", wantMsg: "the data URL carries no image bytes"},
+	{name: "file url", body: body(parts(textPart, imagePart("file:///etc/passwd")), ""), wantCode: CodeImageURLNotAllowed, wantParam: "messages[0].content[1].image_url.url", wantMsg: "file URLs are never read; send the image inline as a data: URL"},
+	{name: "ftp url", body: body(parts(textPart, imagePart("ftp://h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url", wantMsg: "the image URL must be a data: URL (data:image/png;base64,...)"},
+	{name: "http url with credentials", body: body(parts(textPart, imagePart("https://u:p@h/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url", wantMsg: "the image URL is not a valid http(s) URL with a host and no credentials"},
+	{name: "n 2", body: body(okContent, `"n":2`), wantCode: CodeUnsupportedParameter, wantParam: "n", wantMsg: "n must be 1: Iris returns one choice"},
+	{name: "n string", body: body(okContent, `"n":"2"`), wantCode: CodeInvalidType, wantParam: "n", wantMsg: "n must be an integer"},
 	{name: "system then user", body: `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":` + okContent + `}]}`,
 		check: func(t *testing.T, r *Request) {
 			if r.System == nil || *r.System != "Be brief." || r.Image == nil || r.Image.Param != "messages[1].content[1].image_url.url" {
@@ -197,17 +200,17 @@ var parseCases = []struct {
 			t.Errorf("system %q", *r.System)
 		}
 	}},
-	{name: "system alone", body: `{"model":"m","messages":[{"role":"system","content":"x"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role"},
-	{name: "two systems", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"system","content":"y"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[1].role"},
-	{name: "system then assistant", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"assistant","content":"y"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[1].role"},
-	{name: "user then system", body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"system","content":"y"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
-	{name: "system user assistant", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":"y"},{"role":"assistant","content":"z"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
-	{name: "assistant history", body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"},{"role":"user","content":"z"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages"},
-	{name: "system content number", body: `{"model":"m","messages":[{"role":"system","content":1},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidType, wantParam: "messages[0].content"},
-	{name: "system content missing", body: `{"model":"m","messages":[{"role":"system"},{"role":"user","content":"y"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].content"},
-	{name: "system image part", body: `{"model":"m","messages":[{"role":"system","content":[` + imagePart(pngURL) + `]},{"role":"user","content":"y"}]}`, wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[0].type"},
-	{name: "system NUL", body: `{"model":"m","messages":[{"role":"system","content":"a\u0000"},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidValue, wantParam: "messages[0].content"},
-	{name: "user errors name messages[1]", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":[` + imagePart(pngURL) + `]}]}`, wantCode: CodeMissingText, wantParam: "messages[1].content"},
+	{name: "system alone", body: `{"model":"m","messages":[{"role":"system","content":"x"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role", wantMsg: "a system message must be followed by one user message"},
+	{name: "two systems", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"system","content":"y"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[1].role", wantMsg: "a system message must be followed by one user message"},
+	{name: "system then assistant", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"assistant","content":"y"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[1].role", wantMsg: "assistant messages are not supported: send one user message"},
+	{name: "user then system", body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"system","content":"y"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages", wantMsg: "got 2 messages"},
+	{name: "system user assistant", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":"y"},{"role":"assistant","content":"z"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages", wantMsg: "got 3 messages"},
+	{name: "assistant history", body: `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"},{"role":"user","content":"z"}]}`, wantCode: CodeUnsupportedMessages, wantParam: "messages", wantMsg: "got 3 messages"},
+	{name: "system content number", body: `{"model":"m","messages":[{"role":"system","content":1},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidType, wantParam: "messages[0].content", wantMsg: "content must be a string or an array of text parts"},
+	{name: "system content missing", body: `{"model":"m","messages":[{"role":"system"},{"role":"user","content":"y"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].content", wantMsg: "the system message needs content"},
+	{name: "system image part", body: `{"model":"m","messages":[{"role":"system","content":[` + imagePart(pngURL) + `]},{"role":"user","content":"y"}]}`, wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[0].type", wantMsg: "a system message holds text parts only"},
+	{name: "system NUL", body: `{"model":"m","messages":[{"role":"system","content":"a\u0000"},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidValue, wantParam: "messages[0].content", wantMsg: "the system message contains a NUL character"},
+	{name: "user errors name messages[1]", body: `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":[` + imagePart(pngURL) + `]}]}`, wantCode: CodeMissingText, wantParam: "messages[1].content", wantMsg: "the message needs one text part with the question"},
 	{name: "detail and pixel range", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":"low"}}`), `"min_pixels":100,"max_pixels":200`),
 		check: func(t *testing.T, r *Request) {
 			if r.Image.Detail != "low" || r.MinPixels != 100 || r.MaxPixels != 200 || r.Image.DetailParam() != "messages[0].content[1].image_url.detail" {
@@ -215,12 +218,12 @@ var parseCases = []struct {
 			}
 		}},
 	{name: "detail null", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":null}}`), ``)},
-	{name: "detail unknown", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":"max"}}`), ``), wantCode: CodeInvalidValue, wantParam: "messages[0].content[1].image_url.detail"},
-	{name: "detail bool", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":true}}`), ``), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url.detail"},
-	{name: "min_pixels zero", body: body(okContent, `"min_pixels":0`), wantCode: CodeInvalidValue, wantParam: "min_pixels"},
-	{name: "max_pixels huge", body: body(okContent, `"max_pixels":1099511627777`), wantCode: CodeInvalidValue, wantParam: "max_pixels"},
-	{name: "min over max pixels", body: body(okContent, `"min_pixels":3,"max_pixels":2`), wantCode: CodeConflictingParameters, wantParam: "max_pixels"},
-	{name: "max_pixels string", body: body(okContent, `"max_pixels":"2"`), wantCode: CodeInvalidType, wantParam: "max_pixels"},
+	{name: "detail unknown", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":"max"}}`), ``), wantCode: CodeInvalidValue, wantParam: "messages[0].content[1].image_url.detail", wantMsg: `detail must be "auto", "low" or "high"`},
+	{name: "detail bool", body: body(parts(textPart, `{"type":"image_url","image_url":{"url":`+quote(pngURL)+`,"detail":true}}`), ``), wantCode: CodeInvalidType, wantParam: "messages[0].content[1].image_url.detail", wantMsg: "messages[0].content[1].image_url.detail must be a string"},
+	{name: "min_pixels zero", body: body(okContent, `"min_pixels":0`), wantCode: CodeInvalidValue, wantParam: "min_pixels", wantMsg: "min_pixels must be in [1, 1099511627776]"},
+	{name: "max_pixels huge", body: body(okContent, `"max_pixels":1099511627777`), wantCode: CodeInvalidValue, wantParam: "max_pixels", wantMsg: "max_pixels must be in [1, 1099511627776]"},
+	{name: "min over max pixels", body: body(okContent, `"min_pixels":3,"max_pixels":2`), wantCode: CodeConflictingParameters, wantParam: "max_pixels", wantMsg: "min_pixels is over max_pixels"},
+	{name: "max_pixels string", body: body(okContent, `"max_pixels":"2"`), wantCode: CodeInvalidType, wantParam: "max_pixels", wantMsg: "max_pixels must be an integer"},
 	{name: "stop string", body: body(okContent, `"stop":"\n"`), check: func(t *testing.T, r *Request) {
 		if len(r.Stop) != 1 || r.Stop[0] != "\n" {
 			t.Errorf("stop %q", r.Stop)
@@ -237,16 +240,16 @@ var parseCases = []struct {
 		}
 	}},
 	{name: "stop empty array", body: body(okContent, `"stop":[]`)},
-	{name: "stop five", body: body(okContent, `"stop":["a","b","c","d","e"]`), wantCode: CodeInvalidValue, wantParam: "stop"},
-	{name: "stop empty item", body: body(okContent, `"stop":["a",""]`), wantCode: CodeInvalidValue, wantParam: "stop[1]"},
-	{name: "stop too long", body: body(okContent, `"stop":["`+strings.Repeat("x", 257)+`"]`), wantCode: CodeInvalidValue, wantParam: "stop[0]"},
-	{name: "stop number", body: body(okContent, `"stop":7`), wantCode: CodeInvalidType, wantParam: "stop"},
-	{name: "stop object", body: body(okContent, `"stop":{"a":1}`), wantCode: CodeInvalidType, wantParam: "stop"},
-	{name: "stop item number", body: body(okContent, `"stop":["a",1]`), wantCode: CodeInvalidType, wantParam: "stop[1]"},
-	{name: "tools", body: body(okContent, `"tools":[{"type":"function","function":{"name":"f"}}]`), wantCode: CodeUnsupportedParameter, wantParam: "tools"},
-	{name: "tool_choice", body: body(okContent, `"tool_choice":"auto"`), wantCode: CodeUnsupportedParameter, wantParam: "tool_choice"},
-	{name: "functions", body: body(okContent, `"functions":[{"name":"f"}]`), wantCode: CodeUnsupportedParameter, wantParam: "functions"},
-	{name: "response_format", body: body(okContent, `"response_format":{"type":"json_object"}`), wantCode: CodeUnsupportedParameter, wantParam: "response_format"},
+	{name: "stop five", body: body(okContent, `"stop":["a","b","c","d","e"]`), wantCode: CodeInvalidValue, wantParam: "stop", wantMsg: "stop takes at most 4 strings, got 5"},
+	{name: "stop empty item", body: body(okContent, `"stop":["a",""]`), wantCode: CodeInvalidValue, wantParam: "stop[1]", wantMsg: "a stop string must not be empty"},
+	{name: "stop too long", body: body(okContent, `"stop":["`+strings.Repeat("x", 257)+`"]`), wantCode: CodeInvalidValue, wantParam: "stop[0]", wantMsg: "a stop string is at most 256 bytes"},
+	{name: "stop number", body: body(okContent, `"stop":7`), wantCode: CodeInvalidType, wantParam: "stop", wantMsg: "stop must be a string or an array of strings"},
+	{name: "stop object", body: body(okContent, `"stop":{"a":1}`), wantCode: CodeInvalidType, wantParam: "stop", wantMsg: "stop must be a string or an array of strings"},
+	{name: "stop item number", body: body(okContent, `"stop":["a",1]`), wantCode: CodeInvalidType, wantParam: "stop[1]", wantMsg: "stop[1] must be a string"},
+	{name: "tools", body: body(okContent, `"tools":[{"type":"function","function":{"name":"f"}}]`), wantCode: CodeUnsupportedParameter, wantParam: "tools", wantMsg: "tools are not supported"},
+	{name: "tool_choice", body: body(okContent, `"tool_choice":"auto"`), wantCode: CodeUnsupportedParameter, wantParam: "tool_choice", wantMsg: "tool_choice is not supported"},
+	{name: "functions", body: body(okContent, `"functions":[{"name":"f"}]`), wantCode: CodeUnsupportedParameter, wantParam: "functions", wantMsg: "functions are not supported"},
+	{name: "response_format", body: body(okContent, `"response_format":{"type":"json_object"}`), wantCode: CodeUnsupportedParameter, wantParam: "response_format", wantMsg: "response_format is not supported; answers are plain text"},
 	{name: "logprobs", body: body(okContent, `"logprobs":true,"top_logprobs":20`), check: func(t *testing.T, r *Request) {
 		if !r.Logprobs || r.TopLogprobs != 20 {
 			t.Errorf("request %+v", r)
@@ -257,32 +260,32 @@ var parseCases = []struct {
 			t.Errorf("request %+v", r)
 		}
 	}},
-	{name: "logprobs number", body: body(okContent, `"logprobs":1`), wantCode: CodeInvalidType, wantParam: "logprobs"},
-	{name: "top_logprobs without logprobs", body: body(okContent, `"top_logprobs":3`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
-	{name: "top_logprobs 21", body: body(okContent, `"logprobs":true,"top_logprobs":21`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
-	{name: "top_logprobs negative", body: body(okContent, `"logprobs":true,"top_logprobs":-1`), wantCode: CodeInvalidValue, wantParam: "top_logprobs"},
-	{name: "top_logprobs string", body: body(okContent, `"logprobs":true,"top_logprobs":"3"`), wantCode: CodeInvalidType, wantParam: "top_logprobs"},
-	{name: "reasoning_effort", body: body(okContent, `"reasoning_effort":"low"`), wantCode: CodeUnsupportedParameter, wantParam: "reasoning_effort"},
-	{name: "chat_template_kwargs", body: body(okContent, `"chat_template_kwargs":{"enable_thinking":false}`), wantCode: CodeUnsupportedParameter, wantParam: "chat_template_kwargs"},
-	{name: "enable_thinking", body: body(okContent, `"enable_thinking":true`), wantCode: CodeUnsupportedParameter, wantParam: "enable_thinking"},
-	{name: "thinking", body: body(okContent, `"thinking":{"type":"enabled"}`), wantCode: CodeUnsupportedParameter, wantParam: "thinking"},
-	{name: "max_tokens zero", body: body(okContent, `"max_tokens":0`), wantCode: CodeInvalidValue, wantParam: "max_tokens"},
-	{name: "max_tokens negative", body: body(okContent, `"max_tokens":-3`), wantCode: CodeInvalidValue, wantParam: "max_tokens"},
-	{name: "max_completion_tokens zero", body: body(okContent, `"max_completion_tokens":0`), wantCode: CodeInvalidValue, wantParam: "max_completion_tokens"},
-	{name: "max_tokens string", body: body(okContent, `"max_tokens":"10"`), wantCode: CodeInvalidType, wantParam: "max_tokens"},
-	{name: "max_tokens fraction", body: body(okContent, `"max_tokens":1.5`), wantCode: CodeInvalidType, wantParam: "max_tokens"},
-	{name: "max_tokens huge", body: body(okContent, `"max_tokens":99999999999999999999999`), wantCode: CodeInvalidValue, wantParam: "max_tokens"},
-	{name: "max tokens disagree", body: body(okContent, `"max_tokens":5,"max_completion_tokens":6`), wantCode: CodeConflictingParameters, wantParam: "max_completion_tokens"},
-	{name: "temperature negative", body: body(okContent, `"temperature":-0.1`), wantCode: CodeInvalidValue, wantParam: "temperature"},
-	{name: "temperature string", body: body(okContent, `"temperature":"hot"`), wantCode: CodeInvalidType, wantParam: "temperature"},
-	{name: "top_k negative", body: body(okContent, `"top_k":-1`), wantCode: CodeInvalidValue, wantParam: "top_k"},
-	{name: "top_p zero", body: body(okContent, `"top_p":0`), wantCode: CodeInvalidValue, wantParam: "top_p"},
-	{name: "top_p over one", body: body(okContent, `"top_p":1.01`), wantCode: CodeInvalidValue, wantParam: "top_p"},
-	{name: "seed fraction", body: body(okContent, `"seed":0.5`), wantCode: CodeInvalidType, wantParam: "seed"},
-	{name: "stream string", body: body(okContent, `"stream":"yes"`), wantCode: CodeInvalidType, wantParam: "stream"},
-	{name: "stream_options not object", body: body(okContent, `"stream_options":true`), wantCode: CodeInvalidType, wantParam: "stream_options"},
-	{name: "include_usage string", body: body(okContent, `"stream_options":{"include_usage":"y"}`), wantCode: CodeInvalidType, wantParam: "stream_options.include_usage"},
-	{name: "ignore_eos number", body: body(okContent, `"ignore_eos":1`), wantCode: CodeInvalidType, wantParam: "ignore_eos"},
+	{name: "logprobs number", body: body(okContent, `"logprobs":1`), wantCode: CodeInvalidType, wantParam: "logprobs", wantMsg: "logprobs must be a boolean"},
+	{name: "top_logprobs without logprobs", body: body(okContent, `"top_logprobs":3`), wantCode: CodeInvalidValue, wantParam: "top_logprobs", wantMsg: `top_logprobs needs "logprobs": true`},
+	{name: "top_logprobs 21", body: body(okContent, `"logprobs":true,"top_logprobs":21`), wantCode: CodeInvalidValue, wantParam: "top_logprobs", wantMsg: "top_logprobs must be in [0, 20]"},
+	{name: "top_logprobs negative", body: body(okContent, `"logprobs":true,"top_logprobs":-1`), wantCode: CodeInvalidValue, wantParam: "top_logprobs", wantMsg: "top_logprobs must be in [0, 20]"},
+	{name: "top_logprobs string", body: body(okContent, `"logprobs":true,"top_logprobs":"3"`), wantCode: CodeInvalidType, wantParam: "top_logprobs", wantMsg: "top_logprobs must be an integer"},
+	{name: "reasoning_effort", body: body(okContent, `"reasoning_effort":"low"`), wantCode: CodeUnsupportedParameter, wantParam: "reasoning_effort", wantMsg: "reasoning controls are not supported"},
+	{name: "chat_template_kwargs", body: body(okContent, `"chat_template_kwargs":{"enable_thinking":false}`), wantCode: CodeUnsupportedParameter, wantParam: "chat_template_kwargs", wantMsg: "chat_template_kwargs is not supported: the bundle's plugin frames the prompt"},
+	{name: "enable_thinking", body: body(okContent, `"enable_thinking":true`), wantCode: CodeUnsupportedParameter, wantParam: "enable_thinking", wantMsg: "thinking controls are not supported"},
+	{name: "thinking", body: body(okContent, `"thinking":{"type":"enabled"}`), wantCode: CodeUnsupportedParameter, wantParam: "thinking", wantMsg: "thinking controls are not supported"},
+	{name: "max_tokens zero", body: body(okContent, `"max_tokens":0`), wantCode: CodeInvalidValue, wantParam: "max_tokens", wantMsg: "max_tokens must be at least 1"},
+	{name: "max_tokens negative", body: body(okContent, `"max_tokens":-3`), wantCode: CodeInvalidValue, wantParam: "max_tokens", wantMsg: "max_tokens must be at least 1"},
+	{name: "max_completion_tokens zero", body: body(okContent, `"max_completion_tokens":0`), wantCode: CodeInvalidValue, wantParam: "max_completion_tokens", wantMsg: "max_completion_tokens must be at least 1"},
+	{name: "max_tokens string", body: body(okContent, `"max_tokens":"10"`), wantCode: CodeInvalidType, wantParam: "max_tokens", wantMsg: "max_tokens must be an integer"},
+	{name: "max_tokens fraction", body: body(okContent, `"max_tokens":1.5`), wantCode: CodeInvalidType, wantParam: "max_tokens", wantMsg: "max_tokens must be an integer"},
+	{name: "max_tokens huge", body: body(okContent, `"max_tokens":99999999999999999999999`), wantCode: CodeInvalidValue, wantParam: "max_tokens", wantMsg: "max_tokens is out of range"},
+	{name: "max tokens disagree", body: body(okContent, `"max_tokens":5,"max_completion_tokens":6`), wantCode: CodeConflictingParameters, wantParam: "max_completion_tokens", wantMsg: "max_tokens and max_completion_tokens disagree; send one of them"},
+	{name: "temperature negative", body: body(okContent, `"temperature":-0.1`), wantCode: CodeInvalidValue, wantParam: "temperature", wantMsg: "temperature must be >= 0"},
+	{name: "temperature string", body: body(okContent, `"temperature":"hot"`), wantCode: CodeInvalidType, wantParam: "temperature", wantMsg: "temperature must be a number"},
+	{name: "top_k negative", body: body(okContent, `"top_k":-1`), wantCode: CodeInvalidValue, wantParam: "top_k", wantMsg: "top_k must be >= 0 (0 keeps every token)"},
+	{name: "top_p zero", body: body(okContent, `"top_p":0`), wantCode: CodeInvalidValue, wantParam: "top_p", wantMsg: "top_p must be in (0, 1]"},
+	{name: "top_p over one", body: body(okContent, `"top_p":1.01`), wantCode: CodeInvalidValue, wantParam: "top_p", wantMsg: "top_p must be in (0, 1]"},
+	{name: "seed fraction", body: body(okContent, `"seed":0.5`), wantCode: CodeInvalidType, wantParam: "seed", wantMsg: "seed must be an integer"},
+	{name: "stream string", body: body(okContent, `"stream":"yes"`), wantCode: CodeInvalidType, wantParam: "stream", wantMsg: "stream must be a boolean"},
+	{name: "stream_options not object", body: body(okContent, `"stream_options":true`), wantCode: CodeInvalidType, wantParam: "stream_options", wantMsg: "stream_options must be an object"},
+	{name: "include_usage string", body: body(okContent, `"stream_options":{"include_usage":"y"}`), wantCode: CodeInvalidType, wantParam: "stream_options.include_usage", wantMsg: "stream_options.include_usage must be a boolean"},
+	{name: "ignore_eos number", body: body(okContent, `"ignore_eos":1`), wantCode: CodeInvalidType, wantParam: "ignore_eos", wantMsg: "ignore_eos must be a boolean"},
 	{name: "return_token_ids", body: body(okContent, `"return_token_ids":true`),
 		check: func(t *testing.T, r *Request) {
 			if !r.ReturnTokenIDs {
@@ -295,8 +298,36 @@ var parseCases = []struct {
 				t.Error("return_token_ids set by null")
 			}
 		}},
-	{name: "return_token_ids string", body: body(okContent, `"return_token_ids":"true"`), wantCode: CodeInvalidType, wantParam: "return_token_ids"},
-	{name: "user number", body: body(okContent, `"user":1`), wantCode: CodeInvalidType, wantParam: "user"},
+	{name: "return_token_ids string", body: body(okContent, `"return_token_ids":"true"`), wantCode: CodeInvalidType, wantParam: "return_token_ids", wantMsg: "return_token_ids must be a boolean"},
+	{name: "user number", body: body(okContent, `"user":1`), wantCode: CodeInvalidType, wantParam: "user", wantMsg: "user must be a string"},
+	{name: "user too long", body: body(okContent, `"user":"`+strings.Repeat("u", 1025)+`"`), wantCode: CodeInvalidValue, wantParam: "user", wantMsg: "user is at most 1024 bytes"},
+	{name: "empty model", body: `{"model":"","messages":[{"role":"user","content":"hi"}]}`, wantCode: CodeMissingParameter, wantParam: "model", wantMsg: "model is required: name a model listed by GET /v1/models"},
+	{name: "role not a string", body: `{"model":"m","messages":[{"role":5,"content":"hi"}]}`, wantCode: CodeInvalidType, wantParam: "messages[0].role", wantMsg: "messages[0].role must be a string"},
+	{name: "tool role", body: `{"model":"m","messages":[{"role":"tool","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role", wantMsg: "tool messages are not supported: send one user message"},
+	{name: "function role", body: `{"model":"m","messages":[{"role":"function","content":"hi"}]}`, wantCode: CodeUnsupportedRole, wantParam: "messages[0].role", wantMsg: "function messages are not supported: send one user message"},
+	{name: "system part not an object", body: `{"model":"m","messages":[{"role":"system","content":[5]},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidType, wantParam: "messages[0].content[0]", wantMsg: "a content part must be an object"},
+	{name: "system part type not a string", body: `{"model":"m","messages":[{"role":"system","content":[{"type":5}]},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidType, wantParam: "messages[0].content[0].type", wantMsg: "messages[0].content[0].type must be a string"},
+	{name: "system text not a string", body: `{"model":"m","messages":[{"role":"system","content":[{"type":"text","text":5}]},{"role":"user","content":"y"}]}`, wantCode: CodeInvalidType, wantParam: "messages[0].content[0].text", wantMsg: "messages[0].content[0].text must be a string"},
+	{name: "system text missing", body: `{"model":"m","messages":[{"role":"system","content":[{"type":"text"}]},{"role":"user","content":"y"}]}`, wantCode: CodeMissingParameter, wantParam: "messages[0].content[0].text", wantMsg: "a text part needs its text"},
+	{name: "part type not a string", body: body(parts(`{"type":5}`), ""), wantCode: CodeInvalidType, wantParam: "messages[0].content[0].type", wantMsg: "messages[0].content[0].type must be a string"},
+	{name: "unknown part not named", body: body(parts(textPart, `{"type":"holo gram"}`), ""), wantCode: CodeUnsupportedContentPart, wantParam: "messages[0].content[1].type", wantMsg: `unknown content part type; use "text" and "image_url"`},
+	{name: "image url too long", body: body(parts(textPart, imagePart("https://h/"+strings.Repeat("x", 4090))), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url", wantMsg: "image URLs are at most 4096 bytes"},
+	{name: "http url without a host", body: body(parts(textPart, imagePart("http:///x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url", wantMsg: "the image URL is not a valid http(s) URL with a host and no credentials"},
+	{name: "http url unparsable", body: body(parts(textPart, imagePart("http://[::1/x.png")), ""), wantCode: CodeInvalidImageURL, wantParam: "messages[0].content[1].image_url.url", wantMsg: "the image URL is not a valid http(s) URL with a host and no credentials"},
+	{name: "max_completion_tokens string", body: body(okContent, `"max_completion_tokens":"10"`), wantCode: CodeInvalidType, wantParam: "max_completion_tokens", wantMsg: "max_completion_tokens must be an integer"},
+	{name: "temperature out of range", body: body(okContent, `"temperature":1e999`), wantCode: CodeInvalidValue, wantParam: "temperature", wantMsg: "temperature is out of range"},
+	{name: "top_p string", body: body(okContent, `"top_p":"x"`), wantCode: CodeInvalidType, wantParam: "top_p", wantMsg: "top_p must be a number"},
+	{name: "top_k string", body: body(okContent, `"top_k":"x"`), wantCode: CodeInvalidType, wantParam: "top_k", wantMsg: "top_k must be an integer"},
+	{name: "seed huge", body: body(okContent, `"seed":99999999999999999999`), wantCode: CodeInvalidValue, wantParam: "seed", wantMsg: "seed is out of range"},
+	{name: "min_pixels string", body: body(okContent, `"min_pixels":"1"`), wantCode: CodeInvalidType, wantParam: "min_pixels", wantMsg: "min_pixels must be an integer"},
+	{name: "stop item null", body: body(okContent, `"stop":[null]`), wantCode: CodeInvalidType, wantParam: "stop[0]", wantMsg: "stop[0] is null; a stop string must be a string"},
+	{name: "stop string too long", body: body(okContent, `"stop":"`+strings.Repeat("x", 257)+`"`), wantCode: CodeInvalidValue, wantParam: "stop[0]", wantMsg: "a stop string is at most 256 bytes"},
+	{name: "n zero", body: body(okContent, `"n":0`), wantCode: CodeUnsupportedParameter, wantParam: "n", wantMsg: "n must be 1: Iris returns one choice"},
+	{name: "function_call", body: body(okContent, `"function_call":"auto"`), wantCode: CodeUnsupportedParameter, wantParam: "function_call", wantMsg: "function_call is not supported"},
+	{name: "reasoning", body: body(okContent, `"reasoning":{"effort":"low"}`), wantCode: CodeUnsupportedParameter, wantParam: "reasoning", wantMsg: "reasoning controls are not supported"},
+	{name: "neutral controls accepted", body: body(okContent, `"tools":{},"functions":"","tool_choice":"none","function_call":null,"reasoning":null,"reasoning_effort":null,"chat_template_kwargs":null,"enable_thinking":null,"thinking":null,"response_format":null`)},
+	{name: "body whitespace", body: " \n ", wantCode: CodeInvalidJSON, wantMsg: "the request body is empty; send a JSON object"},
+	{name: "body a string", body: `"hi"`, wantCode: CodeInvalidType, wantMsg: "the request body must be a JSON object"},
 }
 
 func TestParseChatRequest(t *testing.T) {
@@ -316,11 +347,11 @@ func TestParseChatRequest(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("ParseChatRequest = %+v, %v; want code %s", r, err, tt.wantCode)
 			}
-			if e.Code != tt.wantCode || e.Param != tt.wantParam {
-				t.Fatalf("error %q (param %q), want %s (param %q)", e.Code, e.Param, tt.wantCode, tt.wantParam)
+			if e.Code != tt.wantCode || e.Param != tt.wantParam || !strings.Contains(e.Message, tt.wantMsg) {
+				t.Fatalf("error %q (param %q): %s\nwant %s (param %q): %s", e.Code, e.Param, e.Message, tt.wantCode, tt.wantParam, tt.wantMsg)
 			}
-			if e.Message == "" {
-				t.Fatal("empty message")
+			if tt.wantMsg == "" {
+				t.Fatal("the case names no message")
 			}
 		})
 	}
@@ -360,29 +391,34 @@ var dataURLCases = []struct {
 	wantType string
 	wantData []byte
 	wantCode string
+	wantMsg  string
 }{
-	{"png", "data:image/png;base64,QUJD", "image/png", []byte("ABC"), ""},
-	{"jpeg", "data:image/jpeg;base64,QUJD", "image/jpeg", []byte("ABC"), ""},
-	{"jpg alias", "data:image/jpg;base64,QUJD", "image/jpeg", []byte("ABC"), ""},
-	{"upper case", "DATA:IMAGE/PNG;BASE64,QUJD", "image/png", []byte("ABC"), ""},
-	{"unpadded", "data:image/png;base64,QUI", "image/png", []byte("AB"), ""},
-	{"padded", "data:image/png;base64,QUI=", "image/png", []byte("AB"), ""},
-	{"line breaks", "data:image/png;base64,QU\r\nJD", "image/png", []byte("ABC"), ""},
-	{"parameter", "data:image/png;name=a.png;base64,QUJD", "image/png", []byte("ABC"), ""},
-	{"not data", "http://x/y.png", "", nil, CodeInvalidImageURL},
-	{"no comma", "data:image/png;base64", "", nil, CodeInvalidImageURL},
-	{"no base64 token", "data:image/png,QUJD", "", nil, CodeInvalidImageURL},
-	{"bad parameter", "data:image/png;junk;base64,QUJD", "", nil, CodeInvalidImageURL},
-	{"no media type", "data:;base64,QUJD", "", nil, CodeUnsupportedImageFormat},
-	{"webp", "data:image/webp;base64,QUJD", "", nil, CodeUnsupportedImageFormat},
-	{"svg", "data:image/svg+xml;base64,QUJD", "", nil, CodeUnsupportedImageFormat},
-	{"empty payload", "data:image/png;base64,", "", nil, CodeImageEmpty},
-	{"only line breaks", "data:image/png;base64,\r\n", "", nil, CodeImageEmpty},
-	{"bad character", "data:image/png;base64,QU*D", "", nil, CodeInvalidImageURL},
-	{"url alphabet", "data:image/png;base64,__-_", "", nil, CodeInvalidImageURL},
-	{"nonzero padding bits", "data:image/png;base64,QUJ=", "", nil, CodeInvalidImageURL},
-	{"misplaced padding", "data:image/png;base64,Q=JD", "", nil, CodeInvalidImageURL},
-	{"one char", "data:image/png;base64,Q", "", nil, CodeInvalidImageURL},
+	{"png", "data:image/png;base64,QUJD", "image/png", []byte("ABC"), "", ""},
+	{"jpeg", "data:image/jpeg;base64,QUJD", "image/jpeg", []byte("ABC"), "", ""},
+	{"jpg alias", "data:image/jpg;base64,QUJD", "image/jpeg", []byte("ABC"), "", ""},
+	{"upper case", "DATA:IMAGE/PNG;BASE64,QUJD", "image/png", []byte("ABC"), "", ""},
+	{"unpadded", "data:image/png;base64,QUI", "image/png", []byte("AB"), "", ""},
+	{"padded", "data:image/png;base64,QUI=", "image/png", []byte("AB"), "", ""},
+	{"line breaks", "data:image/png;base64,QU\r\nJD", "image/png", []byte("ABC"), "", ""},
+	{"parameter", "data:image/png;name=a.png;base64,QUJD", "image/png", []byte("ABC"), "", ""},
+	{"not data", "http://x/y.png", "", nil, CodeInvalidImageURL, "the image URL is not a data: URL"},
+	{"no comma", "data:image/png;base64", "", nil, CodeInvalidImageURL, "the data URL has no ',' before its payload"},
+	{"no base64 token", "data:image/png,QUJD", "", nil, CodeInvalidImageURL, "the data URL must be base64-encoded"},
+	{"bad parameter", "data:image/png;junk;base64,QUJD", "", nil, CodeInvalidImageURL, "the data URL has a malformed parameter before ;base64"},
+	{"no media type", "data:;base64,QUJD", "", nil, CodeUnsupportedImageFormat, "the data URL declares no media type"},
+	{"webp", "data:image/webp;base64,QUJD", "", nil, CodeUnsupportedImageFormat, "the data URL declares image/webp; only image/png and image/jpeg are accepted"},
+	{"svg", "data:image/svg+xml;base64,QUJD", "", nil, CodeUnsupportedImageFormat, "the data URL declares image/svg+xml"},
+	{"empty payload", "data:image/png;base64,", "", nil, CodeImageEmpty, "the data URL carries no image bytes"},
+	{"only line breaks", "data:image/png;base64,\r\n", "", nil, CodeImageEmpty, "the data URL carries no image bytes"},
+	{"bad character", "data:image/png;base64,QU*D", "", nil, CodeInvalidImageURL, "the data URL's base64 payload is malformed"},
+	{"url alphabet", "data:image/png;base64,__-_", "", nil, CodeInvalidImageURL, "the data URL's base64 payload is malformed"},
+	{"nonzero padding bits", "data:image/png;base64,QUJ=", "", nil, CodeInvalidImageURL, "the data URL's base64 payload is malformed"},
+	{"misplaced padding", "data:image/png;base64,Q=JD", "", nil, CodeInvalidImageURL, "the data URL's base64 payload is malformed"},
+	{"one char", "data:image/png;base64,Q", "", nil, CodeInvalidImageURL, "the data URL's base64 payload is malformed"},
+	{"too short for a scheme", "dat", "", nil, CodeInvalidImageURL, "the image URL is not a data: URL"},
+	{"parameter but no base64", "data:image/png;charset=utf-8,QUJD", "", nil, CodeInvalidImageURL, "the data URL must be base64-encoded"},
+	{"base64 as the media type", "data:base64,QUJD", "", nil, CodeInvalidImageURL, "the data URL must be base64-encoded"},
+	{"media type not named", "data:image/we bp;base64,QUJD", "", nil, CodeUnsupportedImageFormat, "the data URL's media type is not accepted"},
 }
 
 func TestDecodeDataURL(t *testing.T) {
@@ -391,8 +427,8 @@ func TestDecodeDataURL(t *testing.T) {
 			mt, data, err := DecodeDataURL(tt.url)
 			if tt.wantCode != "" {
 				var e *Error
-				if !errors.As(err, &e) || e.Code != tt.wantCode {
-					t.Fatalf("DecodeDataURL = %q, %q, %v; want code %s", mt, data, err, tt.wantCode)
+				if !errors.As(err, &e) || e.Code != tt.wantCode || !strings.Contains(e.Message, tt.wantMsg) || tt.wantMsg == "" {
+					t.Fatalf("DecodeDataURL = %q, %q, %v; want code %s: %s", mt, data, err, tt.wantCode, tt.wantMsg)
 				}
 				return
 			}

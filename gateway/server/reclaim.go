@@ -22,6 +22,8 @@ import (
 type idleReclaim struct {
 	after   time.Duration
 	reclaim func()
+	// afterFunc arms the timer: time.AfterFunc (a test arms its own)
+	afterFunc func(time.Duration, func())
 
 	mu       sync.Mutex
 	inflight int
@@ -34,7 +36,7 @@ func newIdleReclaim(after time.Duration, reclaim func()) *idleReclaim {
 	if after <= 0 {
 		return nil
 	}
-	return &idleReclaim{after: after, reclaim: reclaim}
+	return &idleReclaim{after: after, reclaim: reclaim, afterFunc: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
 }
 
 // start counts a request in; the returned func counts it out and, when it was the last, arms
@@ -56,7 +58,7 @@ func (r *idleReclaim) start() func() {
 			return
 		}
 		gen := r.gen
-		time.AfterFunc(r.after, func() { r.fire(gen) })
+		r.afterFunc(r.after, func() { r.fire(gen) })
 	}
 }
 

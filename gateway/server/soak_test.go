@@ -20,6 +20,7 @@ import (
 	"github.com/iris-vlm/iris/core/coretest"
 	"github.com/iris-vlm/iris/gateway/config"
 	"github.com/iris-vlm/iris/gateway/servertest"
+	"github.com/iris-vlm/iris/internal/poll"
 )
 
 // Soak sizes. Without -race the soak runs soakCI requests, the full count (~15 s on 2
@@ -202,22 +203,18 @@ func merge(a, b map[string]any) map[string]any {
 // gone), and fails the test if that takes over 10 s.
 func waitIdle(t *testing.T, rt *core.Runtime) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, "the runtime idle after the last answer, every KV pool back to zero blocks in use", func() string {
 		busy := ""
 		for _, s := range rt.Stats() {
 			if s.Inside != 0 || s.Running != 0 || s.Queued != 0 || s.KVUsed != 0 {
 				busy += fmt.Sprintf(" %s: inside %d running %d queued %d KV %d/%d blocks;", s.Model, s.Inside, s.Running, s.Queued, s.KVUsed, s.KVTotal)
 			}
 		}
-		if busy == "" {
-			return
+		if busy != "" {
+			return "still busy:" + busy
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the last answer the runtime is still busy:%s want every KV pool back to zero blocks in use", busy)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // settledRSS returns the process's resident set after a GC that hands freed memory back to the

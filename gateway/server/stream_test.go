@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iris-vlm/iris/benchmark/sse"
 	"github.com/iris-vlm/iris/gateway/openai"
+	"github.com/iris-vlm/iris/internal/poll"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -74,6 +78,161 @@ func TestStreamGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStreamGoldenTranscripts reads each committed transcript with the SSE reader of Iris's
+// clients (benchmark/sse) and checks it against the answer the fake task gives (fixture_test.go:
+// "A <w>x<h> <format> image. You asked: <question>", or "You said: <question>", a token a
+// word), computed here and not by the server: the text the deltas make, one finish reason, the
+// usage, the error event, the log-probabilities, the OpenAI chunk framing and the closing
+// [DONE]. The golden comparison above catches any change; this catches a golden that is wrong.
+func TestStreamGoldenTranscripts(t *testing.T) {
+	words := func(s string) []string { return strings.SplitAfter(s, " ") }
+	vlAnswer := func(q string) string { return "A 64x48 png image. You asked: " + q }
+	const imageTokens = 3 * 2 // 64x48 in 28-pixel cells
+	for _, tc := range []struct {
+		name, model string
+		text        string // the answer the deltas make
+		finish      string // "" when the stream ends in an error event
+		prompt      int    // usage.prompt_tokens; -1: no usage chunk
+		errCode     string
+		logprobs    bool
+	}{
+		{"image_usage", bundleVL, vlAnswer(question), "stop", 10 + len(strings.Fields(question)) + imageTokens, "", false},
+		{"image_first_no_usage", bundleVL, strings.Join(words(vlAnswer("Name the colours."))[:4], ""), "length", -1, "", false},
+		{"text_only", bundleText, "You said: Hello <there> & welcome", "stop", 10 + 4, "", false},
+		{"error_after_start", bundleVL, "Partial", "", -1, "engine_failed", false},
+		{"no_start_event", bundleVL, vlAnswer(doStartSilent), "stop", 10 + 1 + imageTokens, "", false},
+		{"logprobs", bundleVL, strings.Join(words(vlAnswer(question))[:3], ""), "length", -1, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", tc.name+".sse.golden"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// the timings only the runtime measures are masked in the golden: any number will do
+			r := sse.NewReader(strings.NewReader(strings.ReplaceAll(string(raw), "MEASURED", "0")))
+			var (
+				text            strings.Builder
+				deltas          int
+				finishes        []string
+				usage           *usageJSON
+				errCode         string
+				done, afterDone bool
+			)
+			for i := 0; ; i++ {
+				msg, err := r.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				event, data := sse.Data(msg)
+				switch {
+				case done:
+					afterDone = true
+				case data == "[DONE]":
+					done = true
+					continue
+				case event == "error":
+					var e struct {
+						Error struct{ Code string } `json:"error"`
+					}
+					if err := json.Unmarshal([]byte(data), &e); err != nil {
+						t.Fatalf("message %d: error event %q: %v", i, data, err)
+					}
+					errCode = e.Error.Code
+					continue
+				case event != "":
+					t.Fatalf("message %d: event %q", i, event)
+				}
+				var c struct {
+					ID, Object, Model string
+					Choices           []struct {
+						Delta struct {
+							Role    string
+							Content *string
+						}
+						Logprobs *struct {
+							Content []struct {
+								Token   string
+								Logprob float64
+							}
+						}
+						FinishReason *string `json:"finish_reason"`
+					}
+					Usage *usageJSON
+				}
+				if err := json.Unmarshal([]byte(data), &c); err != nil {
+					t.Fatalf("message %d: %q: %v", i, data, err)
+				}
+				if c.ID != "chatcmpl-req-"+tc.name || c.Object != "chat.completion.chunk" || c.Model != tc.model {
+					t.Errorf("message %d: id %q, object %q, model %q", i, c.ID, c.Object, c.Model)
+				}
+				if i == 0 {
+					if len(c.Choices) != 1 || c.Choices[0].Delta.Role != "assistant" || c.Choices[0].Delta.Content == nil || *c.Choices[0].Delta.Content != "" {
+						t.Errorf("the first chunk is not the assistant's empty role chunk: %s", data)
+					}
+					continue
+				}
+				if c.Usage != nil {
+					usage = c.Usage
+				}
+				for _, ch := range c.Choices {
+					if ch.FinishReason != nil {
+						finishes = append(finishes, *ch.FinishReason)
+					}
+					if ch.Delta.Content == nil {
+						continue
+					}
+					tok := *ch.Delta.Content
+					if tc.logprobs {
+						if lp := ch.Logprobs; lp == nil || len(lp.Content) != 1 || lp.Content[0].Token != tok ||
+							math.Abs(lp.Content[0].Logprob+float64(deltas+1)/10) > 1e-6 {
+							t.Errorf("delta %d (%q): logprobs %+v, want the token at %v", deltas, tok, ch.Logprobs, -float64(deltas+1)/10)
+						}
+					}
+					text.WriteString(tok)
+					deltas++
+				}
+			}
+			if !done || afterDone {
+				t.Errorf("the stream ends with [DONE]: %v; a message after it: %v", done, afterDone)
+			}
+			if text.String() != tc.text {
+				t.Errorf("the deltas make %q, want %q", text.String(), tc.text)
+			}
+			if want := len(strings.Fields(tc.text)); deltas != want {
+				t.Errorf("%d deltas, want a word each: %d", deltas, want)
+			}
+			switch {
+			case tc.finish == "" && len(finishes) != 0:
+				t.Errorf("finish reasons %q in a stream that ends in an error", finishes)
+			case tc.finish != "" && (len(finishes) != 1 || finishes[0] != tc.finish):
+				t.Errorf("finish reasons %q, want one %q", finishes, tc.finish)
+			}
+			if errCode != tc.errCode {
+				t.Errorf("error event code %q, want %q", errCode, tc.errCode)
+			}
+			switch {
+			case tc.prompt < 0 && usage != nil:
+				t.Errorf("a usage chunk %+v, want none", usage)
+			case tc.prompt >= 0 && usage == nil:
+				t.Error("no usage chunk")
+			case tc.prompt >= 0 && (usage.PromptTokens != tc.prompt || usage.CompletionTokens != deltas ||
+				usage.TotalTokens != usage.PromptTokens+usage.CompletionTokens):
+				t.Errorf("usage %+v, want %d prompt tokens and a completion token a delta (%d)", usage, tc.prompt, deltas)
+			}
+		})
+	}
+}
+
+// usageJSON is OpenAI's usage object as a client reads it.
+type usageJSON struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
 }
 
 // sseEvent is one parsed server-sent event.
@@ -251,11 +410,5 @@ func (e *testEnv) insideOf(model string) int {
 // waitFor polls cond for up to 10 s: a liveness bound, not a speed assertion.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, poll.True(cond))
 }

@@ -14,6 +14,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/iris-vlm/iris/internal/poll"
 )
 
 // stubExporter fails while err is set, counts the batches it is asked to send and the spans it
@@ -138,6 +140,8 @@ func TestSetupQuietWithoutCollector(t *testing.T) {
 	for range 30 {
 		_, span := tr.Start(context.Background(), "request")
 		span.End()
+		// the load under test: a span every 10 ms for 300 ms, so that batch after batch (10 ms
+		// batch delay) fails while the failure is logged once
 		time.Sleep(10 * time.Millisecond)
 	}
 	_ = tel.Shutdown(context.Background())
@@ -180,15 +184,12 @@ func TestQuietExporterRetriesWithoutNewBatches(t *testing.T) {
 	stub.err = nil
 	stub.mu.Unlock()
 	_ = q.ExportSpans(context.Background(), batch) // within the back-off: held
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Until(t, 10*time.Second, "the timer to retry the held spans (6 spans exported)", func() string {
 		stub.mu.Lock()
-		n := stub.spans
-		stub.mu.Unlock()
-		if n == 6 {
-			return
+		defer stub.mu.Unlock()
+		if stub.spans == 6 {
+			return ""
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("the held spans were not retried by the timer (%d calls, %d spans)", stub.calls, stub.spans)
+		return fmt.Sprintf("%d calls, %d spans", stub.calls, stub.spans)
+	})
 }

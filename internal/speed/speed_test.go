@@ -59,7 +59,7 @@ func TestClosedLoop(t *testing.T) {
 				if n == tc.failAt {
 					return boom
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // a request's 1 ms: the work the closed loop times
 				return nil
 			})
 			if !errors.Is(err, tc.wantErr) {
@@ -101,6 +101,7 @@ func TestRunSteady(t *testing.T) {
 
 // TestClosedLoopRunEnds: every completion has its time, in order, within the run.
 func TestClosedLoopRunEnds(t *testing.T) {
+	// each request takes 1 ms: the work the closed loop times
 	r, err := ClosedLoopRun(3, 30*time.Millisecond, func() error { time.Sleep(time.Millisecond); return nil })
 	if err != nil {
 		t.Fatal(err)

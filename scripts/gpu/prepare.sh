@@ -10,6 +10,9 @@ cd "$(dirname "$0")/../.."
 out=${IRIS_CARRY_DIR:-.carry} # another git-ignored .carry-* directory for a second carry
 case $out in .carry | .carry-*) ;; *) echo "prepare: IRIS_CARRY_DIR must be .carry or .carry-<name> (git-ignored)" >&2; exit 2 ;; esac
 rm -rf "$out" && mkdir -p "$out/bin" "$out/tokenizer" "$out/plugins" "$out/base"
+# the commit the binaries are built from (-dirty: with uncommitted changes), for run.sh's record
+# of the test runs (docs/results/gpu-tests.md)
+{ git rev-parse --short HEAD | tr -d '\n'; [[ -z $(git status --porcelain --untracked-files=no) ]] || printf -- '-dirty'; echo; } >"$out/commit"
 # the kernels the binaries embed, rebuilt when iris.cu changed (a stale fatbin would carry
 # kernels the Go side no longer names, or lack new ones)
 scripts/gpu/build-kernels.sh

@@ -2,7 +2,9 @@
 # The one device call of a GPU run (docs/gpu.md). Runs on the H200 machine in the repository root
 # with .carry/ made by `just gpu-bench` (scripts/gpu/prepare.sh):
 #
-#   bash scripts/gpu/run.sh check   the first three smoke steps (no Python)
+#   bash scripts/gpu/run.sh check   the first three smoke steps (no Python), then the record of the
+#                                   test binaries' runs ($OUT/gpu-tests.tsv, a GPU-TESTS line;
+#                                   scripts/gpu/record-check.sh adds it to docs/results/gpu-tests.md)
 #   bash scripts/gpu/run.sh smoke   toolchain and driver, module load, every kernel against a CPU
 #                                   reference, cuBLAS, tiny-fixture parity against the golden
 #                                   tokens, and the whole full-run pipeline on the tiny models
@@ -365,15 +367,56 @@ if [[ $phase == sweep ]]; then # the sweep alone (while it is being mended)
   (cd core/internal/enginetest/cudaparity && timeout 240 "$bin/cudaparity.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
   exit 0
 fi
+# run_tests <binary> <dir> <timeout> <args>...: runs a carried test binary with -test.v in dir and
+# prints its output; the output and the exit status are also kept in $tests for record_tests.
+tests=$work/tests
+rm -rf "$tests" && mkdir -p "$tests"
+run_tests() {
+  local b=$1 dir=$2 t=$3 rc
+  shift 3
+  (cd "$dir" && timeout "$t" "$bin/$b" -test.v "$@") >"$tests/last.log" 2>&1
+  rc=$?
+  cat "$tests/last.log" >>"$tests/$b.log"
+  echo "$rc" >>"$tests/$b.status"
+  cat "$tests/last.log"
+  return $rc
+}
+# record_tests <phase> <binary>...: the dated record of the binaries' runs: for each, the tests
+# and subtests run, passed, failed and skipped (their --- lines), and the verdict (passed when
+# every run of every binary exited 0). One line, "GPU-TESTS" and tab-separated fields, printed and
+# written to $OUT/gpu-tests.tsv: scripts/gpu/record-check.sh adds it to docs/results/gpu-tests.md.
+# The commit is the one prepare.sh built the binaries from ($carry/commit).
+record_tests() {
+  local phase=$1 verdict=passed b pass fail skip
+  shift
+  local fields=("$(date -u +%F)" "$(cat "$carry/commit" 2>/dev/null || echo unknown)" "run.sh $phase")
+  for b in "$@"; do
+    if [[ ! -f $tests/$b.status ]]; then
+      fields+=("$b=not run")
+      verdict=failed
+      continue
+    fi
+    pass=$(grep -cE '^ *--- PASS' "$tests/$b.log")
+    fail=$(grep -cE '^ *--- FAIL' "$tests/$b.log")
+    skip=$(grep -cE '^ *--- SKIP' "$tests/$b.log")
+    fields+=("$b=$((pass + fail + skip)) run: $pass passed, $fail failed, $skip skipped")
+    if ((fail > 0)) || grep -qv '^0$' "$tests/$b.status"; then verdict=failed; fi
+  done
+  fields+=("$verdict")
+  (IFS=$'\t'; echo "GPU-TESTS${IFS}${fields[*]}") | tee "$OUT/gpu-tests.tsv"
+}
+
 if [[ $phase == smoke || $phase == check ]]; then
   step "gpu package: compat symbols, PTX load, launch, graph capture"
-  (cd core/internal/ml/cuda/gpu && timeout 60 "$bin/gpu.test" -test.v 2>&1 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)' ); verdict gpu.test ${PIPESTATUS[0]}
+  run_tests gpu.test core/internal/ml/cuda/gpu 60 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)'; verdict gpu.test ${PIPESTATUS[0]}
   step "kernels against CPU references"
-  (cd core/internal/ml/cuda && timeout 120 "$bin/cuda.test" -test.v -test.run 'Kernel' 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT)'); verdict kernels ${PIPESTATUS[0]}
+  run_tests cuda.test core/internal/ml/cuda 120 -test.run 'Kernel' | grep -vE '^=== (RUN|PAUSE|CONT)'; verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
-  (cd core/internal/enginetest/cudaparity && timeout 150 "$bin/cudaparity.test" -test.v -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane' 2>&1 | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80); verdict fixtures ${PIPESTATUS[0]}
+  run_tests cudaparity.test core/internal/enginetest/cudaparity 150 -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane' | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80; verdict fixtures ${PIPESTATUS[0]}
   step "shape sweeps: 14 Qwen2.5-VL and 11 Qwen3-VL seeded checkpoints x 6 cases against transformers (fp32)"
-  (cd core/internal/enginetest/cudaparity && timeout 240 "$bin/cudaparity.test" -test.v -test.run 'Sweep' 2>&1 | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60); verdict sweep ${PIPESTATUS[0]}
+  run_tests cudaparity.test core/internal/enginetest/cudaparity 240 -test.run 'Sweep' | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60; verdict sweep ${PIPESTATUS[0]}
+  step "the record (scripts/gpu/record-check.sh adds it to docs/results/gpu-tests.md)"
+  record_tests "$phase" gpu.test cuda.test cudaparity.test
 fi
 if [[ $phase == smoke ]]; then
   step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"

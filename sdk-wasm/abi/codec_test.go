@@ -244,3 +244,59 @@ func TestViewCountCap(t *testing.T) {
 		t.Errorf("%d spans decoded: %v", len(f.Spans), err)
 	}
 }
+
+// TestCodecRefusals: each of the codec's own checks (sizes, versions, an error response's
+// fields) refuses with its own message.
+func TestCodecRefusals(t *testing.T) {
+	errorResponse := func(kind, code, msg string) []byte {
+		w := &writer{b: []byte{kindError, Minor}}
+		w.str(kind)
+		w.str(code)
+		w.str(msg)
+		return w.b
+	}
+	for _, tc := range []struct {
+		name      string
+		run       func() error
+		want      string
+		malformed bool // the error wraps ErrMalformed (what was read is at fault, not what was written)
+	}{
+		{"encode at a negative minor", func() error { _, err := EncodeAt(&PlanRequest{}, -1); return err },
+			"no wire minor -1 (this side speaks up to 2)", false},
+		{"encode at a future minor", func() error { _, err := EncodeAt(&PlanRequest{}, Minor+1); return err },
+			"no wire minor 3", false},
+		{"encode over the size limit", func() error {
+			_, err := Encode(&FrameRequest{Question: strings.Repeat("x", MaxMessageBytes), Plan: samplePlan()})
+			return err
+		}, "bytes is over the 1048576-byte message limit", false},
+		{"decode over the size limit", func() error { return Decode(make([]byte, MaxMessageBytes+1), &Plan{}) },
+			"1048577 bytes is over the 1048576-byte message limit", true},
+		{"empty response", func() error { _, err := DecodeResponse[Plan](nil); return err }, "empty response", true},
+		{"unknown response kind", func() error { _, err := DecodeResponse[Plan]([]byte{'X'}); return err },
+			"response kind 0x58 is neither 'O' nor 'E'", true},
+		{"truncated error response", func() error {
+			b := EncodeError(Refusef(CodeImageTooSmall, "small"))
+			_, err := DecodeResponse[Plan](b[:len(b)-1])
+			return err
+		}, "decoding an error response", true},
+		{"bytes after an error response", func() error {
+			_, err := DecodeResponse[Plan](append(EncodeError(Refusef(CodeImageTooSmall, "small")), 0))
+			return err
+		}, "1 bytes after the error", true},
+		{"error kind", func() error { _, err := DecodeResponse[Plan](errorResponse("maybe", "x", "")); return err },
+			`error kind "maybe" is neither "refusal" nor "failure"`, true},
+		{"error code", func() error { _, err := DecodeResponse[Plan](errorResponse("refusal", "Bad Code", "")); return err },
+			`error code "Bad Code" is not a snake_case code`, true},
+		{"error message too long", func() error {
+			_, err := DecodeResponse[Plan](errorResponse("failure", "x", strings.Repeat("m", MaxErrorMessage+1)))
+			return err
+		}, "error message of 4097 bytes is over 4096", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrMalformed) != tc.malformed {
+				t.Fatalf("got %v, want an error containing %q (wrapping ErrMalformed: %t)", err, tc.want, tc.malformed)
+			}
+		})
+	}
+}

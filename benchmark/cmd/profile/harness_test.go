@@ -52,7 +52,7 @@ func (s *scriptedVision) Answer(ctx context.Context, in *core.VisionInput, emit 
 	}
 	var text strings.Builder
 	for _, w := range vocabulary[:n] {
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a decode step's time: the answers' latencies are what is profiled
 		text.WriteString(w)
 		if err := emit(core.Event{Kind: core.EventDelta, Text: w, Tokens: 1}); err != nil {
 			return nil, err

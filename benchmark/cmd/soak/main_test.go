@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,21 +60,33 @@ func TestRealServer(t *testing.T) {
 	}
 }
 
+// TestUsage: each refusal of the command line exits 2 naming what is wrong; every case but the
+// one broken flag is a valid command line (an image to send, a closed port that would answer
+// nothing), so that a missing check shows as another message.
 func TestUsage(t *testing.T) {
-	dir := t.TempDir()
+	empty, images := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(images, "a.png"), []byte("not read before the run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	valid := []string{"-url", "http://127.0.0.1:1", "-timeout", "1s", "-requests", "1", "-model", "m", "-images", images}
+	with := func(args ...string) []string { return append(slices.Clone(valid), args...) }
 	for _, tc := range []struct {
 		name string
 		args []string
+		want string
 	}{
-		{"no model", []string{"-images", dir}},
-		{"no images", []string{"-model", "m", "-images", dir}},
-		{"bad fractions", []string{"-model", "m", "-images", dir, "-bad", "0.6", "-cancel", "0.6"}},
-		{"unknown flag", []string{"-nope"}},
+		{"no model", with("-model", ""), "-model and -images are required"},
+		{"no images", with("-images", empty), "no .jpg, .jpeg or .png files in " + empty},
+		{"bad fractions", with("-bad", "0.6", "-cancel", "0.6"), "-bad 0.6 and -cancel 0.6: want each >= 0, summing to at most 1"},
+		{"negative fraction", with("-bad", "-0.1"), "-bad -0.1 and -cancel 0.1"},
+		{"no requests", with("-requests", "0"), "-requests, -concurrency and -max-tokens must be positive"},
+		{"extra argument", with("x"), `unexpected arguments ["x"]`},
+		{"unknown flag", with("-nope"), "flag provided but not defined: -nope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if code := run(t.Context(), tc.args, &stdout, &stderr); code != 2 {
-				t.Fatalf("exit %d, want 2: %s", code, stderr.String())
+			if code := run(t.Context(), tc.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("exit %d: %s\nwant exit 2 and %q", code, stderr.String(), tc.want)
 			}
 		})
 	}

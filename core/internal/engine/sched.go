@@ -61,6 +61,11 @@ type SchedulerOptions struct {
 	// DecodeHoldRows is the fewest decode steps a round holds (default 32): under a lighter load
 	// a token's latency counts for more than a pass's weight reads.
 	DecodeHoldRows int
+
+	// waits, set by tests, is called each time the loop is about to wait: idle, with no input
+	// ready, until something wakes it (held false), or holding a round of decode steps for a
+	// tower's prompt (held true).
+	waits func(held bool)
 }
 
 func (o SchedulerOptions) withDefaults() SchedulerOptions {
@@ -477,6 +482,9 @@ func (s *Scheduler) loop() {
 				busy = true
 			}
 		}
+		if !busy && s.opts.waits != nil {
+			s.opts.waits(false)
+		}
 		return busy
 	})
 }
@@ -555,6 +563,9 @@ func (s *Scheduler) hold() {
 		wait := time.Until(until)
 		if wait <= 0 {
 			return
+		}
+		if s.opts.waits != nil {
+			s.opts.waits(true)
 		}
 		timer := time.NewTimer(wait)
 		select {

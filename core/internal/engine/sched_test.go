@@ -11,6 +11,7 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/internal/poll"
 )
 
 func TestPrefillChunks(t *testing.T) {
@@ -51,6 +52,11 @@ type poolModel struct {
 	alive int
 	sizes []int // inputs per pass
 	steps int   // tokens appended to every sequence so far
+	// meet, when joined is set, is how many sequences every pass waits for (the first passes
+	// then hold them together): joined is closed once they are alive
+	meet   int
+	joined chan struct{}
+	met    bool
 }
 
 type poolSeq struct {
@@ -95,6 +101,10 @@ func (m *poolModel) NewSequence(capacity int) (model.Sequence, error) {
 	m.free -= capacity
 	m.alive++
 	m.peak = max(m.peak, m.alive)
+	if m.joined != nil && !m.met && m.alive >= m.meet {
+		m.met = true
+		close(m.joined)
+	}
 	return &poolSeq{m: m, cap: capacity}, nil
 }
 func (m *poolModel) Prefill(context.Context, model.Sequence, model.Prompt) ([]float32, error) {
@@ -105,7 +115,13 @@ func (m *poolModel) DecodeStep(context.Context, model.Sequence, int32, int32) ([
 }
 
 func (m *poolModel) Forward(_ context.Context, batch []model.Input) ([]model.Output, error) {
-	time.Sleep(200 * time.Microsecond) // a pass takes time, so requests meet in one
+	if m.joined != nil {
+		select {
+		case <-m.joined:
+		case <-time.After(10 * time.Second):
+			return nil, fmt.Errorf("a pass waited 10 s for %d sequences to be alive", m.meet)
+		}
+	}
 	m.mu.Lock()
 	m.sizes = append(m.sizes, len(batch))
 	m.mu.Unlock()
@@ -126,6 +142,8 @@ func (m *poolModel) Forward(_ context.Context, batch []model.Input) ([]model.Out
 
 func TestSchedulerAdmitsByBlocks(t *testing.T) {
 	m := newPoolModel(40) // room for two requests of 4 + 16 tokens at once
+	// the first pass waits for a second request's sequence: the two then share passes
+	m.meet, m.joined = 2, make(chan struct{})
 	s, err := NewScheduler(m, SchedulerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -207,17 +225,14 @@ func TestSchedulerAdmitsInArrivalOrder(t *testing.T) {
 	<-first
 	waitQueued := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		poll.Until(t, 10*time.Second, fmt.Sprintf("%d requests waiting for blocks", n), func() string {
 			s.mu.Lock()
-			got := len(s.admit)
-			s.mu.Unlock()
-			if got == n {
-				return
+			defer s.mu.Unlock()
+			if got := len(s.admit); got != n {
+				return fmt.Sprintf("%d waiting", got)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d requests waiting for blocks, want %d", got, n)
-			}
-		}
+			return ""
+		})
 	}
 	var wg sync.WaitGroup
 	run := func(name string, req Request) {
@@ -594,6 +609,41 @@ func TestSchedulerParallelVision(t *testing.T) {
 	}
 }
 
+// latestValue keeps the latest value a hook put (the hook never blocks); a test awaits one.
+type latestValue struct{ c chan int }
+
+func latest() latestValue { return latestValue{make(chan int, 1)} }
+
+// put replaces the value kept (a single goroutine puts: the scheduler's loop).
+func (l latestValue) put(v int) {
+	select {
+	case <-l.c:
+	default:
+	}
+	l.c <- v
+}
+
+// take drops the value kept, if any.
+func (l latestValue) take() {
+	select {
+	case <-l.c:
+	default:
+	}
+}
+
+// await waits up to 10 s for a value put, and fails unless it is want.
+func (l latestValue) await(t *testing.T, want int, what string) {
+	t.Helper()
+	select {
+	case got := <-l.c:
+		if got != want {
+			t.Fatalf("%d %s, want %d", got, what, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waited 10 s for the scheduler's loop to report %s", what)
+	}
+}
+
 // total is the tokens appended to every sequence so far.
 func (m *poolModel) total() int {
 	m.mu.Lock()
@@ -625,18 +675,24 @@ func TestSchedulerChains(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newPoolModel(64)
-			s, err := NewScheduler(m, SchedulerOptions{DecodeByRequest: tt.byReq})
+			idle := latest()
+			s, err := NewScheduler(m, SchedulerOptions{DecodeByRequest: tt.byReq, waits: func(held bool) {
+				if !held {
+					idle.put(m.total())
+				}
+			}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			hold := make(chan struct{})
+			hold, holding := make(chan struct{}), make(chan struct{})
 			var got []int32
 			req := Request{IDs: []int32{1, 2, 3}, MaxNewTokens: max, IgnoreEOS: true, OnToken: func(id int32) error {
 				got = append(got, id)
 				if len(got) == 1 {
+					close(holding)
 					<-hold // a client still writing its first token
 				}
 				switch len(got) {
@@ -653,20 +709,20 @@ func TestSchedulerChains(t *testing.T) {
 				defer close(done)
 				res, err = s.Generate(ctx, req)
 			}()
-			// while the client holds its first token: every step runs (chained), or none (by request)
-			deadline := time.Now().Add(5 * time.Second)
-			for tt.ahead && m.total() < 3+max-1 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
+			// while the client holds its first token the loop runs every step (chained) or none
+			// (by request) and then goes idle: what the cache holds once it is idle says which
+			select {
+			case <-holding:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no first token within 10 s")
 			}
-			if tt.ahead && m.total() != 3+max-1 {
-				t.Errorf("%d tokens in the cache while the client held its first token, want %d", m.total(), 3+max-1)
+			idle.take() // an idle round before the token was taken
+			s.wake()    // a round now, whatever the loop was doing: it ends idle
+			cached := 3
+			if tt.ahead {
+				cached = 3 + max - 1
 			}
-			if !tt.ahead {
-				time.Sleep(20 * time.Millisecond)
-				if m.total() != 3 {
-					t.Errorf("%d tokens in the cache while the client held its first token, want the prompt's 3", m.total())
-				}
-			}
+			idle.await(t, cached, "tokens in the cache when the loop is idle while the client holds its first token")
 			close(hold)
 			<-done
 			switch {
@@ -750,7 +806,12 @@ func TestSchedulerDecodeHold(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &lanesModel{visionModel: &visionModel{poolModel: newPoolModel(64)}, entered: make(chan struct{}), hold: make(chan struct{})}
-			s, unhold := heldScheduler(t, m, SchedulerOptions{DecodeHold: tc.hold, DecodeHoldRows: 1}, m.hold)
+			held := latest()
+			s, unhold := heldScheduler(t, m, SchedulerOptions{DecodeHold: tc.hold, DecodeHoldRows: 1, waits: func(h bool) {
+				if h {
+					held.put(m.total())
+				}
+			}}, m.hold)
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			type answer struct {
@@ -782,15 +843,9 @@ func TestSchedulerDecodeHold(t *testing.T) {
 				}
 				return
 			}
-			// the text request's prompt ran; its first decode step waits for the image's prompt
-			deadline := time.Now().Add(5 * time.Second)
-			for m.total() < len(text.IDs) && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			time.Sleep(30 * time.Millisecond)
-			if got := m.total(); got != len(text.IDs) {
-				t.Fatalf("%d tokens in the caches while the image was in the tower, want the prompt's %d", got, len(text.IDs))
-			}
+			// the text request's prompt ran; its first decode step waits for the image's prompt: the
+			// loop holds it, with the prompt's tokens alone in the caches
+			held.await(t, len(text.IDs), "tokens in the caches when the loop holds a decode step for the image in the tower")
 			unhold()
 			for _, c := range []chan answer{plain, withImage} {
 				if a := <-c; a.err != nil || !slices.Equal(a.res.Tokens, want) {

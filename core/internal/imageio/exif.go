@@ -131,19 +131,19 @@ func tiffOrientation(data []byte) (present bool, value int, err error) {
 	case "MM":
 		bo = binary.BigEndian
 	default:
-		return false, 0, refuse(CodeCorrupt, "the EXIF block is not a TIFF structure")
+		return false, 0, refuse(CodeCorrupt, "the EXIF block is not a TIFF structure (no byte order mark)")
 	}
 	magic := string(data[2:4])
 	if m := [2]byte{data[2], data[3]}; !(m == [2]byte{0, 0x2a} || m == [2]byte{0x2a, 0} ||
 		(m == [2]byte{0, 0x2b} && bo == binary.BigEndian) || (m == [2]byte{0x2b, 0} && bo == binary.LittleEndian)) {
-		return false, 0, refuse(CodeCorrupt, "the EXIF block is not a TIFF structure")
+		return false, 0, refuse(CodeCorrupt, "the EXIF block is not a TIFF structure (no TIFF magic number)")
 	}
 	big := magic[0] == 0x2b || magic[1] == 0x2b
 	var next uint64
 	if big {
 		if len(data) < 16 {
 			// Pillow reads 8 header bytes and then unpacks 8 more for the offset: it raises.
-			return false, 0, refuse(CodeCorrupt, "the EXIF block is truncated")
+			return false, 0, refuse(CodeCorrupt, "the BigTIFF EXIF block is truncated")
 		}
 		next = bo.Uint64(data[8:16])
 	} else {

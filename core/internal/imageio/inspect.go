@@ -3,7 +3,6 @@ package imageio
 import (
 	"bytes"
 	"fmt"
-	"math"
 )
 
 // Limits bound what Inspect accepts. A zero field disables its check.
@@ -102,8 +101,9 @@ func (h *Header) apply(lim Limits) error {
 		return refuse(CodeTooSmall, fmt.Sprintf("the image is %dx%d; each side must be at least %d", h.Width, h.Height, lim.MinSide))
 	}
 	if lim.MaxAspect > 0 {
+		// both sides are positive (checked above), so the ratio is a finite number
 		long, short := float64(max(h.Width, h.Height)), float64(min(h.Width, h.Height))
-		if r := long / short; r > lim.MaxAspect || math.IsNaN(r) {
+		if r := long / short; r > lim.MaxAspect {
 			return refuse(CodeAspect, fmt.Sprintf("the image is %dx%d, aspect ratio %.4g over the limit of %g", h.Width, h.Height, r, lim.MaxAspect))
 		}
 	}

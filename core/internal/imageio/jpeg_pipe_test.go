@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/iris-vlm/iris/internal/poll"
 )
 
 // pipeCorpus is the baseline JPEGs the pipe tests decode: the sequential fixtures (every
@@ -189,16 +191,6 @@ func (c *countdownCtx) Err() error {
 	return nil
 }
 
-// settled waits briefly for the goroutine count to drop to at most n: a worker that has
-// signalled its exit may not have returned yet.
-func settled(n int) int {
-	got := runtime.NumGoroutine()
-	for deadline := time.Now().Add(time.Second); got > n && time.Now().Before(deadline); got = runtime.NumGoroutine() {
-		time.Sleep(time.Millisecond)
-	}
-	return got
-}
-
 // TestPipeFailures decodes truncated, corrupted and cancelled baseline files with workers:
 // each must fail (or decode) as a typed refusal or a context error, and leave no goroutine
 // behind.
@@ -247,9 +239,13 @@ func TestPipeFailures(t *testing.T) {
 				check("cancelled", src, ctx)
 			}
 		}
-		if got := settled(before); got > before {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines before, %d after:\n%s", before, got, buf[:runtime.Stack(buf, true)])
-		}
+		// a worker that has signalled its exit may not have returned yet
+		poll.Until(t, 10*time.Second, fmt.Sprintf("the decoders' workers to end (%d goroutines before)", before), func() string {
+			if got := runtime.NumGoroutine(); got > before {
+				buf := make([]byte, 1<<16)
+				return fmt.Sprintf("%d goroutines:\n%s", got, buf[:runtime.Stack(buf, true)])
+			}
+			return ""
+		})
 	})
 }

@@ -46,14 +46,14 @@ func inspectJPEG(data []byte) (Header, error) {
 		case m == 0x00 || m == 0x01 || (m >= 0xd0 && m <= 0xd8):
 			continue // stuffed byte, TEM, RSTn, SOI: no length
 		case m == 0xd9:
-			return Header{}, refuse(CodeCorrupt, "the JPEG ends before its first scan")
+			return Header{}, refuse(CodeCorrupt, "the JPEG's end-of-image marker comes before its first scan")
 		}
 		if p+2 > len(data) {
-			return Header{}, refuse(CodeCorrupt, "the JPEG header is truncated")
+			return Header{}, refuse(CodeCorrupt, "the JPEG header is truncated (a marker without its length)")
 		}
 		n := int(data[p])<<8 | int(data[p+1])
 		if n < 2 || p+n > len(data) {
-			return Header{}, refuse(CodeCorrupt, "the JPEG header is truncated")
+			return Header{}, refuse(CodeCorrupt, "the JPEG header is truncated (a segment runs past the end, or its length is under 2)")
 		}
 		seg := data[p+2 : p+n]
 		p += n
@@ -117,7 +117,7 @@ func (jh *jpegHeader) parseSOF(m byte, seg []byte) error {
 		return refuse(CodeFormat, fmt.Sprintf("%d-bit JPEG is not supported", seg[0]))
 	}
 	if len(seg) < 6+3*jh.nComp {
-		return refuse(CodeCorrupt, "the JPEG frame header is truncated")
+		return refuse(CodeCorrupt, fmt.Sprintf("the JPEG frame header is too short for its %d components", jh.nComp))
 	}
 	switch jh.nComp {
 	case 1, 3:

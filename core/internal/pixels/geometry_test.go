@@ -2,6 +2,7 @@ package pixels
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 )
 
@@ -83,21 +84,29 @@ func TestResizeRejects(t *testing.T) {
 	}
 }
 
+// TestParseNames: the names a plan gives (the plugin ABI's: abi.FlavorTorchvision "torchvision",
+// abi.FlavorPIL "pil", abi.FilterBicubic "bicubic", abi.FilterBilinear "bilinear") map to the
+// flavour and filter that resize as they say, and print as themselves; any other name, the
+// case changed too, is ErrUnsupported.
 func TestParseNames(t *testing.T) {
-	for _, f := range []Flavor{Torch, PIL} {
-		if g, err := ParseFlavor(f.String()); err != nil || g != f {
-			t.Errorf("flavour %v: %v, %v", f, g, err)
+	for name, want := range map[string]Flavor{"torchvision": Torch, "pil": PIL} {
+		if got, err := ParseFlavor(name); err != nil || got != want || got.String() != name {
+			t.Errorf("ParseFlavor(%q) = %v, %v; want %v", name, got, err, want)
 		}
 	}
-	for _, f := range []Filter{Bicubic, Bilinear} {
-		if g, err := ParseFilter(f.String()); err != nil || g != f {
-			t.Errorf("filter %v: %v, %v", f, g, err)
+	for name, want := range map[string]Filter{"bicubic": Bicubic, "bilinear": Bilinear} {
+		if got, err := ParseFilter(name); err != nil || got != want || got.String() != name {
+			t.Errorf("ParseFilter(%q) = %v, %v; want %v", name, got, err, want)
 		}
 	}
-	if _, err := ParseFlavor("cv2"); err == nil {
-		t.Error("unknown flavour parsed")
+	for _, name := range []string{"cv2", "PIL", "", "invalid"} {
+		if got, err := ParseFlavor(name); !errors.Is(err, ErrUnsupported) || got != 0 {
+			t.Errorf("ParseFlavor(%q) = %v, %v; want ErrUnsupported", name, got, err)
+		}
 	}
-	if _, err := ParseFilter("lanczos"); err == nil {
-		t.Error("unknown filter parsed")
+	for _, name := range []string{"lanczos", "Bicubic", "", "invalid"} {
+		if got, err := ParseFilter(name); !errors.Is(err, ErrUnsupported) || got != 0 {
+			t.Errorf("ParseFilter(%q) = %v, %v; want ErrUnsupported", name, got, err)
+		}
 	}
 }

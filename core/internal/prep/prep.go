@@ -437,24 +437,11 @@ func (p *Preparer) patchify(dst []float32, img *pixels.RGB, n abi.Normalize, pt 
 	return pv, nil
 }
 
+// resampler maps a plan's resize (the ABI's flavour and filter names) to the pixels package's.
 func resampler(r *abi.Resize) (pixels.Flavor, pixels.Filter, error) {
-	var (
-		flavor pixels.Flavor
-		filter pixels.Filter
-	)
-	switch r.Flavor {
-	case abi.FlavorTorchvision:
-		flavor = pixels.Torch
-	case abi.FlavorPIL:
-		flavor = pixels.PIL
-	}
-	switch r.Filter {
-	case abi.FilterBicubic:
-		filter = pixels.Bicubic
-	case abi.FilterBilinear:
-		filter = pixels.Bilinear
-	}
-	if flavor == 0 || filter == 0 || !r.Antialias {
+	flavor, errFlavor := pixels.ParseFlavor(r.Flavor)
+	filter, errFilter := pixels.ParseFilter(r.Filter)
+	if errFlavor != nil || errFilter != nil || !r.Antialias {
 		return 0, 0, fmt.Errorf("executing plan: resize %s/%s antialias=%t is not a resampler this host has",
 			r.Flavor, r.Filter, r.Antialias)
 	}

@@ -529,38 +529,6 @@ func TestCorruptFiles(t *testing.T) {
 	}
 }
 
-// FuzzSafetensorsHeader feeds mutated headers to the checkpoint reader and the binder.
-func FuzzSafetensorsHeader(f *testing.F) {
-	raw, err := os.ReadFile(filepath.Join(fixture.ModelDir("tiny-tied"), "model.safetensors"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	hlen := binary.LittleEndian.Uint64(raw)
-	f.Add(raw[8 : 8+hlen])
-	f.Add([]byte(`{"__metadata__":{"a":"b"},"x":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}}`))
-	f.Add([]byte(`{"x":{"dtype":"F32","shape":[1,2,3,4,5,6,7,8,9],"data_offsets":[0,4]}}`))
-	body := raw[8+hlen:]
-	cfg, err := os.ReadFile(filepath.Join(fixture.ModelDir("tiny-tied"), "config.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	dir := f.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, header []byte) {
-		data := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
-		data = append(append(data, header...), body...)
-		if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m, err := Load(dir, cpu.Options{Threads: 1}, nil)
-		if err == nil {
-			m.Close()
-		}
-	})
-}
-
 func ExampleNew() {
 	m, err := Load(fixture.ModelDir("tiny-untied"), cpu.Options{Threads: 2}, nil)
 	if err != nil {
