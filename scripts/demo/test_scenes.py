@@ -172,7 +172,7 @@ class ScenesTest(unittest.TestCase):
             import jinja2
         except ImportError:
             self.skipTest("no jinja2")
-        path = os.path.join(ROOT, "core", "internal", "engine", "testdata", "qwen2_5_vl", "tiny-untied",
+        path = os.path.join(ROOT, "core", "internal", "enginetest", "testdata", "qwen2_5_vl", "tiny-untied",
                             "chat_template.jinja")
         tmpl = jinja2.Environment().from_string(read(path, "r"))
         q, a = "What colour is the triangle?", "green"

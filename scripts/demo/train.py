@@ -90,7 +90,7 @@ PAD = 151643  # <|endoftext|>, the pad id of the hub's generation_config
 MAX_BYTES = 25_000_000
 # greedy, no penalty, both stop ids (as scripts/reference/gpu_family.py writes for the Qwen families)
 GENERATION_CONFIG = {"bos_token_id": 151643, "pad_token_id": 151643, "eos_token_id": [151645, 151643], "do_sample": False}
-TEMPLATE_DIR = os.path.join(ROOT, "core", "internal", "engine", "testdata", "qwen2_5_vl", "tiny-untied")
+TEMPLATE_DIR = os.path.join(ROOT, "core", "internal", "enginetest", "testdata", "qwen2_5_vl", "tiny-untied")
 
 
 def model_config(text_layers=4):

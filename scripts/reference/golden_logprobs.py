@@ -17,7 +17,7 @@ from PIL import Image
 from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-FIXTURES = os.path.join(ROOT, "core", "internal", "engine", "testdata", "qwen2_5_vl")
+FIXTURES = os.path.join(ROOT, "core", "internal", "enginetest", "testdata", "qwen2_5_vl")
 STEPS = 8
 TOP = 20
 CASES = {"tiny-untied": ["square_56", "rect_320x240", "tall_120x300"], "tiny-tied": ["square_56", "rect_320x240"]}

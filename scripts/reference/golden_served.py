@@ -39,7 +39,7 @@ from golden_internvl import PROCESSOR as INTERNVL_PROCESSOR  # noqa: E402
 from seeded import seeded_tensor  # noqa: E402 (the seeded weight rule, shared with Go)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TESTDATA = os.path.join(ROOT, "core", "internal", "engine", "testdata")
+TESTDATA = os.path.join(ROOT, "core", "internal", "enginetest", "testdata")
 CASES = os.path.join(TESTDATA, "qwen2_5_vl", "cases")
 
 # Per family: the sweep model served (qwen3_vl: deepstack after three of its four blocks, grouped

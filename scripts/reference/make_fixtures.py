@@ -60,7 +60,7 @@ import seeded  # noqa: E402 (the seeded weight rule and the bf16 writer, shared 
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOKENIZER_DIR = os.path.join(ROOT, ".build", "tokenizer", "qwen3")
-OUT = os.path.join(ROOT, "core", "internal", "engine", "testdata", "qwen2_5_vl")
+OUT = os.path.join(ROOT, "core", "internal", "enginetest", "testdata", "qwen2_5_vl")
 
 MAX_NEW_TOKENS = 24
 # Logits kept per case: the top TOP_K ids plus every STRIDE-th id of the vocabulary.

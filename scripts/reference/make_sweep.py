@@ -71,7 +71,7 @@ from seeded import seeded_pixels, seeded_tensor  # noqa: E402 (the seeded rule, 
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOKENIZER_DIR = os.path.join(ROOT, ".build", "tokenizer", "qwen3")
-SWEEP_DIR = os.path.join(ROOT, "core", "internal", "engine", "testdata", "sweep")
+SWEEP_DIR = os.path.join(ROOT, "core", "internal", "enginetest", "testdata", "sweep")
 OUT = os.path.join(SWEEP_DIR, "golden.json")
 
 SEED = 20261201

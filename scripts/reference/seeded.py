@@ -51,7 +51,7 @@ import sys
 import numpy as np
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-FIXTURES = os.path.join(ROOT, "core", "internal", "engine", "testdata", "qwen2_5_vl")
+FIXTURES = os.path.join(ROOT, "core", "internal", "enginetest", "testdata", "qwen2_5_vl")
 SEEDED = os.path.join(FIXTURES, "seeded")
 
 M64 = (1 << 64) - 1
