@@ -78,33 +78,18 @@ accuracy-gate: build demo-bundle
 demo-reference: refenv demo-model
     .build/refenv/bin/python scripts/demo/reference.py --model .build/models/demo --scenes scripts/demo/heldout --out scripts/demo/heldout/reference.jsonl
 
-# Every check CI runs (README command 2), each step timed (scripts/step.sh; the durations and
-# the total close the run): setup, vet, lint, the import and cgo rules, the Go tests of the three
-# modules (the concurrent code with the race detector, the model and pixel parity suites without:
-# test-go-race, test-go-models), the cuda build vetted and linked against PyPI's CUDA headers, the
-# real AIPerf and the official openai-python client end to end, the demo model's accuracy gate.
+# Every check CI runs (README command 2; scripts/test.sh runs the steps): setup, vet, lint, the
+# import and cgo rules, the Go tests of the three modules (the concurrent code with the race
+# detector, the model and pixel parity suites without: test-go-race, test-go-models), the cuda
+# build vetted and linked against PyPI's CUDA headers, the real AIPerf and the official
+# openai-python client end to end, the demo model's accuracy gate, the Kubernetes chart and the
+# EPP plugin (deploy/). Each step is timed (scripts/step.sh): the durations and the total close
+# the run. What waits on package registries runs in the background beside the CPU-bound steps.
 # The GPU tests are linked, not run (no GPU here): vet-cuda lists them, a line near the end says so.
 # The Go tests run with -json through scripts/testsum (plain go test's output, failures in full);
 # their total, passed/failed/skipped, comes before the durations.
 test:
-    @scripts/step.sh --reset && rm -f .build/go-tests.jsonl
-    @scripts/step.sh setup {{just_executable()}} setup
-    @scripts/step.sh tools {{just_executable()}} tools
-    @scripts/step.sh plugins {{just_executable()}} plugins
-    @scripts/step.sh vet {{just_executable()}} test-vet
-    @scripts/step.sh lint {{just_executable()}} test-lint
-    @scripts/step.sh layers {{just_executable()}} test-layers
-    @scripts/step.sh go-race {{just_executable()}} test-go-race
-    @scripts/step.sh go-models {{just_executable()}} test-go-models
-    @scripts/step.sh cuda {{just_executable()}} vet-cuda
-    @scripts/step.sh demo-bundles {{just_executable()}} demo-bundle
-    @scripts/step.sh aiperf {{just_executable()}} test-aiperf
-    @scripts/step.sh openai {{just_executable()}} test-openai
-    @scripts/step.sh accuracy-gate {{just_executable()}} accuracy-gate
-    @scripts/step.sh deploy {{just_executable()}} deploy-test
-    @scripts/gpu/not-run.sh --brief {{cuda_test_pkgs}}
-    @.build/bin/testsum -total .build/go-tests.jsonl
-    @scripts/step.sh --summary
+    @scripts/test.sh {{just_executable()}}
 
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.
 refenv:

@@ -19,8 +19,8 @@ case ${1:-} in
   start=$(cat .build/test-steps.start 2>/dev/null || date +%s)
   total=$(($(date +%s) - start))
   echo "== step durations (s)"
-  awk -F'\t' '{ printf "   %-22s %5d%s\n", $1, $2, ($3 == 0 ? "" : "  FAILED (exit " $3 ")") }' "$record"
-  printf '   %-22s %5d  (%dm%02ds, setup included)\n' total "$total" $((total / 60)) $((total % 60))
+  awk -F'\t' '{ printf "   %-28s %5d%s\n", $1, $2, ($3 == 0 ? "" : "  FAILED (exit " $3 ")") }' "$record"
+  printf '   %-28s %5d  (%dm%02ds, setup included; background steps overlap the others)\n' total "$total" $((total / 60)) $((total % 60))
   exit 0
   ;;
 esac
