@@ -33,6 +33,7 @@ setup:
     scripts/unpack-fixtures.sh
     scripts/fetch-tokenizer.sh
     python3 scripts/reference/internvl_tokenizer.py
+    python3 scripts/reference/phi4_tokenizer.py
 
 # Developer tools (golangci-lint), pinned, into .build/bin.
 tools:
