@@ -23,8 +23,9 @@ import (
 //     multiply-adds: the source coordinate scale·(i+0.5)−0.5, the first step of both cubic
 //     coefficient polynomials and the second of the outer one, and the four-tap sums (the first
 //     two taps as fma(t0, w0, t1·w1), then each further tap fused). Measured against torch
-//     2.11.0 on an AVX512 CPU (scripts/reference/golden_float_resize.py). x86-64 CPUs whose torch falls back to its DEFAULT kernels round
-//     differently; the goldens record the capability they were made with.
+//     2.11.0 on an AVX512 CPU (scripts/reference/golden_float_resize.py). x86-64 CPUs whose
+//     torch falls back to its DEFAULT kernels round differently; the goldens record the
+//     capability they were made with.
 //   - Rows are computed in bands over the available cores; the result does not depend on the
 //     split.
 func ResizeFloatBicubic(dst []float32, src *RGB, t *Table, w, h int) ([]float32, error) {
