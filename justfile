@@ -5,7 +5,7 @@ set export
 
 root := justfile_directory()
 modules := ". sdk-wasm plugins"
-families := "qwen2_5_vl qwen3_vl internvl"
+families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal"
 tags := env("IRIS_TAGS", "")
 
 # cgo finds libtokenizers.a (built by `just setup`) here.
@@ -35,6 +35,7 @@ setup:
     scripts/unpack-fixtures.sh
     scripts/fetch-tokenizer.sh
     python3 scripts/reference/internvl_tokenizer.py
+    python3 scripts/reference/phi4_tokenizer.py
 
 # Developer tools (golangci-lint), pinned, into .build/bin.
 tools:

@@ -169,6 +169,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		Images: []model.Image{{
 			Pixels: pr.PixelValues,
 			Grid:   model.Grid{T: pr.Grid.T, H: pr.Grid.H, W: pr.Grid.W},
+			Masks:  patchMasks(pr.Masks),
 		}},
 		MaxNewTokens: in.Params.MaxTokens,
 		Sampling:     engine.Sampling{Temperature: in.Params.Temperature, TopK: in.Params.TopK, TopP: in.Params.TopP, Seed: in.Params.Seed},
@@ -443,4 +444,17 @@ func registerScheduler(reg prometheus.Registerer, s *engine.Scheduler) error {
 		}
 	}
 	return nil
+}
+
+// patchMasks converts prep's per-view patch masks to the engine's (nil stays nil: every patch
+// of every view is valid).
+func patchMasks(masks []abi.Rect) []model.PatchRect {
+	if masks == nil {
+		return nil
+	}
+	out := make([]model.PatchRect, len(masks))
+	for i, m := range masks {
+		out[i] = model.PatchRect{X: m.X, Y: m.Y, W: m.Width, H: m.Height}
+	}
+	return out
 }

@@ -14,9 +14,13 @@
 //
 // ABI 2 adds several views of one image ([Plan.Views]: each its own crop, resize, region of the
 // resized image, pad, normalisation and patch layout, e.g. InternVL's 448×448 tiles and
-// thumbnail) and several image spans in the prompt ([Frame.Spans]). Everything else is ABI 1,
-// unchanged: the exports, the memory protocol, the single-view plan and the single span. A plugin
-// says which vocabulary it speaks in [Description.ABI]; a host that speaks 2 serves both.
+// thumbnail) and several image spans in the prompt ([Frame.Spans]). Wire minor 3 adds to views
+// what a family of padded crops needs: a patch mask ([View.Mask], the patches the encoder
+// attends to), a float resize of the normalised canvas ([View.FloatResize]) and separator
+// tokens in the image span ([Plan.SeparatorTokens]), Phi-4-multimodal's HD crops and global
+// view. Everything else is ABI 1, unchanged: the exports, the memory protocol, the single-view
+// plan and the single span. A plugin says which vocabulary it speaks in [Description.ABI]; a
+// host that speaks 2 serves both.
 //
 // A plugin is a WASI reactor (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared) exporting:
 //

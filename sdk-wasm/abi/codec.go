@@ -39,7 +39,10 @@ var ErrMalformed = errors.New("malformed message")
 //	minor 1  FrameRequest.System (a presence byte, then the string)
 //	minor 2  ABI 2: Plan.Views (a count, then the views) at the end of every plan, and
 //	         Frame.Spans (a count, then the spans) at the end of a frame
-const Minor = 2
+//	minor 3  View.Mask and View.FloatResize (each a presence byte, then the value) at the end
+//	         of every view, and Plan.SeparatorTokens after the views of a plan that has any (a
+//	         plan without views is the same bytes as at minor 2)
+const Minor = 3
 
 // Message kinds.
 const (
@@ -252,6 +255,27 @@ func (w *writer) plan(p *Plan) {
 	case len(p.Views) > 0:
 		w.fail("a plan with views needs wire minor 2, the peer speaks %d", w.minor)
 	}
+	switch {
+	case len(p.Views) == 0 && p.SeparatorTokens != 0:
+		w.fail("a plan without views has no separator tokens (it has %d)", p.SeparatorTokens)
+	case w.minor >= 3 && len(p.Views) > 0:
+		w.int(p.SeparatorTokens)
+	case w.minor < 3 && p.needsMinor3():
+		w.fail("a plan with patch masks, float resizes or separator tokens needs wire minor 3, the peer speaks %d", w.minor)
+	}
+}
+
+// needsMinor3 reports whether the plan uses a field of wire minor 3.
+func (p *Plan) needsMinor3() bool {
+	if p.SeparatorTokens != 0 {
+		return true
+	}
+	for i := range p.Views {
+		if p.Views[i].Mask != nil || p.Views[i].FloatResize != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *writer) rect(r *Rect) {
@@ -310,6 +334,10 @@ func (w *writer) view(v *View) {
 	w.grid(v.Grid)
 	w.grid(v.LLMGrid)
 	w.int(v.ImageTokens)
+	if w.minor >= 3 {
+		w.rect(v.Mask)
+		w.resize(v.FloatResize)
+	}
 }
 
 func (w *writer) span(s *ImageSpan) {
@@ -622,6 +650,13 @@ func (r *reader) plan(p *Plan, minor int) {
 			v.Grid = r.grid()
 			v.LLMGrid = r.grid()
 			v.ImageTokens = r.int()
+			if minor >= 3 {
+				v.Mask = r.rect()
+				v.FloatResize = r.resize()
+			}
+		}
+		if minor >= 3 {
+			p.SeparatorTokens = r.int()
 		}
 	}
 }

@@ -141,12 +141,23 @@ type Plan struct {
 	// concatenated into the pixel tensor. When set, the single-view fields above (Crop, Resize,
 	// Pad, Normalize, Patches, Grid, LLMGrid) are zero; Source and ImageTokens keep their meaning.
 	Views []View `json:"views,omitempty"`
+	// SeparatorTokens (ABI 2, wire minor 3; only with Views) are placeholders of the image span
+	// that stand for no view's patches: learned separators the family's model inserts around the
+	// views' features (Phi-4-multimodal: one after each token row of its stitched crops and of
+	// its global view, one between the two). ImageTokens is the views' tokens plus these. Where
+	// the separators go and in which order the views' tokens come is the family's knowledge; the
+	// host only checks the sum.
+	SeparatorTokens int `json:"separator_tokens,omitempty"`
 }
 
 // View is one picture cut from the image (ABI 2), e.g. one 448×448 tile of InternVL's grid or
 // its thumbnail. The host applies, in order: Crop (source pixels), Resize, Region (a rectangle
 // of the resized image: tiles cut from one canvas resized once; the host resizes each distinct
-// (Crop, Resize) pair once), Pad, Normalize, patchify.
+// (Crop, Resize) pair once), Pad, Normalize, FloatResize (of the normalised canvas), patchify.
+//
+// Wire minor 3 adds two fields: Mask, the patches the vision encoder attends to (a crop padded
+// past the image's edge masks its padding), and FloatResize, a resize of the normalised float
+// canvas (Phi-4-multimodal's global view is its padded, normalised canvas shrunk to 448×448).
 type View struct {
 	// Crop, when set, keeps only this region of the source.
 	Crop *Rect `json:"crop,omitempty"`
@@ -162,13 +173,25 @@ type View struct {
 	Grid Grid `json:"grid"`
 	// LLMGrid is Grid with H and W divided by Patches.Merge.
 	LLMGrid Grid `json:"llm_grid"`
-	// ImageTokens is the view's share of the image span: LLMGrid.Cells().
+	// ImageTokens is the view's share of the image span: LLMGrid.Cells(), or with a Mask the
+	// cells it keeps ([View.KeptTokens]).
 	ImageTokens int `json:"image_tokens"`
+	// Mask (wire minor 3), when set, is the rectangle of the view's patch grid, in patches (X
+	// and Y the first column and row), that the vision encoder attends to; the patches outside
+	// it are padding, masked out as attention keys, and the family's model may lay out positions
+	// and tokens by it. A cell of LLMGrid is kept when its first patch (row i·Merge, column
+	// j·Merge) lies inside the mask, and ImageTokens counts the kept cells. nil: every patch.
+	Mask *Rect `json:"mask,omitempty"`
+	// FloatResize (wire minor 3), when set, resizes the view's normalised canvas, in float32,
+	// to this size before it is patchified: torch's CPU interpolate of a float tensor, the one
+	// combination FilterBicubic (a = −0.75, align_corners false), FlavorTorchvision, Antialias
+	// false (what transformers' torchvision backend does to a float image with antialias=False).
+	FloatResize *Resize `json:"float_resize,omitempty"`
 }
 
-// Canvas returns the size of the view after crop, resize, region and pad, for a source of size
-// src: what gets patchified.
-func (v *View) Canvas(src Size) Size {
+// Padded returns the size of the view after crop, resize, region and pad, for a source of size
+// src: the 8-bit canvas the host normalises.
+func (v *View) Padded(src Size) Size {
 	s := v.Resized(src)
 	if v.Region != nil {
 		s = Size{Width: v.Region.Width, Height: v.Region.Height}
@@ -178,6 +201,45 @@ func (v *View) Canvas(src Size) Size {
 		s.Height += v.Pad.Top + v.Pad.Bottom
 	}
 	return s
+}
+
+// Canvas returns the size of what gets patchified, for a source of size src: the padded canvas
+// ([View.Padded]), or FloatResize's size.
+func (v *View) Canvas(src Size) Size {
+	if r := v.FloatResize; r != nil {
+		return Size{Width: r.Width, Height: r.Height}
+	}
+	return v.Padded(src)
+}
+
+// PatchMask returns the rectangle of patches the encoder attends to: Mask, or the whole grid.
+func (v *View) PatchMask() Rect {
+	if v.Mask != nil {
+		return *v.Mask
+	}
+	return Rect{Width: v.Grid.W, Height: v.Grid.H}
+}
+
+// KeptTokens returns the number of LLMGrid cells the view's mask keeps: the cells whose first
+// patch (row i·Merge, column j·Merge) lies inside PatchMask, the subsampling mask[::merge,
+// ::merge] of a patch mask; without a Mask, LLMGrid.Cells().
+func (v *View) KeptTokens() int {
+	if v.Mask == nil {
+		return v.LLMGrid.Cells()
+	}
+	m := v.Patches.Merge
+	if m < 1 {
+		return 0
+	}
+	return v.LLMGrid.T * multiples(v.Mask.Y, v.Mask.Height, m) * multiples(v.Mask.X, v.Mask.Width, m)
+}
+
+// multiples returns how many multiples of m lie in [start, start+n).
+func multiples(start, n, m int) int {
+	if n <= 0 || start < 0 {
+		return 0
+	}
+	return (start+n+m-1)/m - (start+m-1)/m
 }
 
 // Resized returns the size of the view's image after crop and resize: the image Region is

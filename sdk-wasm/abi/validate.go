@@ -21,9 +21,10 @@ const (
 	MaxViews = 64
 	// MaxSpans bounds Frame.Spans (ABI 2): at most one span per view.
 	MaxSpans = MaxViews
-	// MaxViewPixels bounds the sum of the views' canvas areas, so that a plan of many views
-	// costs the host no more pixel work than the largest single-view plan would
-	// (MaxSide² = 2^30 pixels at most, whatever the view count).
+	// MaxViewPixels bounds the sum of the views' canvas areas (a view with a FloatResize counts
+	// its padded canvas and its resized one), so that a plan of many views costs the host no
+	// more pixel work than the largest single-view plan would (MaxSide² = 2^30 pixels at most,
+	// whatever the view count).
 	MaxViewPixels = MaxSide * MaxSide
 )
 
@@ -36,9 +37,10 @@ func invalid(format string, args ...any) error {
 // that executes a validated plan never allocates more than the plan's pixel tensor.
 //
 // A plan with views (ABI 2) has zero single-view fields; each view is checked as a single-view
-// plan is, plus its region; the views number at most [MaxViews], their canvases together cover
-// at most [MaxViewPixels] and their tokens sum to ImageTokens. Whether the plugin may send views
-// at all (it speaks ABI 2) is the host's check, not this one.
+// plan is, plus its region, its float resize and its mask; the views number at most
+// [MaxViews], their canvases together cover at most [MaxViewPixels], and their tokens plus the
+// separator tokens sum to ImageTokens. Whether the plugin may send views at all (it speaks ABI
+// 2) is the host's check, not this one.
 func (p *Plan) Validate(src Size) error {
 	if p.Source != src {
 		return invalid("plan is for a %dx%d image, the image is %dx%d", p.Source.Width, p.Source.Height, src.Width, src.Height)
@@ -48,6 +50,9 @@ func (p *Plan) Validate(src Size) error {
 	}
 	if len(p.Views) > 0 {
 		return p.validateViews()
+	}
+	if p.SeparatorTokens != 0 {
+		return invalid("separator tokens %d in a plan without views", p.SeparatorTokens)
 	}
 	if err := checkCrop(p.Crop, p.Source); err != nil {
 		return err
@@ -72,6 +77,9 @@ func (p *Plan) validateViews() error {
 	if len(p.Views) > MaxViews {
 		return invalid("%d views, at most %d", len(p.Views), MaxViews)
 	}
+	if s := p.SeparatorTokens; s < 0 || s > MaxImageTokens {
+		return invalid("separator tokens %d outside [0, %d]", s, MaxImageTokens)
+	}
 	tokens, area := 0, 0
 	for i := range p.Views {
 		v := &p.Views[i]
@@ -79,15 +87,21 @@ func (p *Plan) validateViews() error {
 			return fmt.Errorf("view %d: %w", i, err)
 		}
 		tokens += v.ImageTokens
-		c := v.Canvas(p.Source)
+		c := v.Padded(p.Source)
 		area += c.Width * c.Height
+		if v.FloatResize != nil {
+			area += v.FloatResize.Width * v.FloatResize.Height
+		}
 		if tokens > MaxImageTokens || area > MaxViewPixels {
 			return invalid("views 0 to %d already make %d image tokens (at most %d) over %d canvas pixels (at most %d)",
 				i, tokens, MaxImageTokens, area, MaxViewPixels)
 		}
 	}
-	if p.ImageTokens != tokens {
+	switch s := p.SeparatorTokens; {
+	case s == 0 && p.ImageTokens != tokens:
 		return invalid("image tokens %d, the views give %d", p.ImageTokens, tokens)
+	case s != 0 && p.ImageTokens != tokens+s:
+		return invalid("image tokens %d, the views give %d and the separators %d", p.ImageTokens, tokens, s)
 	}
 	return nil
 }
@@ -108,6 +122,9 @@ func (v *View) validate(src Size) error {
 	if err := checkPad(v.Pad); err != nil {
 		return err
 	}
+	if err := checkFloatResize(v.FloatResize, v.Padded(src)); err != nil {
+		return err
+	}
 	switch pt := v.Patches; pt.Layout {
 	case LayoutMergeBlocks:
 	case LayoutTiles:
@@ -117,7 +134,44 @@ func (v *View) validate(src Size) error {
 	default:
 		return invalid("patch layout %q is not %q or %q", pt.Layout, LayoutMergeBlocks, LayoutTiles)
 	}
-	return checkPatchify(v.Canvas(src), v.Normalize, v.Patches, v.Grid, v.LLMGrid, v.ImageTokens)
+	if v.Mask == nil {
+		return checkPatchify(v.Canvas(src), v.Normalize, v.Patches, v.Grid, v.LLMGrid, v.ImageTokens)
+	}
+	// Masked: the grids as for any view, then the tokens the mask keeps.
+	if err := checkPatchify(v.Canvas(src), v.Normalize, v.Patches, v.Grid, v.LLMGrid, v.LLMGrid.Cells()); err != nil {
+		return err
+	}
+	m := *v.Mask
+	if m.X < 0 || m.Y < 0 || m.Width < 1 || m.Height < 1 || m.X > v.Grid.W-m.Width || m.Y > v.Grid.H-m.Height {
+		return invalid("mask %+v is not inside the %dx%d patch grid", m, v.Grid.W, v.Grid.H)
+	}
+	kept := v.KeptTokens()
+	if kept < 1 {
+		return invalid("mask %+v keeps no cell of the %dx%d llm grid", m, v.LLMGrid.W, v.LLMGrid.H)
+	}
+	if v.ImageTokens != kept {
+		return invalid("image tokens %d, the llm grid under mask %+v keeps %d", v.ImageTokens, m, kept)
+	}
+	return nil
+}
+
+// checkFloatResize checks a view's float resize of its padded canvas: sizes in range, and the
+// one resampler the host has for float images.
+func checkFloatResize(r *Resize, padded Size) error {
+	if r == nil {
+		return nil
+	}
+	if err := checkSize("float resize", r.Width, r.Height); err != nil {
+		return err
+	}
+	if r.Filter != FilterBicubic || r.Flavor != FlavorTorchvision || r.Antialias {
+		return invalid("float resize %s/%s antialias=%t: the float resize is %s/%s without antialias",
+			r.Filter, r.Flavor, r.Antialias, FilterBicubic, FlavorTorchvision)
+	}
+	if err := checkSize("padded canvas", padded.Width, padded.Height); err != nil {
+		return err
+	}
+	return nil
 }
 
 func checkCrop(c *Rect, src Size) error {

@@ -56,6 +56,15 @@ type WantView struct {
 	Region      *abi.Rect `json:"region,omitempty"`
 	Grid        *abi.Grid `json:"grid,omitempty"`
 	ImageTokens int       `json:"image_tokens,omitempty"`
+	// Pad, when set, is the border the view adds after its region (zero sides: none, however the
+	// plan spells it); its colour is compared when a side is non-zero.
+	Pad *abi.Pad `json:"pad,omitempty"`
+	// FloatResize, when set, is the size the view's normalised canvas is resized to in float
+	// (abi.View.FloatResize); {0, 0} means the view has no float resize.
+	FloatResize *abi.Size `json:"float_resize,omitempty"`
+	// Mask, when set, is the view's patch mask (abi.View.PatchMask: the whole grid when the plan
+	// has none).
+	Mask *abi.Rect `json:"mask,omitempty"`
 }
 
 // check compares the view v of a plan for an image of size src with w.
@@ -80,6 +89,34 @@ func (w *WantView) check(v *abi.View, src abi.Size) error {
 	}
 	if w.ImageTokens != 0 && v.ImageTokens != w.ImageTokens {
 		return errorf("image tokens %d, want %d", v.ImageTokens, w.ImageTokens)
+	}
+	if w.Pad != nil {
+		var got abi.Pad
+		if v.Pad != nil {
+			got = *v.Pad
+		}
+		want := *w.Pad
+		if got.Top+got.Right+got.Bottom+got.Left == 0 {
+			got.Color = abi.RGB{}
+		}
+		if want.Top+want.Right+want.Bottom+want.Left == 0 {
+			want.Color = abi.RGB{}
+		}
+		if got != want {
+			return errorf("pad %+v, want %+v", got, want)
+		}
+	}
+	if w.FloatResize != nil {
+		var got abi.Size
+		if r := v.FloatResize; r != nil {
+			got = abi.Size{Width: r.Width, Height: r.Height}
+		}
+		if got != *w.FloatResize {
+			return errorf("float resize to %+v, want %+v", got, *w.FloatResize)
+		}
+	}
+	if w.Mask != nil && v.PatchMask() != *w.Mask {
+		return errorf("patch mask %+v, want %+v", v.PatchMask(), *w.Mask)
 	}
 	return nil
 }

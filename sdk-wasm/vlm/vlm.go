@@ -28,6 +28,12 @@
 // image of grid {T: number of views, H, W}, so the views must share one grid and patch layout. A
 // plugin that leaves ABI zero speaks ABI 1, and its views or spans are refused. See the example
 // of [Plan.Views] below and docs/plugins.md ("Plan v2: several views").
+//
+// A view may also mask its padding ([View.Mask]: the rectangle of patches the vision encoder
+// attends to, which then decides the view's tokens), be resized in float after normalisation
+// ([View.FloatResize]), and the plan may count separator tokens the family's model inserts
+// ([Plan.SeparatorTokens]); plugins/phi4_multimodal uses all three (docs/plugins.md, "Worked
+// example: Phi-4-multimodal").
 package vlm
 
 import (

@@ -50,6 +50,9 @@ func Check(cfg *model.Config, lim model.Limits, req *Request) error {
 		if g.Patches() > lim.MaxImagePatches {
 			return &model.BoundsError{Err: model.ErrImageTooLarge, What: fmt.Sprintf("image %d patches", i), Got: g.Patches(), Limit: lim.MaxImagePatches}
 		}
+		if err := img.CheckMasks(); err != nil {
+			return fmt.Errorf("image %d: %w", i, err)
+		}
 		need, got := g.Tokens(v.MergeSize), 0
 		for got < need && next < len(runs) {
 			got += runs[next]

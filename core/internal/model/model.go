@@ -21,7 +21,10 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
 // Grid is an image's patch grid (temporal, height, width), as image_grid_thw.
@@ -40,13 +43,59 @@ func (g Grid) Tokens(merge int) int {
 	return g.T * (g.H / merge) * (g.W / merge)
 }
 
-// Image is one preprocessed image: pixel_values rows in merge-block order.
+// Image is one preprocessed image: pixel_values rows in merge-block order (or, for an image
+// of several views, each view's rows in raster order, the views one after the other as the
+// frames of Grid).
 type Image struct {
 	// Pixels holds Grid.Patches() rows of Config.Vision.PatchDim() float32 values.
 	Pixels []float32
 	Grid   Grid
+	// Masks, when set, holds one patch mask per frame of Grid (Grid.T of them; for an image of
+	// several views, one per view, in view order): the rectangle of that frame's patches the
+	// vision encoder attends to. Patches outside it are padding (Phi-4-multimodal's crops padded
+	// white past the image's edge): a family masks them as attention keys, may derive positions
+	// from the rectangle (Phi-4 stretches the valid rows and columns over its position table)
+	// and lays out its tokens by it; how many tokens an image becomes is then the family's
+	// count, not Grid.Tokens. nil: every patch of every frame is valid.
+	Masks []PatchRect
 	// Embeddings, when set, are reused instead of running the vision tower (a cache hit).
 	Embeddings *Embeddings
+}
+
+// PatchRect is a rectangle of one frame's patch grid: columns [X, X+W) of rows [Y, Y+H).
+type PatchRect struct {
+	X, Y, W, H int
+}
+
+// Contains reports whether the patch at row y, column x lies inside r.
+func (r PatchRect) Contains(y, x int) bool {
+	return x >= r.X && x < r.X+r.W && y >= r.Y && y < r.Y+r.H
+}
+
+// Mask returns frame t's patch mask: Masks[t], or the whole H×W frame when Masks is nil.
+func (img *Image) Mask(t int) PatchRect {
+	if img.Masks == nil {
+		return PatchRect{W: img.Grid.W, H: img.Grid.H}
+	}
+	return img.Masks[t]
+}
+
+// CheckMasks reports whether Masks is nil or holds one non-empty rectangle inside the frame for
+// each of Grid.T frames.
+func (img *Image) CheckMasks() error {
+	if img.Masks == nil {
+		return nil
+	}
+	g := img.Grid
+	if len(img.Masks) != g.T {
+		return fmt.Errorf("%d patch masks for %d frames: %w", len(img.Masks), g.T, ml.ErrInvalidInput)
+	}
+	for t, r := range img.Masks {
+		if r.X < 0 || r.Y < 0 || r.W < 1 || r.H < 1 || r.X+r.W > g.W || r.Y+r.H > g.H {
+			return fmt.Errorf("frame %d: patch mask %+v outside the %dx%d frame: %w", t, r, g.H, g.W, ml.ErrInvalidInput)
+		}
+	}
+	return nil
 }
 
 // Embeddings are vision-tower outputs, one row per placeholder token: in host memory (Data), or

@@ -69,5 +69,5 @@ func CheckImage(cfg *Config, lim Limits, img Image) error {
 	if len(img.Pixels) != g.Patches()*v.PatchDim() {
 		return fmt.Errorf("%d pixel values for grid %v: %w", len(img.Pixels), g, ml.ErrInvalidInput)
 	}
-	return nil
+	return img.CheckMasks()
 }

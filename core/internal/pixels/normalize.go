@@ -172,3 +172,44 @@ func NormalizePatchify(dst []float32, src *RGB, t *Table, p Patches) (out []floa
 	})
 	return dst, gh, gw, nil
 }
+
+// PatchifyCHW lays out an already normalised [3, h, w] channels-first float32 image (planes)
+// as NormalizePatchify lays out a normalised 8-bit one: rows of 3·Temporal·Size² values in
+// merge-block order, every time step a copy of the image. It returns the tensor (reusing dst's
+// storage when large enough) and the grid.
+func PatchifyCHW(dst, planes []float32, w, h int, p Patches) (out []float32, gh, gw int, err error) {
+	if w <= 0 || h <= 0 || len(planes) != 3*w*h {
+		return dst, 0, 0, fmt.Errorf("patchifying: %d values for a 3x%dx%d image", len(planes), h, w)
+	}
+	gh, gw, err = p.Grid(w, h)
+	if err != nil {
+		return dst, 0, 0, fmt.Errorf("patchifying: %w", err)
+	}
+	rowLen := p.RowLen()
+	dst = growFloats(dst, gh*gw*rowLen)
+	ps, m, tt := p.Size, p.Merge, p.Temporal
+	pp := ps * ps
+	plane := w * h
+	perBlockRow := gw * m * rowLen
+	bands(gh/m, 4*perBlockRow, func(lo, hi int) {
+		for br := lo; br < hi; br++ {
+			out := dst[br*perBlockRow : (br+1)*perBlockRow]
+			for i := range gw * m {
+				bw, mh, mw := i/(m*m), (i/m)%m, i%m
+				y0, x0 := (br*m+mh)*ps, (bw*m+mw)*ps
+				row := out[i*rowLen : (i+1)*rowLen]
+				for c := range 3 {
+					src := planes[c*plane:]
+					for py := range ps {
+						seg := src[(y0+py)*w+x0 : (y0+py)*w+x0+ps]
+						for k := range tt {
+							o := (c*tt+k)*pp + py*ps
+							copy(row[o:o+ps], seg)
+						}
+					}
+				}
+			}
+		}
+	})
+	return dst, gh, gw, nil
+}

@@ -60,6 +60,7 @@ type Preparer struct {
 	mu     sync.Mutex
 	tables map[abi.Normalize]*pixels.Table
 	images sync.Pool  // *pixels.RGB scratch for crop/resize/pad results
+	planes sync.Pool  // *[]float32 scratch for the float resizes of views
 	values valuePools // pixel_values storage by size class, returned by Result.Release
 }
 
@@ -125,8 +126,13 @@ type Result struct {
 	Grid abi.Grid
 	// LLMGrid is the image span's position grid for M-RoPE (t, h, w after merging); for views
 	// {T: number of views, H, W of one view's}.
-	LLMGrid     abi.Grid
+	LLMGrid abi.Grid
+	// ImageTokens is the image span's length: the plan's, separator tokens included.
 	ImageTokens int
+	// Masks, for a plan of views with patch masks (wire minor 3), hold each view's mask in view
+	// order (abi.View.PatchMask: the whole grid for a view that sets none): the patches of that
+	// frame of Grid the vision encoder attends to. nil when no view has a mask.
+	Masks []abi.Rect
 	// InputIDs is the prompt; MMTokenTypeIDs marks each id 0 (text) or 1 (image placeholder).
 	InputIDs       []int32
 	MMTokenTypeIDs []int32
@@ -308,9 +314,10 @@ func (p *Preparer) pixels(ctx context.Context, src *pixels.RGB, plan *abi.Plan, 
 
 // views executes a plan of several views (ABI 2) into one pixel tensor, the views' rows in
 // order. Each distinct (crop, resize) is computed once and shared by the views cut from it (the
-// tiles of one canvas); each view then takes its region, pads, and is normalised and patchified
-// straight into its rows of the tensor. The views must be uniform (one grid and patch layout):
-// the result is one image of Grid {T: views, H, W}.
+// tiles of one canvas); each view then takes its region, pads, and is normalised (and, with a
+// FloatResize, resized in float) and patchified straight into its rows of the tensor. The views
+// must be uniform (one grid and patch layout): the result is one image of Grid {T: views, H, W},
+// with the views' patch masks when any has one.
 func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func(w, h int) *pixels.RGB) error {
 	if err := plan.Uniform(); err != nil {
 		return fmt.Errorf("executing plan: one image takes one patch grid: %w", err)
@@ -358,7 +365,12 @@ func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func
 		n := v.Grid.Cells() * cols
 		// a full slice expression: the view's rows are written in place, never reallocated
 		dst := buf[off : off+n : off+n]
-		pv, err := p.patchify(dst, img, v.Normalize, v.Patches, v.Grid)
+		var pv []float32
+		if r := v.FloatResize; r != nil && (r.Width != img.W || r.Height != img.H) {
+			pv, err = p.floatPatchify(dst, img, v)
+		} else { // torchvision returns an image already of the asked size untouched
+			pv, err = p.patchify(dst, img, v.Normalize, v.Patches, v.Grid)
+		}
 		if err != nil {
 			return fmt.Errorf("view %d: %w", i, err)
 		}
@@ -372,7 +384,50 @@ func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func
 	llm := plan.Views[0].LLMGrid
 	llm.T = len(plan.Views)
 	res.LLMGrid, res.ImageTokens = llm, plan.ImageTokens
+	for i := range plan.Views {
+		if plan.Views[i].Mask != nil {
+			res.Masks = make([]abi.Rect, len(plan.Views))
+			for j := range plan.Views {
+				res.Masks[j] = plan.Views[j].PatchMask()
+			}
+			break
+		}
+	}
 	return nil
+}
+
+// floatPatchify normalises img, resizes the normalised image in float to the view's
+// FloatResize and lays it out in the view's patch layout into dst, checking the grid.
+func (p *Preparer) floatPatchify(dst []float32, img *pixels.RGB, v *abi.View) ([]float32, error) {
+	table, err := p.table(v.Normalize)
+	if err != nil {
+		return nil, err
+	}
+	r := v.FloatResize
+	if r.Filter != abi.FilterBicubic || r.Flavor != abi.FlavorTorchvision || r.Antialias {
+		return nil, fmt.Errorf("executing plan: float resize %s/%s antialias=%t is not a resampler this host has",
+			r.Flavor, r.Filter, r.Antialias)
+	}
+	layout, err := patchLayout(v.Patches)
+	if err != nil {
+		return nil, err
+	}
+	buf, _ := p.planes.Get().(*[]float32)
+	if buf == nil {
+		buf = new([]float32)
+	}
+	defer p.planes.Put(buf)
+	if *buf, err = pixels.ResizeFloatBicubic(*buf, img, table, r.Width, r.Height); err != nil {
+		return nil, fmt.Errorf("executing plan: %w", err)
+	}
+	pv, gh, gw, err := pixels.PatchifyCHW(dst, *buf, r.Width, r.Height, layout)
+	if err != nil {
+		return nil, fmt.Errorf("executing plan: %w", err)
+	}
+	if gh != v.Grid.H || gw != v.Grid.W {
+		return nil, fmt.Errorf("executing plan: patchify gave a %dx%d grid, the plan says %dx%d", gh, gw, v.Grid.H, v.Grid.W)
+	}
+	return pv, nil
 }
 
 // cropResize applies a crop then a resize (either may be nil) to src.
@@ -419,13 +474,9 @@ func (p *Preparer) patchify(dst []float32, img *pixels.RGB, n abi.Normalize, pt 
 	if err != nil {
 		return nil, err
 	}
-	layout := pixels.Patches{Size: pt.Size, Temporal: pt.Temporal, Merge: pt.Merge}
-	switch pt.Layout {
-	case abi.LayoutMergeBlocks:
-	case abi.LayoutTiles:
-		layout.Merge = 1
-	default:
-		return nil, fmt.Errorf("executing plan: patch layout %q is not one this host has", pt.Layout)
+	layout, err := patchLayout(pt)
+	if err != nil {
+		return nil, err
 	}
 	pv, gh, gw, err := pixels.NormalizePatchify(dst, img, table, layout)
 	if err != nil {
@@ -435,6 +486,20 @@ func (p *Preparer) patchify(dst []float32, img *pixels.RGB, n abi.Normalize, pt 
 		return nil, fmt.Errorf("executing plan: patchify gave a %dx%d grid, the plan says %dx%d", gh, gw, grid.H, grid.W)
 	}
 	return pv, nil
+}
+
+// patchLayout maps a plan's patch layout to the pixel package's: the tiles layout is
+// merge_blocks with no merge, patches in raster order (its Merge only counts tokens).
+func patchLayout(pt abi.Patches) (pixels.Patches, error) {
+	layout := pixels.Patches{Size: pt.Size, Temporal: pt.Temporal, Merge: pt.Merge}
+	switch pt.Layout {
+	case abi.LayoutMergeBlocks:
+	case abi.LayoutTiles:
+		layout.Merge = 1
+	default:
+		return pixels.Patches{}, fmt.Errorf("executing plan: patch layout %q is not one this host has", pt.Layout)
+	}
+	return layout, nil
 }
 
 // resampler maps a plan's resize (the ABI's flavour and filter names) to the pixels package's.

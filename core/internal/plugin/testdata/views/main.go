@@ -100,6 +100,23 @@ func (views) Plan(img vlm.ImageHeader, params vlm.Params) (vlm.Plan, error) {
 		for i := range p.Views {
 			p.Views[i].Patches.Layout = abi.LayoutTiles
 		}
+	case "masked": // wire minor 3, well formed: the thumbnail resized in float from a canvas
+		// padded white, the last tile masked to its first patch row, 3 separator tokens
+		th := &p.Views[len(p.Views)-1]
+		th.Pad = &vlm.Pad{Bottom: 56, Color: vlm.RGB{255, 255, 255}}
+		th.FloatResize = &vlm.Resize{Width: 56, Height: 56, Filter: abi.FilterBicubic, Flavor: abi.FlavorTorchvision}
+		last := &p.Views[n-1]
+		last.Mask, last.ImageTokens = &vlm.Rect{Width: 4, Height: 1}, 2
+		p.SeparatorTokens = 3
+		p.ImageTokens += 3 - 2
+	case "mask_outside": // a mask a patch wider than the grid
+		p.Views[0].Mask = &vlm.Rect{Width: 5, Height: 4}
+	case "mask_tokens": // a mask that keeps 2 cells, the tokens of the whole grid
+		p.Views[0].Mask = &vlm.Rect{Width: 4, Height: 1}
+	case "float_antialias": // the host's float resize has no antialiasing
+		p.Views[0].FloatResize = &vlm.Resize{Width: 56, Height: 56, Filter: abi.FilterBicubic, Flavor: abi.FlavorTorchvision, Antialias: true}
+	case "separators_sum": // separator tokens the image tokens leave out
+		p.SeparatorTokens = 3
 	default:
 		return vlm.Plan{}, fmt.Errorf("unknown mode %q", mode)
 	}
