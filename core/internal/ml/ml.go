@@ -187,6 +187,63 @@ const (
 	GELUTanh
 )
 
+// MoE describes a mixture-of-experts feed-forward of DeepSeek-V2's form (transformers 5.17's
+// DeepseekV2Moe and its kin): a router picks TopK of Experts gated MLPs for each row, and the row's
+// output is their outputs weighted by the router.
+//
+// Routing, in F32 whatever the activations' type: logits = x Router^T, scores = softmax(logits);
+// greedy: the TopK highest scores; group-limited greedy (Groups > 1): the experts split into
+// Groups consecutive groups, each group scored by its best expert, the scores of every expert
+// outside the TopGroups best groups zeroed, then the TopK highest. Ties go to the lower expert
+// index. The weights are the chosen scores times Scale (routed_scaling_factor), not renormalised.
+//
+// Slots: a row's TopK picks in order of descending score. Each expert computes
+// down(silu(gate(x)) * up(x)) as a gated MLP of the activations' type does; the output sums, in
+// F32 and in slot order, each expert's output times its F32 weight, rounds the sum once to the
+// activations' type and adds add's row: the order of transformers' default experts path
+// ("grouped_mm": proj_out * weights, then view(tokens, top_k, hidden).sum(1)), not the eager
+// loop's (index_add_ per expert, ascending expert index), with the shared experts' output as add
+// (DeepseekV2Moe: experts(...) + shared_experts(residuals)). torch's CPU topk(sorted=False)
+// hands the slots over in its selection's order, not by score: for TopK >= 3 its sum may differ
+// from this one in the last bits.
+type MoE struct {
+	// Router is the gate's weight: Experts rows of the hidden size, F32.
+	Router Tensor
+	// GateUp holds every expert's gate and up projections, Experts·2·Inter rows of the hidden
+	// size: expert e's gate in rows [2e·Inter, (2e+1)·Inter), its up in the next Inter rows (the
+	// checkpoint's gate_up_proj [E, 2I, H] as one matrix).
+	GateUp Tensor
+	// Down holds every expert's down projection, Experts·hidden rows of Inter (down_proj
+	// [E, H, I] as one matrix).
+	Down Tensor
+	// Experts routed experts of intermediate size Inter; TopK of them a row.
+	Experts, TopK, Inter int
+	// Groups > 1 selects group-limited greedy routing over TopGroups of Groups groups
+	// (Experts divisible by Groups); 0 or 1 is greedy.
+	Groups, TopGroups int
+	// Scale multiplies every routing weight.
+	Scale float32
+}
+
+// CheckMoE refuses a description whose shapes disagree with a hidden size of hidden.
+func CheckMoE(m MoE, hidden int) error {
+	switch {
+	case m.Experts < 1 || m.TopK < 1 || m.TopK > m.Experts || m.Inter < 1:
+		return fmt.Errorf("moe: top %d of %d experts of width %d: %w", m.TopK, m.Experts, m.Inter, ErrInvalidInput)
+	case m.Groups > 1 && (m.Experts%m.Groups != 0 || m.TopGroups < 1 || m.TopGroups > m.Groups ||
+		m.TopGroups*(m.Experts/m.Groups) < m.TopK):
+		return fmt.Errorf("moe: top %d of %d groups of %d experts for top %d: %w", m.TopGroups, m.Groups, m.Experts, m.TopK, ErrInvalidInput)
+	case m.Router.Rows != m.Experts || m.Router.Cols != hidden || m.Router.DType != F32 || !m.Router.Contiguous():
+		return fmt.Errorf("moe: router %dx%d %s for %d experts of hidden %d (want f32, contiguous): %w",
+			m.Router.Rows, m.Router.Cols, m.Router.DType, m.Experts, hidden, ErrInvalidInput)
+	case m.GateUp.Rows != 2*m.Experts*m.Inter || m.GateUp.Cols != hidden || !m.GateUp.Contiguous():
+		return fmt.Errorf("moe: gate/up %dx%d for %d experts of %d, hidden %d: %w", m.GateUp.Rows, m.GateUp.Cols, m.Experts, m.Inter, hidden, ErrInvalidInput)
+	case m.Down.Rows != m.Experts*hidden || m.Down.Cols != m.Inter || !m.Down.Contiguous() || m.Down.DType != m.GateUp.DType:
+		return fmt.Errorf("moe: down %dx%d %s for %d experts of %d, hidden %d: %w", m.Down.Rows, m.Down.Cols, m.Down.DType, m.Experts, m.Inter, hidden, ErrInvalidInput)
+	}
+	return nil
+}
+
 // Out is one output of a [Backend.Linears] product: Y = x W^T + B.
 type Out struct {
 	Y, W, B Tensor
@@ -268,6 +325,10 @@ type Backend interface {
 	// SegmentAttention is Attention within each segment of rows [bounds[i], bounds[i+1]) of q,
 	// k and v alike (not causal): windows and frames of a vision tower.
 	SegmentAttention(out, q, k, v Tensor, bounds []int32, a Attn)
+	// MoE sets y = the mixture of experts m over the rows of x, plus add (see [MoE]; add may be
+	// none, y may be add). On a GPU the experts' products are grouped: one product an expert over
+	// the rows routed to it.
+	MoE(y, x, add Tensor, m MoE)
 	// Argmax writes the index of the largest value of each row of x (F32) to dst, the first
 	// one on ties, skipping NaNs; dst is filled by the next Sync.
 	Argmax(dst []int32, x Tensor)

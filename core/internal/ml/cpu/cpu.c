@@ -62,6 +62,11 @@ void iris_linears(iris_cpu *c, const float *x, int ldx, int M, const iris_out *o
     linear(c->pool, &c->kn, x, ldx, M, lo, n_outs);
 }
 
+iris_status iris_moe_forward(iris_cpu *c, float *y, int ldy, const float *x, int ldx, const float *add, int ldadd,
+                             int rows, int hidden, const iris_moe *m) {
+    return moe_forward(c->pool, &c->kn, y, ldy, x, ldx, add, ldadd, rows, hidden, m);
+}
+
 // ----------------------------------------------------------------------------
 // row ops: prefill and the vision tower apply them to hundreds of rows (expf and erff are not
 // free), so they run on the pool in chunks of rows

@@ -548,6 +548,30 @@ func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 		stride(rot.Cos))
 }
 
+// MoE implements ml.Backend: the reference (moe.c), each expert's rows gathered and run as one
+// product of its slice of the stacked weights.
+func (b *Backend) MoE(y, x, add ml.Tensor, m ml.MoE) {
+	if !b.f32("moe", y, x, add) || !b.ok() {
+		return
+	}
+	if err := ml.CheckMoE(m, x.Cols); err != nil {
+		b.fail(fmt.Errorf("cpu %w", err))
+		return
+	}
+	if y.Rows != x.Rows || y.Cols != x.Cols || (add.Valid() && (add.Rows != x.Rows || add.Cols != x.Cols)) {
+		b.fail(fmt.Errorf("cpu moe: x %dx%d, y %dx%d, add %dx%d: %w", x.Rows, x.Cols, y.Rows, y.Cols, add.Rows, add.Cols, ml.ErrInvalidInput))
+		return
+	}
+	cm := (*C.iris_moe)(b.grow("moe", int64(unsafe.Sizeof(C.iris_moe{}))))
+	if cm == nil {
+		return
+	}
+	*cm = C.iris_moe{router: ptr(m.Router), dt: dt(m.GateUp), gate_up: C.V(C.uintptr_t(m.GateUp.Addr)), down: C.V(C.uintptr_t(m.Down.Addr)),
+		experts: C.int(m.Experts), topk: C.int(m.TopK), inter: C.int(m.Inter), groups: C.int(m.Groups), topgroups: C.int(m.TopGroups),
+		scale: C.float(m.Scale)}
+	b.fail(status("moe", C.iris_moe_forward(b.c, ptr(y), stride(y), ptr(x), stride(x), ptrOrNil(add), stride(add), C.int(x.Rows), C.int(x.Cols), cm)))
+}
+
 // Attention implements ml.Backend.
 func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 	if !b.f32("attention", out, q, k, v) || !b.ok() {

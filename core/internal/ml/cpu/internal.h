@@ -93,4 +93,10 @@ typedef struct {
 } attn_job;
 iris_status attention(pool *p, const kernels *kn, const attn_job *job);
 
+// ----------------------------------------------------------------------------
+// mixture of experts (moe.c)
+
+iris_status moe_forward(pool *p, const kernels *kn, float *y, int ldy, const float *x, int ldx, const float *add, int ldadd,
+                        int rows, int hidden, const iris_moe *m);
+
 #endif // IRIS_INTERNAL_H

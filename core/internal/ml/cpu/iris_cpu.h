@@ -105,6 +105,21 @@ iris_status iris_attention(iris_cpu *c, float *out, int ldo, const float *q, int
                            const float *v, int ldv, int nq, int nk, int heads, int kv_heads, int hd, int causal,
                            int q_off, float scale, const int32_t *kmask);
 
+// A mixture of experts (ml.MoE): router [experts, hidden] F32; gate_up [experts*2*inter, hidden]
+// (expert e's gate rows then its up rows) and down [experts*hidden, inter], both of type dt.
+typedef struct {
+    const float *router;
+    int dt;
+    const void *gate_up, *down;
+    int experts, topk, inter, groups, topgroups;
+    float scale;
+} iris_moe;
+
+// iris_moe_forward sets y = the routed experts' weighted sum for each of the rows of x (hidden
+// values each) plus add's row (add may be NULL; y may be add), as ml.MoE describes it.
+iris_status iris_moe_forward(iris_cpu *c, float *y, int ldy, const float *x, int ldx, const float *add, int ldadd,
+                             int rows, int hidden, const iris_moe *m);
+
 #ifdef __cplusplus
 }
 #endif

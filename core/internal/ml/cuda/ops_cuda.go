@@ -664,6 +664,62 @@ func inRange(ids []int32, n int) bool {
 	return true
 }
 
+// MoE implements ml.Backend: the router (a block a row), the grouping of the (row, slot) pairs
+// by expert and the tile plan (one block), the gate/up product of every expert over its rows as
+// one grouped GEMM (the rows gathered from x as the tiles load them), SiLU·up, the down product
+// as another grouped GEMM, and the weighted sum of each row's slots. Every launch's size comes
+// from the shapes alone (the grid covers the most tiles any routing can make), so a graph can
+// capture it.
+func (b *Backend) MoE(y, x, add ml.Tensor, m ml.MoE) {
+	if !b.same("moe", y, x, add, m.GateUp, m.Down) || x.Rows == 0 {
+		return
+	}
+	if err := ml.CheckMoE(m, x.Cols); err != nil {
+		b.fail(fmt.Errorf("cuda %w", err))
+		return
+	}
+	H, E, K, I := x.Cols, m.Experts, m.TopK, m.Inter
+	if E > moeMaxExperts || K > moeMaxTopK || y.Rows != x.Rows || y.Cols != H || (add.Valid() && (add.Rows != x.Rows || add.Cols != H)) {
+		b.bad("moe: %d of %d experts (at most %d of %d), x %dx%d, y %dx%d, add %dx%d", K, E, moeMaxTopK, moeMaxExperts,
+			x.Rows, H, y.Rows, y.Cols, add.Rows, add.Cols)
+		return
+	}
+	pairs := x.Rows * K
+	tiles := pairs/moeBM + min(E, pairs) + 1
+	// int32 buffers in F32 scratch (the same 4 bytes an element)
+	ids := b.ScratchF32("moe.ids", pairs, 1)
+	w := b.ScratchF32("moe.w", pairs, 1)
+	perm := b.ScratchF32("moe.perm", pairs, 1)
+	inv := b.ScratchF32("moe.inv", pairs, 1)
+	start := b.ScratchF32("moe.start", E+1, 1)
+	plan := b.ScratchF32("moe.tiles", 1+2*tiles, 1)
+	gu := b.Scratch("moe.gu", pairs, 2*I)
+	act := b.Scratch("moe.act", pairs, I)
+	out := b.Scratch("moe.out", pairs, H)
+	if b.err != nil {
+		return
+	}
+	groups := m.Groups
+	if groups < 2 {
+		groups = 1
+	}
+	b.launchDep(b.k.moeRoute, gpu.Dim3{X: x.Rows}, gpu.Dim3{X: 128}, 0, gpu.P(dp(x)), gpu.I(x.Stride), gpu.P(dp(m.Router)), gpu.I(H),
+		gpu.I(E), gpu.I(K), gpu.I(groups), gpu.I(m.TopGroups), gpu.F(m.Scale), gpu.P(dp(ids)), gpu.P(dp(w)))
+	b.launchDep(b.k.moePlan, gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, gpu.P(dp(ids)), gpu.I(pairs), gpu.I(E), gpu.P(dp(perm)),
+		gpu.P(dp(inv)), gpu.P(dp(start)), gpu.P(dp(plan)))
+	b.launchDep(b.k.moeGemm, gpu.Dim3{X: tiles, Y: (2*I + moeBN - 1) / moeBN}, gpu.Dim3{X: 256}, 0, gpu.P(dp(x)), gpu.I(x.Stride),
+		gpu.P(dp(perm)), gpu.I(K), gpu.P(dp(m.GateUp)), gpu.I(2*I), gpu.I(H), gpu.P(dp(gu)), gpu.I(gu.Stride), gpu.P(dp(start)), gpu.P(dp(plan)))
+	b.SiluMul(act, gu.ColsAt(0, I), gu.ColsAt(I, I))
+	b.launchDep(b.k.moeGemm, gpu.Dim3{X: tiles, Y: (H + moeBN - 1) / moeBN}, gpu.Dim3{X: 256}, 0, gpu.P(dp(act)), gpu.I(act.Stride),
+		gpu.P(0), gpu.I(K), gpu.P(dp(m.Down)), gpu.I(H), gpu.I(I), gpu.P(dp(out)), gpu.I(out.Stride), gpu.P(dp(start)), gpu.P(dp(plan)))
+	var addPtr gpu.DevPtr
+	if add.Valid() {
+		addPtr = dp(add)
+	}
+	b.rows(b.k.moeCombine, x.Rows, gpu.P(dp(y)), gpu.I(y.Stride), gpu.P(dp(out)), gpu.I(H), gpu.P(dp(inv)), gpu.P(dp(w)),
+		gpu.I(K), gpu.P(addPtr), gpu.I(add.Stride))
+}
+
 // Rope implements ml.Backend.
 func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 	if !b.same("rope", x) || x.Rows == 0 {
