@@ -187,9 +187,9 @@ const (
 	GELUTanh
 )
 
-// MoE describes a mixture-of-experts feed-forward of DeepSeek-V2's form (transformers 5.17's
-// DeepseekV2Moe and its kin): a router picks TopK of Experts gated MLPs for each row, and the row's
-// output is their outputs weighted by the router.
+// MoE describes a mixture-of-experts feed-forward with a softmax router and shared experts (the
+// form of transformers 5.17's top-k routed MoE modules): a router picks TopK of Experts gated
+// MLPs for each row, and the row's output is their outputs weighted by the router.
 //
 // Routing, in F32 whatever the activations' type: logits = x Router^T, scores = softmax(logits);
 // greedy: the TopK highest scores; group-limited greedy (Groups > 1): the experts split into
@@ -203,7 +203,7 @@ const (
 // activations' type and adds add's row: the order of transformers' default experts path
 // ("grouped_mm": proj_out * weights, then view(tokens, top_k, hidden).sum(1)), not the eager
 // loop's (index_add_ per expert, ascending expert index), with the shared experts' output as add
-// (DeepseekV2Moe: experts(...) + shared_experts(residuals)). torch's CPU topk(sorted=False)
+// (experts(...) + shared_experts(residuals)). torch's CPU topk(sorted=False)
 // hands the slots over in its selection's order, not by score: for TopK >= 3 its sum may differ
 // from this one in the last bits.
 type MoE struct {

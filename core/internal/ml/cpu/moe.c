@@ -1,4 +1,4 @@
-// moe.c: a mixture of experts (ml.MoE) as transformers 5.17's DeepseekV2Moe computes it with its
+// moe.c: a mixture of experts (ml.MoE) as transformers 5.17's top-k routed MoE computes it with its
 // default experts path (integrations/moe.py, grouped_mm_experts_forward). All in F32.
 #include <stdlib.h>
 #include <string.h>

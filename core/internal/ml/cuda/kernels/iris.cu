@@ -2061,7 +2061,7 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_top
 }
 
 // ---------------------------------------------------------------------------------------------
-// mixture of experts (ml.MoE): transformers 5.17's DeepseekV2Moe with its default experts path
+// mixture of experts (ml.MoE): transformers 5.17's top-k routed MoE with its default experts path
 // (integrations/moe.py, grouped_mm_experts_forward): route each row, group the (row, slot) pairs
 // by expert, run each expert's gate/up and down products over its rows as tiles of one grouped
 // GEMM, then sum each row's slots in slot order.
