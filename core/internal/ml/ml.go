@@ -124,6 +124,45 @@ type Mask struct {
 	// patches). A query that sees no key at all gets the plain mean of its segment's values, as
 	// the reference's most-negative additive mask gives. CachedAttention takes no key flags.
 	Keys Ints
+	// Prefix, with Causal, lets every query row see keys [0, Prefix) as well: a prefix attended
+	// both ways before causal rows (an encoder whose image tokens see one another and whose
+	// learned queries see every image token and the queries before them). Query row i sees keys
+	// [0, max(Prefix, Past+i+1)). Attention only; 0 is the plain causal mask.
+	Prefix int
+	// RelPos, when set (RelPos.H valid), adds a decomposed relative-position bias to every scaled
+	// score before the softmax. Attention and SegmentAttention (within each segment, key j its
+	// index in the segment); CachedAttention takes none.
+	RelPos RelPos
+}
+
+// RelPos is a decomposed relative-position bias over keys laid out as a Height × Width grid in
+// row-major order (a vision tower's window or whole grid): the score of query row i and key j
+// under head h gains H[i, h·Height + j/Width] + W[i, h·Width + j%Width], the two summed first.
+// H and W are F32 with a row for each query row of the op (heads·Height and heads·Width values);
+// the family computes them from the queries and its position tables (rel_h = einsum(q, Rh),
+// rel_w = einsum(q, Rw)).
+type RelPos struct {
+	H, W          Tensor
+	Height, Width int
+}
+
+// RowsAt is the bias of query rows [r, r+n).
+func (p RelPos) RowsAt(r, n int) RelPos {
+	p.H, p.W = p.H.RowsAt(r, n), p.W.RowsAt(r, n)
+	return p
+}
+
+// CheckRelPos refuses a bias that does not fit q rows of heads heads over keys keys.
+func CheckRelPos(p RelPos, rows, heads, keys int) error {
+	if !p.H.Valid() {
+		return nil
+	}
+	if p.Height < 1 || p.Width < 1 || p.Height*p.Width < keys || p.H.Rows != rows || p.W.Rows != rows ||
+		p.H.Cols != heads*p.Height || p.W.Cols != heads*p.Width || p.H.DType != F32 || p.W.DType != F32 {
+		return fmt.Errorf("relative-position bias %dx%d and %dx%d over a %dx%d grid for %d rows of %d heads, %d keys: %w",
+			p.H.Rows, p.H.Cols, p.W.Rows, p.W.Cols, p.Height, p.Width, rows, heads, keys, ErrInvalidInput)
+	}
+	return nil
 }
 
 // Attn describes one attention: heads of q over key/value heads of k and v (grouped when

@@ -1167,19 +1167,33 @@ ATTN_MMA(80)
 ATTN_MMA(128)
 
 // Row softmax for attention through cuBLAS (long segments): S [rows, nk] F32 scores (already
-// scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq); keys,
-// when not null, flags each key (ml.Mask.Keys): one flagged 0 gets probability 0, and a row that
-// sees no key at all the plain mean over its keys (the reference's most-negative additive mask).
-// P [rows, nk] gets the probabilities in T. One block a row.
-template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal, const int *keys) {
+// scaled), row r being query i = r % nq of head head0 + r / nq; causal masks keys j > i + (nk - nq)
+// past the first prefix keys (ml.Mask.Prefix: keys [0, prefix) seen by every query); keys, when
+// not null, flags each key (ml.Mask.Keys): one flagged 0 gets probability 0, and a row that sees
+// no key at all the plain mean over its keys (the reference's most-negative additive mask); rh
+// and rw, when not null, are a decomposed relative-position bias (ml.Mask.RelPos) added to the
+// scores: rh[i*ldh + h*gh + j/gw] + rw[i*ldw + h*gw + j%gw], the two summed first. P [rows, nk]
+// gets the probabilities in T. One block a row.
+struct rel_bias {
+    const float *h, *w;
+    int ldh, ldw, gh, gw, head0;
+};
+__device__ __forceinline__ float rel_score(const float *srow, int j, const rel_bias &rb, int i, int h) {
+    float s = srow[j];
+    if (rb.h) s += rb.h[(size_t)i * rb.ldh + h * rb.gh + j / rb.gw] + rb.w[(size_t)i * rb.ldw + h * rb.gw + j % rb.gw];
+    return s;
+}
+template <typename T>
+__device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal, const int *keys, int prefix, rel_bias rb) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     long r = blockIdx.x;
+    int i = (int)(r % nq), h = rb.head0 + (int)(r / nq);
     const float *srow = S + r * nk;
     T *prow = P + r * nk;
-    int lim = causal ? (int)(r % nq) + (nk - nq) : nk - 1;
+    int lim = causal ? max(i + (nk - nq), prefix - 1) : nk - 1;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j <= lim && j < nk; j += blockDim.x)
-        if (!keys || keys[j]) mx = fmaxf(mx, srow[j]);
+        if (!keys || keys[j]) mx = fmaxf(mx, rel_score(srow, j, rb, i, h));
     mx = block_max(mx);
     if (mx == -INFINITY) { // every key masked
         float u = 1.0f / (float)(min(lim, nk - 1) + 1);
@@ -1188,17 +1202,20 @@ template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq,
     }
     float sum = 0.f;
     for (int j = threadIdx.x; j <= lim && j < nk; j += blockDim.x)
-        if (!keys || keys[j]) sum += expf(srow[j] - mx);
+        if (!keys || keys[j]) sum += expf(rel_score(srow, j, rb, i, h) - mx);
     sum = block_sum(sum);
     float inv = 1.0f / sum;
     for (int j = threadIdx.x; j < nk; j += blockDim.x)
-        prow[j] = st<T>(j <= lim && (!keys || keys[j]) ? expf(srow[j] - mx) * inv : 0.f);
+        prow[j] = st<T>(j <= lim && (!keys || keys[j]) ? expf(rel_score(srow, j, rb, i, h) - mx) * inv : 0.f);
 }
-extern "C" __global__ void iris_softmax_f32(float *P, const float *S, int nq, int nk, int causal, const int *keys) {
-    softmax_rows(P, S, nq, nk, causal, keys);
+#define SOFTMAX_ARGS(T)                                                                                                   \
+    T *P, const float *S, int nq, int nk, int causal, const int *keys, int prefix, const float *rh, const float *rw, int ldh, \
+        int ldw, int gh, int gw, int head0
+extern "C" __global__ void iris_softmax_f32(SOFTMAX_ARGS(float)) {
+    softmax_rows(P, S, nq, nk, causal, keys, prefix, rel_bias{rh, rw, ldh, ldw, gh, gw, head0});
 }
-extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, int nk, int causal, const int *keys) {
-    softmax_rows(P, S, nq, nk, causal, keys);
+extern "C" __global__ void iris_softmax_bf16(SOFTMAX_ARGS(bf16)) {
+    softmax_rows(P, S, nq, nk, causal, keys, prefix, rel_bias{rh, rw, ldh, ldw, gh, gw, head0});
 }
 
 // Decode attention over a KV pool for a batch of new tokens, one a sequence, fused with their
