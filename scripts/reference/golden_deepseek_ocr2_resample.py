@@ -26,7 +26,7 @@ from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import (DeepseekOc
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "core/internal/models/deepseekocr2/testdata/resample.json"
-CHANNELS = 3
+CHANNELS = 1
 
 
 def weight(n, seed, scale):

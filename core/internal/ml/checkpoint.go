@@ -221,6 +221,58 @@ func (l *Loader) Matrices(prefixes, names []string, rows, cols int) []Tensor {
 	return out
 }
 
+// ConvTaps binds a Conv2d weight [out, in, kh, kw] as the out x kh·kw·in matrix of an im2col
+// product whose input row holds, tap after tap ((ky, kx) in raster order), that tap's in-channel
+// vector: column (ky·kw + kx)·in + c is the checkpoint's [o, c, ky, kx]. A convolution is then a
+// Gather of kh·kw rows a output position (viewed as one row) and one product, with no host work
+// a pass. The tensor's bytes are reordered in host memory (kept where the backend uses them in
+// place), whatever its dtype.
+func (l *Loader) ConvTaps(prefixes []string, name string, out, in, kh, kw int) Tensor {
+	if l.err != nil {
+		return Tensor{}
+	}
+	t, full, ok := l.find(prefixes, name)
+	if !ok {
+		l.err = fmt.Errorf("missing tensor %s", full)
+		return Tensor{}
+	}
+	if len(t.Shape) != 4 || t.Shape[0] != int64(out) || t.Shape[1] != int64(in) || t.Shape[2] != int64(kh) || t.Shape[3] != int64(kw) {
+		l.err = fmt.Errorf("tensor %s: shape %v, want [%d %d %d %d]", full, t.Shape, out, in, kh, kw)
+		return Tensor{}
+	}
+	stored := BF16
+	switch t.Dtype {
+	case "F32", "F16":
+		stored = F32 // F16 widened
+	case "BF16":
+	default:
+		l.err = fmt.Errorf("tensor %s: dtype %s (want F32, BF16 or F16)", full, t.Dtype)
+		return Tensor{}
+	}
+	es := len(t.data) / (out * in * kh * kw)
+	taps := kh * kw
+	perm := make([]byte, len(t.data))
+	for o := range out {
+		for c := range in {
+			for k := range taps {
+				src := ((o*in+c)*taps + k) * es
+				dst := ((o*taps+k)*in + c) * es
+				copy(perm[dst:dst+es], t.data[src:src+es])
+			}
+		}
+	}
+	w, err := l.b.Load(perm, t.Dtype, out, taps*in, l.b.MatrixType(stored))
+	if err != nil {
+		l.err = fmt.Errorf("loading tensor %s: %w", full, err)
+		return Tensor{}
+	}
+	if base := uintptr(unsafe.Pointer(&perm[0])); w.Addr >= base && w.Addr < base+uintptr(len(perm)) {
+		l.ck.joined = append(l.ck.joined, perm) // used in place: kept as long as the maps
+	}
+	l.Bytes += t.Size
+	return w
+}
+
 // Rows binds a rows x cols weight that ops copy rows of (Gather: a token to place) rather than
 // multiply by, in the backend's activation type (a backend may keep matrices in another).
 func (l *Loader) Rows(prefixes []string, name string, rows, cols int) Tensor {
