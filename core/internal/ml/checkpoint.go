@@ -163,6 +163,13 @@ func (l *Loader) Matrix(prefixes []string, name string, rows, cols int) Tensor {
 	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true)
 }
 
+// MatrixF32 binds a rows x cols weight kept in F32 whatever type the backend computes products
+// with: a weight the reference multiplies in F32 (a mixture of experts' router, whose logits
+// transformers computes from hidden_states.float() and weight.float()).
+func (l *Loader) MatrixF32(prefixes []string, name string, rows, cols int) Tensor {
+	return l.load(prefixes, name, rows, cols, func(DType) DType { return F32 }, true)
+}
+
 // Matrices binds several 2-D rows x cols weights as one tensor, returning a view of each one's rows
 // in order (len(names) tensors, zero ones after a failure): weights that run as one product (a
 // gated MLP's gate and up) are then adjacent wherever the backend places tensors. A pair that a

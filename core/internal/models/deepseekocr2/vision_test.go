@@ -14,63 +14,73 @@ import (
 	"github.com/iris-vlm/iris/core/internal/model"
 )
 
+// visionConfigJSON is vision_config as the golden scripts write it.
+type visionConfigJSON struct {
+	SAM struct {
+		HiddenSize         int    `json:"hidden_size"`
+		NumHiddenLayers    int    `json:"num_hidden_layers"`
+		NumAttentionHeads  int    `json:"num_attention_heads"`
+		OutputChannels     int    `json:"output_channels"`
+		MLPDim             int    `json:"mlp_dim"`
+		GlobalAttnIndexes  []int  `json:"global_attn_indexes"`
+		DownsampleChannels [2]int `json:"downsample_channels"`
+	} `json:"sam_config"`
+	Encoder struct {
+		HiddenSize        int `json:"hidden_size"`
+		IntermediateSize  int `json:"intermediate_size"`
+		NumHiddenLayers   int `json:"num_hidden_layers"`
+		NumAttentionHeads int `json:"num_attention_heads"`
+		NumKeyValueHeads  int `json:"num_key_value_heads"`
+		RopeParameters    struct {
+			RopeTheta float64 `json:"rope_theta"`
+		} `json:"rope_parameters"`
+	} `json:"encoder_config"`
+}
+
+// config is the tower's settings (the classes' defaults where the golden leaves a key out:
+// window 14, 1024 px views of 16 px patches, epsilons 1e-6).
+func (j *visionConfigJSON) config(textHidden int) VisionConfig {
+	var c VisionConfig
+	s, e := j.SAM, j.Encoder
+	c.SAM.Hidden, c.SAM.Layers, c.SAM.Heads, c.SAM.MLP = s.HiddenSize, s.NumHiddenLayers, s.NumAttentionHeads, s.MLPDim
+	c.SAM.Window, c.SAM.Global, c.SAM.OutChannels, c.SAM.Down = 14, s.GlobalAttnIndexes, s.OutputChannels, s.DownsampleChannels
+	c.SAM.ImageSize, c.SAM.Patch, c.SAM.Eps = 1024, 16, 1e-6
+	c.Encoder.Hidden, c.Encoder.Layers, c.Encoder.Heads = e.HiddenSize, e.NumHiddenLayers, e.NumAttentionHeads
+	c.Encoder.KVHeads, c.Encoder.Intermediate, c.Encoder.Eps, c.Encoder.Theta = e.NumKeyValueHeads, e.IntermediateSize, 1e-6, e.RopeParameters.RopeTheta
+	c.TextHidden = textHidden
+	return c
+}
+
 type visionGolden struct {
 	Config struct {
 		TextConfig struct {
 			HiddenSize int `json:"hidden_size"`
 		} `json:"text_config"`
-		VisionConfig struct {
-			SAM struct {
-				HiddenSize         int    `json:"hidden_size"`
-				NumHiddenLayers    int    `json:"num_hidden_layers"`
-				NumAttentionHeads  int    `json:"num_attention_heads"`
-				OutputChannels     int    `json:"output_channels"`
-				MLPDim             int    `json:"mlp_dim"`
-				GlobalAttnIndexes  []int  `json:"global_attn_indexes"`
-				DownsampleChannels [2]int `json:"downsample_channels"`
-			} `json:"sam_config"`
-			Encoder struct {
-				HiddenSize        int `json:"hidden_size"`
-				IntermediateSize  int `json:"intermediate_size"`
-				NumHiddenLayers   int `json:"num_hidden_layers"`
-				NumAttentionHeads int `json:"num_attention_heads"`
-				NumKeyValueHeads  int `json:"num_key_value_heads"`
-				RopeParameters    struct {
-					RopeTheta float64 `json:"rope_theta"`
-				} `json:"rope_parameters"`
-			} `json:"encoder_config"`
-		} `json:"vision_config"`
+		VisionConfig visionConfigJSON `json:"vision_config"`
 	}
 	PixelSeeds struct {
 		Global int
 		Tiles  []int
 		Scale  float64
 	} `json:"pixel_seeds"`
-	Tensors []struct {
-		Name          string
-		Shape         []int
-		Seed          int
-		Scale, Offset float64
-	}
-	Cases []struct {
+	Tensors []goldenTensor
+	Cases   []struct {
 		Name        string
 		Tiles, Rows int
 		Out         string
 	}
 }
 
-// config is the golden configuration as the tower's settings (the classes' defaults where the
-// golden leaves a key out: window 14, 1024 px views of 16 px patches, epsilons 1e-6).
+// goldenTensor is a tensor of a golden checkpoint: its values a formula of seed, scale, offset.
+type goldenTensor struct {
+	Name          string
+	Shape         []int
+	Seed          int
+	Scale, Offset float64
+}
+
 func (g *visionGolden) config() VisionConfig {
-	var c VisionConfig
-	s, e := g.Config.VisionConfig.SAM, g.Config.VisionConfig.Encoder
-	c.SAM.Hidden, c.SAM.Layers, c.SAM.Heads, c.SAM.MLP = s.HiddenSize, s.NumHiddenLayers, s.NumAttentionHeads, s.MLPDim
-	c.SAM.Window, c.SAM.Global, c.SAM.OutChannels, c.SAM.Down = 14, s.GlobalAttnIndexes, s.OutputChannels, s.DownsampleChannels
-	c.SAM.ImageSize, c.SAM.Patch, c.SAM.Eps = 1024, 16, 1e-6
-	c.Encoder.Hidden, c.Encoder.Layers, c.Encoder.Heads = e.HiddenSize, e.NumHiddenLayers, e.NumAttentionHeads
-	c.Encoder.KVHeads, c.Encoder.Intermediate, c.Encoder.Eps, c.Encoder.Theta = e.NumKeyValueHeads, e.IntermediateSize, 1e-6, e.RopeParameters.RopeTheta
-	c.TextHidden = g.Config.TextConfig.HiddenSize
-	return c
+	return g.Config.VisionConfig.config(g.Config.TextConfig.HiddenSize)
 }
 
 // weightValues is the golden script's weight(n, seed, scale, offset).
@@ -86,15 +96,21 @@ func weightValues(n, seed int, scale, offset float64) []float32 {
 // writeCheckpoint writes the golden's tensors as one F32 safetensors file.
 func writeCheckpoint(t *testing.T, dir string, g *visionGolden) {
 	t.Helper()
+	writeTensors(t, dir, g.Tensors, weightValues)
+}
+
+// writeTensors writes tensors as one F32 safetensors file, their values from values.
+func writeTensors(t *testing.T, dir string, tensors []goldenTensor, values func(n, seed int, scale, offset float64) []float32) {
+	t.Helper()
 	hdr := map[string]any{}
 	var data []byte
-	for _, ts := range g.Tensors {
+	for _, ts := range tensors {
 		n := 1
 		for _, d := range ts.Shape {
 			n *= d
 		}
 		start := len(data)
-		for _, x := range weightValues(n, ts.Seed, ts.Scale, ts.Offset) {
+		for _, x := range values(n, ts.Seed, ts.Scale, ts.Offset) {
 			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(x))
 		}
 		hdr[ts.Name] = map[string]any{"dtype": "F32", "shape": ts.Shape, "data_offsets": []int{start, len(data)}}
@@ -140,7 +156,7 @@ func runVision(t *testing.T, g *visionGolden, zero map[string]bool) (tiles, wors
 	t.Helper()
 	dir := t.TempDir()
 	gz := *g
-	gz.Tensors = append(gz.Tensors[:0:0], g.Tensors...)
+	gz.Tensors = append([]goldenTensor(nil), g.Tensors...)
 	for i := range gz.Tensors {
 		if zero[gz.Tensors[i].Name] {
 			gz.Tensors[i].Scale, gz.Tensors[i].Offset = 0, 0
