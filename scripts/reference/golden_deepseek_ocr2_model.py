@@ -4,9 +4,12 @@ made from its own class with the real vocabulary (129280 rows), greedy, on the p
 prompt (BOS, the image's placeholders, "\\n" + the question; the tokenizer of
 .build/tokenizer/deepseek_ocr2) for a global view alone and with two local tiles.
 
-Checkpoints (CHECKPOINTS below) vary the decoder's experts (count, top-k, shared experts,
-greedy and group-limited routing, the scaling factor) and its dense/sparse layer mix; the vision
-tower is golden_deepseek_ocr2_vision.py's configuration. Every weight is an integer formula
+Eight checkpoints (CHECKPOINTS below) vary the decoder's experts (4 to 16, top-k 1 to 3, 0 to 2
+shared experts, greedy and group-limited routing, scaling factors), its dense/sparse layer mix,
+widths, heads and grouped KV heads, and the vision tower's (golden_deepseek_ocr2_vision.py's
+configuration, with other SAM widths, heads, depths and global layers, and other encoder heads);
+each runs two images of 0 to 6 local tiles, some with the question sent first (framed as the
+plugin frames it: BOS{question}\n<image>xN). Every weight is an integer formula
 (weight(): one seed a tensor, a scale and offset by kind: SAM's position and relative-position
 tables large enough to matter, experts' and lm_head's weights large enough for clear greedy
 margins), and so are the pixels; the Go test rebuilds them from the manifest. Per case the file
@@ -39,12 +42,38 @@ BASE_TEXT = dict(vocab_size=129280, hidden_size=32, intermediate_size=64, num_hi
                  num_key_value_heads=4, max_position_embeddings=8192, rms_norm_eps=1e-6,
                  rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, bos_token_id=0, eos_token_id=1,
                  tie_word_embeddings=False)
+# name, text overrides, vision overrides (sam_config, encoder_config), cases (tiles, question first)
 CHECKPOINTS = [
     ("e8_k2_s1", dict(n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=16,
-                      topk_method="greedy", routed_scaling_factor=1.0, mlp_layer_types=["dense", "sparse", "sparse"])),
+                      topk_method="greedy", routed_scaling_factor=1.0, mlp_layer_types=["dense", "sparse", "sparse"]),
+     {}, {}, [(0, False), (2, False)]),
     ("e16_k3_s2_group", dict(n_routed_experts=16, num_experts_per_tok=3, n_shared_experts=2, moe_intermediate_size=8,
                              topk_method="group_limited_greedy", n_group=4, topk_group=2, routed_scaling_factor=2.5,
-                             mlp_layer_types=["sparse", "dense", "sparse"])),
+                             mlp_layer_types=["sparse", "dense", "sparse"]),
+     {}, {}, [(0, False), (2, False)]),
+    ("e4_k1_s0", dict(n_routed_experts=4, num_experts_per_tok=1, n_shared_experts=0, moe_intermediate_size=24,
+                      topk_method="greedy", routed_scaling_factor=1.0, mlp_layer_types=["dense", "sparse", "dense"]),
+     {}, {}, [(0, True), (6, False)]),
+    ("e12_k2_s1_group_gqa", dict(n_routed_experts=12, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=12,
+                                 topk_method="group_limited_greedy", n_group=3, topk_group=1, routed_scaling_factor=1.0,
+                                 num_key_value_heads=2, mlp_layer_types=["sparse", "sparse", "sparse"]),
+     dict(num_attention_heads=4), dict(num_attention_heads=6, num_key_value_heads=3), [(3, False), (0, True)]),
+    ("e6_k3_s2_wide", dict(n_routed_experts=6, num_experts_per_tok=3, n_shared_experts=2, moe_intermediate_size=20,
+                           topk_method="greedy", routed_scaling_factor=0.75, hidden_size=48, num_attention_heads=6,
+                           num_key_value_heads=6, intermediate_size=96, mlp_layer_types=["dense", "sparse", "sparse"]),
+     dict(global_attn_indexes=[0, 2]), {}, [(4, True), (0, False)]),
+    ("e16_k1_s1_deep", dict(n_routed_experts=16, num_experts_per_tok=1, n_shared_experts=1, moe_intermediate_size=8,
+                            topk_method="greedy", routed_scaling_factor=1.0, num_hidden_layers=4,
+                            mlp_layer_types=["dense", "sparse", "dense", "sparse"]),
+     dict(hidden_size=48, num_attention_heads=3, mlp_dim=96), {}, [(1, False), (0, False)]),
+    ("e8_k3_s0_group_scaled", dict(n_routed_experts=8, num_experts_per_tok=3, n_shared_experts=0, moe_intermediate_size=16,
+                                   topk_method="group_limited_greedy", n_group=2, topk_group=1, routed_scaling_factor=16.0,
+                                   num_attention_heads=2, num_key_value_heads=1, mlp_layer_types=["sparse", "dense", "sparse"]),
+     {}, dict(num_attention_heads=2, num_key_value_heads=1), [(5, False), (0, True)]),
+    ("e10_k2_s2_narrow", dict(n_routed_experts=10, num_experts_per_tok=2, n_shared_experts=2, moe_intermediate_size=4,
+                              topk_method="greedy", routed_scaling_factor=1.0, hidden_size=24, num_attention_heads=3,
+                              num_key_value_heads=3, intermediate_size=40, mlp_layer_types=["dense", "dense", "sparse"]),
+     dict(num_hidden_layers=4, global_attn_indexes=[3]), {}, [(2, True), (0, False)]),
 ]
 
 
@@ -73,6 +102,8 @@ def pixel(n, seed, scale):
 
 
 def kind(name, shape, hidden):
+    if 0 in shape:  # the shared experts' MLP of n_shared_experts 0: no values
+        return 0.0, 0.0
     if name.endswith("norm.weight") or "layernorm.weight" in name or "layer_norm" in name and name.endswith("weight"):
         return 0.4, 1.0
     if name.endswith("bias"):
@@ -100,11 +131,14 @@ def main():
     tok = AutoTokenizer.from_pretrained(str(TOKENIZER))
     # the vision golden's pixels
     pixels = {"global": pixel(3 * 1024 * 1024, 900, 2.0).view(1, 3, 1024, 1024),
-              "tiles": torch.stack([pixel(3 * 768 * 768, 901 + t, 2.0).view(3, 768, 768) for t in range(2)])}
+              "tiles": torch.stack([pixel(3 * 768 * 768, 901 + t, 2.0).view(3, 768, 768) for t in range(6)])}
     checkpoints = []
-    for name, moe in CHECKPOINTS:
+    for name, moe, sam, enc, shapes in CHECKPOINTS:
         text = dict(BASE_TEXT, **moe)
-        cfg = DeepseekOcr2Config(text_config=text, vision_config=VISION_CONFIG["vision_config"])
+        vision = json.loads(json.dumps(VISION_CONFIG["vision_config"]))
+        vision["sam_config"].update(sam)
+        vision["encoder_config"].update(enc)
+        cfg = DeepseekOcr2Config(text_config=text, vision_config=vision)
         model = DeepseekOcr2ForConditionalGeneration(cfg).eval()
         tensors = []
         sd = model.state_dict()
@@ -115,27 +149,31 @@ def main():
                 sd[tname].copy_(weight(int(np.prod(shape)), 1000 + seed, scale, offset).view(shape))
                 tensors.append({"name": tname, "shape": shape, "seed": 1000 + seed, "scale": scale, "offset": offset})
         cases = []
-        for cname, local, n in [("global_only", None, [0]), ("two_tiles", pixels["tiles"], [2])]:
-            count = 256 + 144 * n[0] + 1
-            ids = [tok.bos_token_id] + [tok.convert_tokens_to_ids("<image>")] * count + \
-                tok("\n" + QUESTION, add_special_tokens=False)["input_ids"]
-            input_ids = torch.tensor([ids])
+        for tiles, text_first in shapes:
+            count = 256 + 144 * tiles + 1
+            image = [tok.convert_tokens_to_ids("<image>")] * count
+            if text_first:  # the plugin's framing of a question sent first: BOS{question}\n<image>xN
+                ids = [tok.bos_token_id] + tok(QUESTION + "\n", add_special_tokens=False)["input_ids"] + image
+            else:
+                ids = [tok.bos_token_id] + image + tok("\n" + QUESTION, add_special_tokens=False)["input_ids"]
+            local = pixels["tiles"][:tiles] if tiles else None
             with torch.no_grad():
-                out = model.generate(input_ids=input_ids, pixel_values=pixels["global"], pixel_values_local=local,
-                                     num_local_patches=n, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                out = model.generate(input_ids=torch.tensor([ids]), pixel_values=pixels["global"], pixel_values_local=local,
+                                     num_local_patches=[tiles], max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
                                      do_sample=False, output_logits=True, return_dict_in_generate=True)
             tokens = out.sequences[0, len(ids):].tolist()
             steps = []
             for lg in out.logits:
                 v, i = torch.topk(lg[0].float(), TOP)
                 steps.append({"ids": i.tolist(), "logits": v.tolist(), "gap": float(v[0] - v[1])})
-            cases.append({"name": cname, "tiles": n[0], "input_ids": ids, "tokens": tokens, "steps": steps})
+            cname = f"tiles{tiles}" + ("_question_first" if text_first else "")
+            cases.append({"name": cname, "tiles": tiles, "input_ids": ids, "tokens": tokens, "steps": steps})
             print(f"{name}/{cname}: tokens {tokens}, smallest gap {min(s['gap'] for s in steps):.3g}")
-        checkpoints.append({"name": name, "text_config": text, "tensors": tensors, "cases": cases})
+        checkpoints.append({"name": name, "text_config": text, "vision_config": vision, "tensors": tensors, "cases": cases})
     OUT.parent.mkdir(parents=True, exist_ok=True)
     doc = {"generator": "scripts/reference/golden_deepseek_ocr2_model.py",
            "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
-           "vision_config": VISION_CONFIG["vision_config"], "pixel_seeds": {"global": 900, "tiles": [901, 902], "scale": 2.0},
+           "pixel_seeds": {"global": 900, "tiles": [901 + t for t in range(6)], "scale": 2.0},
            "question": QUESTION, "checkpoints": checkpoints}
     OUT.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     print(f"{OUT.relative_to(ROOT)}: {len(checkpoints)} checkpoints")

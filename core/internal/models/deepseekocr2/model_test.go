@@ -28,8 +28,7 @@ func splitmixValues(n, seed int, scale, offset float64) []float32 {
 }
 
 type modelGolden struct {
-	VisionConfig visionConfigJSON `json:"vision_config"`
-	PixelSeeds   struct {
+	PixelSeeds struct {
 		Global int
 		Tiles  []int
 		Scale  float64
@@ -39,8 +38,9 @@ type modelGolden struct {
 
 // goldenCheckpoint is one checkpoint of the model golden: its text config, tensors and cases.
 type goldenCheckpoint struct {
-	Name       string
-	TextConfig struct {
+	Name         string
+	VisionConfig visionConfigJSON `json:"vision_config"`
+	TextConfig   struct {
 		VocabSize         int     `json:"vocab_size"`
 		HiddenSize        int     `json:"hidden_size"`
 		IntermediateSize  int     `json:"intermediate_size"`
@@ -75,13 +75,14 @@ type goldenCheckpoint struct {
 	}
 }
 
-// TestModelGolden runs the family end to end on the CPU backend, on tiny checkpoints made from
-// transformers' own class with the real vocabulary (experts 8 top-2 with a shared expert, and 16
-// top-3, two shared, group-limited, scaled; dense and sparse layers in both orders): the vision
-// tower's rows scattered over the prompt's <image> placeholders, the decoder over the whole
-// sequence, greedy; each step's top 8 logits (ids and values within 1e-4 of logits up to ~20) and
-// the greedy tokens equal DeepseekOcr2ForConditionalGeneration.generate's
-// (scripts/reference/golden_deepseek_ocr2_model.py), for a global view alone and with two tiles.
+// TestModelGolden is the CPU parity sweep: the family end to end on 8 tiny checkpoints made from
+// transformers' own class with the real vocabulary (experts 4 to 16, top-k 1 to 3, 0 to 2 shared
+// experts, greedy and group-limited routing, scaling factors, dense/sparse layer mixes, widths,
+// heads and grouped KV heads, SAM widths, depths and global layers), each on two images of 0 to 6
+// local tiles, some with the question first: the vision tower's rows scattered over the prompt's
+// <image> placeholders, the decoder over the whole sequence, greedy; each step's top 8 logits (ids
+// and values within 1e-4 of logits up to ~20) and the 6 greedy tokens equal
+// DeepseekOcr2ForConditionalGeneration.generate's (scripts/reference/golden_deepseek_ocr2_model.py).
 // Each step reruns the whole sequence (no KV cache: that is the engine's).
 func TestModelGolden(t *testing.T) {
 	raw, err := os.ReadFile("testdata/model.json")
@@ -92,18 +93,21 @@ func TestModelGolden(t *testing.T) {
 	if err := json.Unmarshal(raw, &g); err != nil {
 		t.Fatal(err)
 	}
-	if len(g.Checkpoints) < 2 {
-		t.Fatalf("%d checkpoints", len(g.Checkpoints))
-	}
 	b, err := cpu.New(cpu.Options{Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	global := viewRows(weightValues(3*1024*1024, g.PixelSeeds.Global, g.PixelSeeds.Scale, 0), 1024)
-	tiles := [][]float32{}
-	for _, s := range g.PixelSeeds.Tiles {
-		tiles = append(tiles, viewRows(weightValues(3*768*768, s, g.PixelSeeds.Scale, 0), 768))
+	tiles := make([][]float32, len(g.PixelSeeds.Tiles))
+	tile := func(i int) []float32 {
+		if tiles[i] == nil {
+			tiles[i] = viewRows(weightValues(3*768*768, g.PixelSeeds.Tiles[i], g.PixelSeeds.Scale, 0), 768)
+		}
+		return tiles[i]
+	}
+	if len(g.Checkpoints) < 8 {
+		t.Fatalf("%d checkpoints, the sweep has 8", len(g.Checkpoints))
 	}
 	for ci := range g.Checkpoints {
 		ck := &g.Checkpoints[ci]
@@ -113,7 +117,7 @@ func TestModelGolden(t *testing.T) {
 				t.Run(cs.Name, func(t *testing.T) {
 					img := model.Image{Grid: model.Grid{T: cs.Tiles + 1, H: 64, W: 64}}
 					for i := range cs.Tiles {
-						img.Pixels = append(img.Pixels, tiles[i]...)
+						img.Pixels = append(img.Pixels, tile(i)...)
 						img.Masks = append(img.Masks, model.PatchRect{W: 48, H: 48})
 					}
 					img.Pixels = append(img.Pixels, global...)
@@ -151,7 +155,7 @@ func bindGolden(t *testing.T, b ml.Backend, g *modelGolden, ci int) (*Vision, *D
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	ld := ml.NewLoader(b, c)
-	vis := BindVision(ld, g.VisionConfig.config(cfg.Hidden))
+	vis := BindVision(ld, ck.VisionConfig.config(cfg.Hidden))
 	dec, err := BindDecoder(ld, cfg)
 	if err == nil {
 		err = ld.Err()
