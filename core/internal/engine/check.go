@@ -53,7 +53,7 @@ func Check(cfg *model.Config, lim model.Limits, req *Request) error {
 		if err := img.CheckMasks(); err != nil {
 			return fmt.Errorf("image %d: %w", i, err)
 		}
-		need, got := g.Tokens(v.MergeSize), 0
+		need, got := cfg.ImageTokens(img), 0
 		for got < need && next < len(runs) {
 			got += runs[next]
 			next++

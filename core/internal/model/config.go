@@ -30,6 +30,22 @@ type Config struct {
 	VisionEndTokenID   int32
 	// EOSTokenIDs are the config's end-of-sequence ids (generation_config.json may add more).
 	EOSTokenIDs []int32
+	// Family holds settings only the family's code reads, parsed by its ConfigDefaults.Vision
+	// hook (DeepSeek-OCR-2's SAM and encoder, its decoder's experts); nil for the others.
+	Family any
+}
+
+// ImageTokens is the number of prompt placeholders img becomes: the family's count
+// (ConfigDefaults.ImageTokens: learned separators, views of several sizes told apart by their
+// patch masks), else Grid.Tokens of the vision merge size.
+func (c *Config) ImageTokens(img Image) int {
+	familiesMu.RLock()
+	count := families[c.ModelType].ImageTokens
+	familiesMu.RUnlock()
+	if count != nil {
+		return count(c, img)
+	}
+	return img.Grid.Tokens(c.Vision.MergeSize)
 }
 
 // TextConfig is the decoder: GQA attention with sectioned multimodal RoPE and a SwiGLU MLP.
@@ -144,6 +160,10 @@ type ConfigDefaults struct {
 	// TieTop: the top level's tie_word_embeddings alone decides, true when absent
 	// (InternVLConfig; the text config's value is not forwarded).
 	TieTop bool
+	// ImageTokens, when set, counts an image's prompt placeholders in place of Grid.Tokens
+	// (Config.ImageTokens); it returns 0 for an image the family cannot take, which no prompt
+	// then matches.
+	ImageTokens func(cfg *Config, img Image) int
 	// Vision, when set, reads the tower's keys in place of the Qwen layout (depth, num_heads,
 	// out_hidden_size, ...): it fills cfg.Vision from vision_config and the top level (where a
 	// family keeps its projector's keys), may set the special token ids, and refuses what the

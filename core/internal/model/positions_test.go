@@ -114,7 +114,11 @@ func TestPromptPositions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := model.PromptPositions(tt.cfg, tt.ids, tt.grids)
+			imgs := make([]model.Image, len(tt.grids))
+			for i, g := range tt.grids {
+				imgs[i] = model.Image{Grid: g}
+			}
+			got, err := model.PromptPositions(tt.cfg, tt.ids, imgs)
 			if tt.err {
 				if !errors.Is(err, ml.ErrInvalidInput) {
 					t.Errorf("err = %v, want ErrInvalidInput", err)

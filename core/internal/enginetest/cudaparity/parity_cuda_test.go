@@ -156,7 +156,7 @@ func TestGraphMatchesPlain(t *testing.T) {
 			ctx := context.Background()
 			var seqs [2]model.Sequence
 			var last [2][]float32
-			pos, err := model.PromptPositions(graph.Config(), c.InputIDs, []model.Grid{c.Grid()})
+			pos, err := model.PromptPositions(graph.Config(), c.InputIDs, []model.Image{img})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -405,7 +405,7 @@ func (m *Base) encode(ctx context.Context, imgs []model.Image, keep bool) ([]*mo
 			}
 			return nil, err
 		}
-		e := &model.Embeddings{Tokens: img.Grid.Tokens(m.cfg.Vision.MergeSize), Dim: m.cfg.EmbedDim()}
+		e := &model.Embeddings{Tokens: m.cfg.ImageTokens(img), Dim: m.cfg.EmbedDim()}
 		if !keep {
 			e.Data = make([]float32, e.Tokens*e.Dim)
 		}
