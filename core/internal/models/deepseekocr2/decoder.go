@@ -49,7 +49,8 @@ type Decoder struct {
 	invFreq             []float32
 }
 
-// BindDecoder binds the text model by transformers 5.17's names.
+// BindDecoder binds the text model's layers by transformers 5.17's names (BindHead binds the
+// embedding, the final norm and lm_head, which a kit family gets from kit.BindHead instead).
 func BindDecoder(ld *ml.Loader, cfg TextConfig) (*Decoder, error) {
 	if len(cfg.MoE.Sparse) != cfg.Layers {
 		return nil, fmt.Errorf("deepseekocr2: %d mlp_layer_types for %d layers", len(cfg.MoE.Sparse), cfg.Layers)
@@ -57,9 +58,6 @@ func BindDecoder(ld *ml.Loader, cfg TextConfig) (*Decoder, error) {
 	d := &Decoder{cfg: cfg}
 	H, hd := cfg.Hidden, cfg.HeadDim
 	qd, kvd := cfg.Heads*hd, cfg.KVHeads*hd
-	d.embed = ld.Rows(textPrefixes, "embed_tokens.weight", cfg.Vocab, H)
-	d.norm = ld.Vector(textPrefixes, "norm.weight", H)
-	d.lmHead = ld.Matrix(lmPrefixes, "lm_head.weight", cfg.Vocab, H)
 	d.layers = make([]decoderLayer, cfg.Layers)
 	m := cfg.MoE
 	for l := range d.layers {
@@ -94,6 +92,13 @@ func BindDecoder(ld *ml.Loader, cfg TextConfig) (*Decoder, error) {
 		d.invFreq[i] = 1 / float32(math.Pow(cfg.Theta, float64(float32(2*i)/float32(hd))))
 	}
 	return d, nil
+}
+
+// BindHead binds the token embedding, the final norm and lm_head.
+func (d *Decoder) BindHead(ld *ml.Loader) {
+	d.embed = ld.Rows(textPrefixes, "embed_tokens.weight", d.cfg.Vocab, d.cfg.Hidden)
+	d.norm = ld.Vector(textPrefixes, "norm.weight", d.cfg.Hidden)
+	d.lmHead = ld.Matrix(lmPrefixes, "lm_head.weight", d.cfg.Vocab, d.cfg.Hidden)
 }
 
 // Attend runs layer l's attention over the pass's rows: out from q, k and v (as projected, not

@@ -158,6 +158,7 @@ func bindGolden(t *testing.T, b ml.Backend, g *modelGolden, ci int) (*Vision, *D
 	vis := BindVision(ld, ck.VisionConfig.config(cfg.Hidden))
 	dec, err := BindDecoder(ld, cfg)
 	if err == nil {
+		dec.BindHead(ld)
 		err = ld.Err()
 	}
 	if err != nil {

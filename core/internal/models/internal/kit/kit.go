@@ -406,6 +406,9 @@ func (m *Base) encode(ctx context.Context, imgs []model.Image, keep bool) ([]*mo
 			return nil, err
 		}
 		e := &model.Embeddings{Tokens: m.cfg.ImageTokens(img), Dim: m.cfg.EmbedDim()}
+		if e.Tokens <= 0 {
+			return nil, fmt.Errorf("image %d: grid %v with masks %v is no image this model takes: %w", i, img.Grid, img.Masks, ml.ErrInvalidInput)
+		}
 		if !keep {
 			e.Data = make([]float32, e.Tokens*e.Dim)
 		}
