@@ -1,6 +1,7 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and seeded Qwen3-VL and InternVL3 ones, with the family plugin compiled
-// from source, and the transformers reference outputs for each case. Test code only.
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3 and DeepSeek-OCR-2 ones, with the family
+// plugin compiled from source, and the transformers reference outputs for each case. Test code
+// only.
 package coretest
 
 import (
@@ -23,12 +24,17 @@ const Qwen3 = "qwen3-seeded"
 // answered by transformers through InternVLProcessor.
 const InternVL = "internvl-seeded"
 
-// served maps the seeded models to their family.
-var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl"}
+// DeepseekOCR2 is the DeepSeek-OCR-2 model: a checkpoint of its family's parity sweep regenerated
+// from its seeds, answered by transformers through DeepseekOcr2Processor (no chat roles: BOS,
+// the image, "\n" and the question).
+const DeepseekOCR2 = "deepseek-ocr2-seeded"
 
-// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL and
-// InternVL3.
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL}
+// served maps the seeded models to their family.
+var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", DeepseekOCR2: "deepseek_ocr2"}
+
+// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
+// InternVL3 and DeepSeek-OCR-2.
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, DeepseekOCR2}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
@@ -112,15 +118,22 @@ func servedCases(tb testing.TB, family string) []Case {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens, Text: tok.DecodeSkipSpecial(c.Tokens)})
+		text := tok.DecodeSkipSpecial(c.Tokens)
+		if family == "deepseek_ocr2" { // its plugin keeps special tokens, as upstream's runs decode
+			text = tok.Decode(c.Tokens)
+		}
+		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens, Text: text})
 	}
 	return out
 }
 
 // tokenizerDir is where a family's fixture tokenizer is.
 func tokenizerDir(family string) string {
-	if family == "internvl" {
+	switch family {
+	case "internvl":
 		return fixture.TokenizerDir("internvl3")
+	case "deepseek_ocr2":
+		return fixture.TokenizerDir("deepseek_ocr2")
 	}
 	return fixture.ModelDir("tiny-untied") // the same Qwen tokenizer for Qwen2.5-VL and Qwen3-VL
 }
@@ -137,5 +150,8 @@ func Decode(tb testing.TB, model string, ids []int32) string {
 		tb.Fatal(err)
 	}
 	defer tok.Close()
+	if served[model] == "deepseek_ocr2" { // its plugin keeps special tokens
+		return tok.Decode(ids)
+	}
 	return tok.DecodeSkipSpecial(ids)
 }

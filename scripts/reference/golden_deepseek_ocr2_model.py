@@ -126,6 +126,27 @@ def kind(name, shape, hidden):
     return 2.0 * math.sqrt(3.0 / fan_in), 0.0
 
 
+def build(name):
+    """The checkpoint name of CHECKPOINTS as a float32 DeepseekOcr2ForConditionalGeneration, its
+    text and vision configs, and its tensors' manifest (name, shape, seed, scale, offset)."""
+    _, moe, sam, enc, _ = next(c for c in CHECKPOINTS if c[0] == name)
+    text = dict(BASE_TEXT, **moe)
+    vision = json.loads(json.dumps(VISION_CONFIG["vision_config"]))
+    vision["sam_config"].update(sam)
+    vision["encoder_config"].update(enc)
+    cfg = DeepseekOcr2Config(text_config=text, vision_config=vision)
+    model = DeepseekOcr2ForConditionalGeneration(cfg).eval()
+    tensors = []
+    sd = model.state_dict()
+    with torch.no_grad():
+        for seed, tname in enumerate(sorted(sd)):
+            shape = list(sd[tname].shape)
+            scale, offset = kind(tname, shape, text["hidden_size"])
+            sd[tname].copy_(weight(int(np.prod(shape)), 1000 + seed, scale, offset).view(shape))
+            tensors.append({"name": tname, "shape": shape, "seed": 1000 + seed, "scale": scale, "offset": offset})
+    return model, text, vision, tensors
+
+
 def main():
     torch.set_num_threads(2)
     tok = AutoTokenizer.from_pretrained(str(TOKENIZER))
@@ -134,20 +155,7 @@ def main():
               "tiles": torch.stack([pixel(3 * 768 * 768, 901 + t, 2.0).view(3, 768, 768) for t in range(6)])}
     checkpoints = []
     for name, moe, sam, enc, shapes in CHECKPOINTS:
-        text = dict(BASE_TEXT, **moe)
-        vision = json.loads(json.dumps(VISION_CONFIG["vision_config"]))
-        vision["sam_config"].update(sam)
-        vision["encoder_config"].update(enc)
-        cfg = DeepseekOcr2Config(text_config=text, vision_config=vision)
-        model = DeepseekOcr2ForConditionalGeneration(cfg).eval()
-        tensors = []
-        sd = model.state_dict()
-        with torch.no_grad():
-            for seed, tname in enumerate(sorted(sd)):
-                shape = list(sd[tname].shape)
-                scale, offset = kind(tname, shape, text["hidden_size"])
-                sd[tname].copy_(weight(int(np.prod(shape)), 1000 + seed, scale, offset).view(shape))
-                tensors.append({"name": tname, "shape": shape, "seed": 1000 + seed, "scale": scale, "offset": offset})
+        model, text, vision, tensors = build(name)
         cases = []
         for tiles, text_first in shapes:
             count = 256 + 144 * tiles + 1

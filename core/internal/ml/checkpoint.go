@@ -102,6 +102,13 @@ func NewLoader(b Backend, ck *Checkpoint) *Loader { return &Loader{b: b, ck: ck}
 // Err is the first failure.
 func (l *Loader) Err() error { return l.err }
 
+// Has reports whether the checkpoint holds name under one of the prefixes (a family telling
+// two layouts of its checkpoints apart).
+func (l *Loader) Has(prefixes []string, name string) bool {
+	_, _, ok := l.find(prefixes, name)
+	return ok
+}
+
 func (l *Loader) find(prefixes []string, name string) (ckTensor, string, bool) {
 	for _, p := range prefixes {
 		if t, ok := l.ck.tensors[p+name]; ok {

@@ -6,125 +6,59 @@ package deepseekocr2_test
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
-	"math"
-	"os"
+	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/engine"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/ml/cpu"
 	"github.com/iris-vlm/iris/core/internal/model"
 	"github.com/iris-vlm/iris/core/internal/models"
 )
 
-const golden = "../../models/deepseekocr2/testdata/model.json"
-
-type sweep struct {
-	PixelSeeds struct {
-		Global int
-		Tiles  []int
-		Scale  float64
-	} `json:"pixel_seeds"`
-	Checkpoints []struct {
-		Name         string
-		TextConfig   json.RawMessage `json:"text_config"`
-		VisionConfig json.RawMessage `json:"vision_config"`
-		Tensors      []struct {
-			Name          string
-			Shape         []int
-			Seed          int
-			Scale, Offset float64
-		}
-		Cases []struct {
-			Name     string
-			Tiles    int
-			InputIDs []int32 `json:"input_ids"`
-			Tokens   []int32
-		}
+// image is a case's image: its tiles and the global view of the sweep's pixels.
+func image(sw *fixture.DeepseekSweep, tiles int) model.Image {
+	img := model.Image{Grid: model.Grid{T: tiles + 1, H: 64, W: 64}}
+	for i := range tiles {
+		img.Pixels = append(img.Pixels, fixture.DeepseekPixels(768, sw.PixelSeeds.Tiles[i], sw.PixelSeeds.Scale)...)
+		img.Masks = append(img.Masks, model.PatchRect{W: 48, H: 48})
 	}
+	img.Pixels = append(img.Pixels, fixture.DeepseekPixels(1024, sw.PixelSeeds.Global, sw.PixelSeeds.Scale)...)
+	if img.Masks != nil {
+		img.Masks = append(img.Masks, model.PatchRect{W: 64, H: 64})
+	}
+	return img
 }
 
-// splitmix is the golden's weight values (the top 24 bits of splitmix64((seed << 32) + i) over
-// 2^24, minus 0.5, times scale plus offset, rounded once to float32).
-func splitmix(n, seed int, scale, offset float64) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		z := uint64(seed)<<32 + uint64(i) + 0x9E3779B97F4A7C15
-		z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
-		z = (z ^ z>>27) * 0x94D049BB133111EB
-		z ^= z >> 31
-		v[i] = float32((float64(z>>40)/float64(1<<24)-0.5)*scale + offset)
-	}
-	return v
-}
-
-// pixels are the golden's views: ((i·7919 + seed·104729) mod 2003) / 2003 − 0.5, times scale, a
-// [3, size, size] view laid out as the plugin's 64x64 patch rows (3·16·16 values), the patches
-// past size zero.
-func pixels(size, seed int, scale float64) []float32 {
-	px := make([]float32, 3*size*size)
-	for i := range px {
-		px[i] = float32((float64((i*7919+seed*104729)%2003)/2003.0 - 0.5) * scale)
-	}
-	const side, patch = 64, 16
-	out := make([]float32, side*side*3*patch*patch)
-	for py := range size / patch {
-		for pxx := range size / patch {
-			row := out[(py*side+pxx)*3*patch*patch:]
-			for c := range 3 {
-				for y := range patch {
-					for x := range patch {
-						row[(c*patch+y)*patch+x] = px[(c*size+py*patch+y)*size+pxx*patch+x]
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
-// writeCheckpoint writes checkpoint k of sw as a transformers 5 directory: config.json and one
-// F32 model.safetensors.
-func writeCheckpoint(t *testing.T, sw *sweep, k int) string {
+// run loads dir with the models table and generates every case of ck, checking the tokens.
+func run(t *testing.T, sw *fixture.DeepseekSweep, ck *fixture.DeepseekCheckpoint, dir string) {
 	t.Helper()
-	ck := &sw.Checkpoints[k]
-	dir := t.TempDir()
-	cfg, err := json.Marshal(map[string]any{"model_type": "deepseek_ocr2", "text_config": ck.TextConfig,
-		"vision_config": ck.VisionConfig, "image_token_id": 128815, "tie_word_embeddings": false})
+	b, err := cpu.New(cpu.Options{Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	hdr := map[string]any{}
-	var data []byte
-	for _, ts := range ck.Tensors {
-		n := 1
-		for _, d := range ts.Shape {
-			n *= d
-		}
-		start := len(data)
-		for _, x := range splitmix(n, ts.Seed, ts.Scale, ts.Offset) {
-			data = binary.LittleEndian.AppendUint32(data, math.Float32bits(x))
-		}
-		hdr[ts.Name] = map[string]any{"dtype": "F32", "shape": ts.Shape, "data_offsets": []int{start, len(data)}}
-	}
-	h, err := json.Marshal(hdr)
+	m, err := models.Load(dir, b, models.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for len(h)%8 != 0 {
-		h = append(h, ' ')
+	defer m.Close()
+	for _, c := range ck.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			res, err := engine.Generate(context.Background(), m, engine.Request{IDs: c.InputIDs,
+				Images: []model.Image{image(sw, c.Tiles)}, MaxNewTokens: len(c.Tokens), IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Tokens, c.Tokens) {
+				t.Errorf("tokens %v, want %v", res.Tokens, c.Tokens)
+			}
+		})
 	}
-	buf := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), append(append(buf, h...), data...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // TestSweepThroughEngine: every checkpoint of the family's sweep, loaded by the models table
@@ -132,51 +66,118 @@ func writeCheckpoint(t *testing.T, sw *sweep, k int) string {
 // prefill, then decode steps over the KV pool), gives transformers' greedy tokens on each case
 // (0 to 6 local tiles, the question before or after the image).
 func TestSweepThroughEngine(t *testing.T) {
-	raw, err := os.ReadFile(golden)
+	sw, err := fixture.LoadDeepseekSweep()
 	if err != nil {
-		t.Fatal(err)
-	}
-	var sw sweep
-	if err := json.Unmarshal(raw, &sw); err != nil {
 		t.Fatal(err)
 	}
 	if len(sw.Checkpoints) < 8 {
 		t.Fatalf("%d checkpoints", len(sw.Checkpoints))
 	}
-	global := pixels(1024, sw.PixelSeeds.Global, sw.PixelSeeds.Scale)
-	for k := range sw.Checkpoints {
-		ck := &sw.Checkpoints[k]
+	for i := range sw.Checkpoints {
+		ck := &sw.Checkpoints[i]
 		t.Run(ck.Name, func(t *testing.T) {
-			b, err := cpu.New(cpu.Options{Threads: 2})
+			dir := t.TempDir()
+			if err := ck.Write(dir, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			run(t, sw, ck, dir)
+		})
+	}
+}
+
+// originalRenames are transformers 5.17's conversion_mapping.py renames of deepseek_ocr2 run
+// backwards: a transformers name to the original release's (deepseek-ai/DeepSeek-OCR-2).
+var originalRenames = []struct {
+	re   *regexp.Regexp
+	orig string
+}{
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.layers\.(\d+)\.layer_norm1\.`), "model.sam_model.blocks.$1.norm1."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.layers\.(\d+)\.layer_norm2\.`), "model.sam_model.blocks.$1.norm2."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.layers\.(\d+)\.`), "model.sam_model.blocks.$1."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.patch_embed\.projection\.`), "model.sam_model.patch_embed.proj."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.pos_embed$`), "model.sam_model.pos_embed"},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.neck\.conv1\.`), "model.sam_model.neck.0."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.neck\.layer_norm1\.`), "model.sam_model.neck.1."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.neck\.conv2\.`), "model.sam_model.neck.2."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.neck\.layer_norm2\.`), "model.sam_model.neck.3."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.proj\.conv1\.`), "model.sam_model.net_2."},
+	{regexp.MustCompile(`^model\.vision_tower\.sam_encoder\.proj\.conv2\.`), "model.sam_model.net_3."},
+	{regexp.MustCompile(`^model\.vision_tower\.vision_encoder\.layers\.`), "model.qwen2_model.model.model.layers."},
+	{regexp.MustCompile(`^model\.vision_tower\.vision_encoder\.norm\.`), "model.qwen2_model.model.model.norm."},
+	{regexp.MustCompile(`^model\.vision_tower\.query_768_resolution\.`), "model.qwen2_model.query_768."},
+	{regexp.MustCompile(`^model\.vision_tower\.query_1024_resolution\.`), "model.qwen2_model.query_1024."},
+	{regexp.MustCompile(`^model\.multi_modal_projector\.`), "model.projector.layers."},
+	{regexp.MustCompile(`^model\.view_separator$`), "model.view_seperator"}, //nolint:misspell // the original's name
+	{regexp.MustCompile(`^model\.language_model\.`), "model."},
+}
+
+// TestOriginalLayout: the same weights in the original release's layout (its tensor names, each
+// routed expert a module of its own: mlp.experts.E.{gate,up,down}_proj.weight) give the same
+// tokens as the transformers layout, on every case of two checkpoints (one greedy, one
+// group-limited with two shared experts).
+func TestOriginalLayout(t *testing.T) {
+	sw, err := fixture.LoadDeepseekSweep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rename := func(name string) string {
+		if strings.Contains(name, ".mlp.experts.") { // split below
+			return ""
+		}
+		for _, r := range originalRenames {
+			if r.re.MatchString(name) {
+				return r.re.ReplaceAllString(name, r.orig)
+			}
+		}
+		return name
+	}
+	for _, name := range []string{"e8_k2_s1", "e16_k3_s2_group"} {
+		ck, err := sw.Checkpoint(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			experts := func(add func(string, []int, []float32)) {
+				for _, ts := range ck.Tensors {
+					layer, ok := strings.CutSuffix(ts.Name, "mlp.experts.gate_up_proj")
+					if !ok {
+						continue
+					}
+					gu, shape, _ := ck.TensorValues(ts.Name)
+					dn, dshape, _ := ck.TensorValues(layer + "mlp.experts.down_proj")
+					e, twoI, h := shape[0], shape[1], shape[2]
+					inter := twoI / 2
+					layer = strings.Replace(layer, "model.language_model.", "model.", 1)
+					for x := range e {
+						base := x * twoI * h
+						add(fmt.Sprintf("%smlp.experts.%d.gate_proj.weight", layer, x), []int{inter, h}, gu[base:base+inter*h])
+						add(fmt.Sprintf("%smlp.experts.%d.up_proj.weight", layer, x), []int{inter, h}, gu[base+inter*h:base+twoI*h])
+						d := x * dshape[1] * dshape[2]
+						add(fmt.Sprintf("%smlp.experts.%d.down_proj.weight", layer, x), []int{dshape[1], dshape[2]}, dn[d:d+dshape[1]*dshape[2]])
+					}
+				}
+			}
+			if err := ck.Write(dir, rename, experts); err != nil {
+				t.Fatal(err)
+			}
+			entries, err := ml.ReadSafetensorsHeader(filepath.Join(dir, "model.safetensors"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := models.Load(writeCheckpoint(t, &sw, k), b, models.Options{})
-			if err != nil {
-				t.Fatal(err)
+			var original int
+			for _, e := range entries {
+				if strings.Contains(e.Name, "vision_tower") || strings.Contains(e.Name, "language_model") || strings.HasSuffix(e.Name, "gate_up_proj") {
+					t.Fatalf("tensor %s is in the transformers layout", e.Name)
+				}
+				if strings.Contains(e.Name, "sam_model.") || strings.Contains(e.Name, "qwen2_model.") || strings.Contains(e.Name, ".mlp.experts.0.") {
+					original++
+				}
 			}
-			defer m.Close()
-			for _, c := range ck.Cases {
-				t.Run(c.Name, func(t *testing.T) {
-					img := model.Image{Grid: model.Grid{T: c.Tiles + 1, H: 64, W: 64}}
-					for i := range c.Tiles {
-						img.Pixels = append(img.Pixels, pixels(768, sw.PixelSeeds.Tiles[i], sw.PixelSeeds.Scale)...)
-						img.Masks = append(img.Masks, model.PatchRect{W: 48, H: 48})
-					}
-					img.Pixels = append(img.Pixels, global...)
-					if img.Masks != nil {
-						img.Masks = append(img.Masks, model.PatchRect{W: 64, H: 64})
-					}
-					res, err := engine.Generate(context.Background(), m, engine.Request{IDs: c.InputIDs, Images: []model.Image{img},
-						MaxNewTokens: len(c.Tokens), IgnoreEOS: true})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !slices.Equal(res.Tokens, c.Tokens) {
-						t.Errorf("tokens %v, want %v", res.Tokens, c.Tokens)
-					}
-				})
+			if original == 0 {
+				t.Fatal("no tensor of the original layout written")
 			}
+			run(t, sw, ck, dir)
 		})
 	}
 }

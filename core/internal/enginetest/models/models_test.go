@@ -27,6 +27,9 @@ func TestFamilyTables(t *testing.T) {
 		"qwen2_5_vl": filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
 		"qwen3_vl":   filepath.Join(fixture.Root(), "configs", "qwen3_vl_2b_hub.json"),
 		"internvl":   filepath.Join(fixture.Root(), "configs", "internvl3_2b_hf.json"),
+		// reconstructed from the sources (docs/plugins.md): transformers instantiates it at
+		// 3,389,119,360 parameters, the released checkpoint's count
+		"deepseek_ocr2": filepath.Join(fixture.Root(), "configs", "deepseek_ocr2_hf.json"),
 	}
 	for _, mt := range models.ModelTypes() {
 		var fam *bundles.Family

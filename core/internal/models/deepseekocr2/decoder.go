@@ -26,7 +26,8 @@ type MoEConfig struct {
 	Sparse                                          []bool
 }
 
-// textPrefixes and lmPrefixes: transformers 5's module paths, then save_pretrained's.
+// textPrefixes and lmPrefixes: transformers 5's module paths, then save_pretrained's (layout.go
+// has the original release's).
 var (
 	textPrefixes = []string{"model.language_model.", "language_model."}
 	lmPrefixes   = []string{"", "model."}
@@ -44,6 +45,7 @@ type decoderLayer struct {
 // Decoder is the text model's weights: the embedding, the layers, the final norm and lm_head.
 type Decoder struct {
 	cfg                 TextConfig
+	layout              layout
 	embed, norm, lmHead ml.Tensor
 	layers              []decoderLayer
 	invFreq             []float32
@@ -55,7 +57,8 @@ func BindDecoder(ld *ml.Loader, cfg TextConfig) (*Decoder, error) {
 	if len(cfg.MoE.Sparse) != cfg.Layers {
 		return nil, fmt.Errorf("deepseekocr2: %d mlp_layer_types for %d layers", len(cfg.MoE.Sparse), cfg.Layers)
 	}
-	d := &Decoder{cfg: cfg}
+	d := &Decoder{cfg: cfg, layout: detectLayout(ld)}
+	textPrefixes := d.layout.text
 	H, hd := cfg.Hidden, cfg.HeadDim
 	qd, kvd := cfg.Heads*hd, cfg.KVHeads*hd
 	d.layers = make([]decoderLayer, cfg.Layers)
@@ -75,9 +78,7 @@ func BindDecoder(ld *ml.Loader, cfg TextConfig) (*Decoder, error) {
 			e := &ml.MoE{Experts: m.Experts, TopK: m.TopK, Inter: m.Inter, Groups: m.Groups, TopGroups: m.TopGroups, Scale: float32(m.Scale)}
 			// the router's logits are F32 whatever the activations (F.linear of hidden_states.float())
 			e.Router = ld.MatrixF32(textPrefixes, p+"mlp.gate.weight", m.Experts, H)
-			// gate_up_proj [E, 2I, H] and down_proj [E, H, I], each one stacked matrix
-			e.GateUp = ld.Matrix(textPrefixes, p+"mlp.experts.gate_up_proj", m.Experts, 2*m.Inter*H).Reshape(m.Experts*2*m.Inter, H)
-			e.Down = ld.Matrix(textPrefixes, p+"mlp.experts.down_proj", m.Experts, H*m.Inter).Reshape(m.Experts*H, m.Inter)
+			e.GateUp, e.Down = d.layout.experts(ld, p, m.Experts, m.Inter, H)
 			L.moe = e
 		}
 		if inter > 0 {
@@ -96,9 +97,9 @@ func BindDecoder(ld *ml.Loader, cfg TextConfig) (*Decoder, error) {
 
 // BindHead binds the token embedding, the final norm and lm_head.
 func (d *Decoder) BindHead(ld *ml.Loader) {
-	d.embed = ld.Rows(textPrefixes, "embed_tokens.weight", d.cfg.Vocab, d.cfg.Hidden)
-	d.norm = ld.Vector(textPrefixes, "norm.weight", d.cfg.Hidden)
-	d.lmHead = ld.Matrix(lmPrefixes, "lm_head.weight", d.cfg.Vocab, d.cfg.Hidden)
+	d.embed = ld.Rows(d.layout.text, "embed_tokens.weight", d.cfg.Vocab, d.cfg.Hidden)
+	d.norm = ld.Vector(d.layout.text, "norm.weight", d.cfg.Hidden)
+	d.lmHead = ld.Matrix(d.layout.lm, "lm_head.weight", d.cfg.Vocab, d.cfg.Hidden)
 }
 
 // Attend runs layer l's attention over the pass's rows: out from q, k and v (as projected, not

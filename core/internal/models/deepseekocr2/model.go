@@ -44,7 +44,8 @@ func (m *Model) Bind(ld *ml.Loader, cfg *model.Config) (kit.Head, error) {
 		return kit.Head{}, fmt.Errorf("a decoder the DeepSeek-OCR-2 graph does not have (q/k/v bias %v, q/k norm %v, partial rotary %d): %w",
 			t.QKVBias, t.QKNorm, t.RotaryDims, model.ErrUnsupported)
 	}
-	head := kit.BindHead(ld, cfg, textPrefixes, lmPrefixes)
+	l := detectLayout(ld)
+	head := kit.BindHead(ld, cfg, l.text, l.lm)
 	m.dec, err = BindDecoder(ld, TextConfig{Hidden: t.Hidden, Layers: t.Layers, Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: t.HeadDim,
 		Intermediate: t.Intermediate, Vocab: t.Vocab, Eps: t.RMSNormEps, Theta: t.RopeTheta, MoE: s.MoE})
 	if err != nil {

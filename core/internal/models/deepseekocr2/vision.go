@@ -86,10 +86,12 @@ type Vision struct {
 func BindVision(ld *ml.Loader, cfg VisionConfig) *Vision {
 	v := &Vision{cfg: cfg, plans: map[int]*viewPlan{}}
 	s, e := &cfg.SAM, &cfg.Encoder
+	l := detectLayout(ld)
+	tower, n := l.tower, l.name
 	H, hd, side := s.Hidden, s.Hidden/s.Heads, v.cfg.PosSide()
-	v.patch = ld.Matrix(towerPrefixes, "sam_encoder.patch_embed.projection.weight", H, 3*s.Patch*s.Patch)
-	v.patchB = ld.Vector(towerPrefixes, "sam_encoder.patch_embed.projection.bias", H)
-	v.pos = ld.Rows(towerPrefixes, "sam_encoder.pos_embed", side, side*H).Reshape(side*side, H)
+	v.patch = ld.Matrix(tower, n("sam_encoder.patch_embed.projection.weight"), H, 3*s.Patch*s.Patch)
+	v.patchB = ld.Vector(tower, n("sam_encoder.patch_embed.projection.bias"), H)
+	v.pos = ld.Rows(tower, n("sam_encoder.pos_embed"), side, side*H).Reshape(side*side, H)
 	v.sam = make([]samLayer, s.Layers)
 	for l := range v.sam {
 		L := &v.sam[l]
@@ -99,57 +101,57 @@ func BindVision(ld *ml.Loader, cfg VisionConfig) *Vision {
 		if L.window {
 			size = s.Window
 		}
-		L.norm1 = ld.Vector(towerPrefixes, p+"layer_norm1.weight", H)
-		L.norm1B = ld.Vector(towerPrefixes, p+"layer_norm1.bias", H)
-		qkv := ld.Matrix(towerPrefixes, p+"attn.qkv.weight", 3*H, H)
+		L.norm1 = ld.Vector(tower, n(p+"layer_norm1.weight"), H)
+		L.norm1B = ld.Vector(tower, n(p+"layer_norm1.bias"), H)
+		qkv := ld.Matrix(tower, n(p+"attn.qkv.weight"), 3*H, H)
 		L.q, L.kv = qkv.RowsAt(0, H), qkv.RowsAt(H, 2*H)
-		qkvB := ld.Vector(towerPrefixes, p+"attn.qkv.bias", 3*H)
+		qkvB := ld.Vector(tower, n(p+"attn.qkv.bias"), 3*H)
 		L.qB, L.kvB = qkvB.ColsAt(0, H), qkvB.ColsAt(H, 2*H)
-		L.proj = ld.Matrix(towerPrefixes, p+"attn.proj.weight", H, H)
-		L.projB = ld.Vector(towerPrefixes, p+"attn.proj.bias", H)
-		L.relH = ld.Matrix(towerPrefixes, p+"attn.rel_pos_h", 2*size-1, hd)
-		L.relW = ld.Matrix(towerPrefixes, p+"attn.rel_pos_w", 2*size-1, hd)
-		L.norm2 = ld.Vector(towerPrefixes, p+"layer_norm2.weight", H)
-		L.norm2B = ld.Vector(towerPrefixes, p+"layer_norm2.bias", H)
-		L.fc1 = ld.Matrix(towerPrefixes, p+"mlp.lin1.weight", s.MLP, H)
-		L.fc1B = ld.Vector(towerPrefixes, p+"mlp.lin1.bias", s.MLP)
-		L.fc2 = ld.Matrix(towerPrefixes, p+"mlp.lin2.weight", H, s.MLP)
-		L.fc2B = ld.Vector(towerPrefixes, p+"mlp.lin2.bias", H)
+		L.proj = ld.Matrix(tower, n(p+"attn.proj.weight"), H, H)
+		L.projB = ld.Vector(tower, n(p+"attn.proj.bias"), H)
+		L.relH = ld.Matrix(tower, n(p+"attn.rel_pos_h"), 2*size-1, hd)
+		L.relW = ld.Matrix(tower, n(p+"attn.rel_pos_w"), 2*size-1, hd)
+		L.norm2 = ld.Vector(tower, n(p+"layer_norm2.weight"), H)
+		L.norm2B = ld.Vector(tower, n(p+"layer_norm2.bias"), H)
+		L.fc1 = ld.Matrix(tower, n(p+"mlp.lin1.weight"), s.MLP, H)
+		L.fc1B = ld.Vector(tower, n(p+"mlp.lin1.bias"), s.MLP)
+		L.fc2 = ld.Matrix(tower, n(p+"mlp.lin2.weight"), H, s.MLP)
+		L.fc2B = ld.Vector(tower, n(p+"mlp.lin2.bias"), H)
 	}
 	C := s.OutChannels
-	v.neck1 = ld.ConvTaps(towerPrefixes, "sam_encoder.neck.conv1.weight", C, H, 1, 1)
-	v.neckN1 = ld.Vector(towerPrefixes, "sam_encoder.neck.layer_norm1.weight", C)
-	v.neckN1B = ld.Vector(towerPrefixes, "sam_encoder.neck.layer_norm1.bias", C)
-	v.neck2 = ld.ConvTaps(towerPrefixes, "sam_encoder.neck.conv2.weight", C, C, 3, 3)
-	v.neckN2 = ld.Vector(towerPrefixes, "sam_encoder.neck.layer_norm2.weight", C)
-	v.neckN2B = ld.Vector(towerPrefixes, "sam_encoder.neck.layer_norm2.bias", C)
-	v.down1 = ld.ConvTaps(towerPrefixes, "sam_encoder.proj.conv1.weight", s.Down[0], C, 3, 3)
-	v.down2 = ld.ConvTaps(towerPrefixes, "sam_encoder.proj.conv2.weight", s.Down[1], s.Down[0], 3, 3)
+	v.neck1 = ld.ConvTaps(tower, n("sam_encoder.neck.conv1.weight"), C, H, 1, 1)
+	v.neckN1 = ld.Vector(tower, n("sam_encoder.neck.layer_norm1.weight"), C)
+	v.neckN1B = ld.Vector(tower, n("sam_encoder.neck.layer_norm1.bias"), C)
+	v.neck2 = ld.ConvTaps(tower, n("sam_encoder.neck.conv2.weight"), C, C, 3, 3)
+	v.neckN2 = ld.Vector(tower, n("sam_encoder.neck.layer_norm2.weight"), C)
+	v.neckN2B = ld.Vector(tower, n("sam_encoder.neck.layer_norm2.bias"), C)
+	v.down1 = ld.ConvTaps(tower, n("sam_encoder.proj.conv1.weight"), s.Down[0], C, 3, 3)
+	v.down2 = ld.ConvTaps(tower, n("sam_encoder.proj.conv2.weight"), s.Down[1], s.Down[0], 3, 3)
 
 	EH, ehd := e.Hidden, e.Hidden/e.Heads
 	v.enc = make([]encoderLayer, e.Layers)
 	for l := range v.enc {
 		L := &v.enc[l]
 		p := fmt.Sprintf("vision_encoder.layers.%d.", l)
-		L.attnNorm = ld.Vector(towerPrefixes, p+"input_layernorm.weight", EH)
-		L.q = ld.Matrix(towerPrefixes, p+"self_attn.q_proj.weight", e.Heads*ehd, EH)
-		L.k = ld.Matrix(towerPrefixes, p+"self_attn.k_proj.weight", e.KVHeads*ehd, EH)
-		L.v = ld.Matrix(towerPrefixes, p+"self_attn.v_proj.weight", e.KVHeads*ehd, EH)
-		L.qB = ld.Vector(towerPrefixes, p+"self_attn.q_proj.bias", e.Heads*ehd)
-		L.kB = ld.Vector(towerPrefixes, p+"self_attn.k_proj.bias", e.KVHeads*ehd)
-		L.vB = ld.Vector(towerPrefixes, p+"self_attn.v_proj.bias", e.KVHeads*ehd)
-		L.o = ld.Matrix(towerPrefixes, p+"self_attn.o_proj.weight", EH, e.Heads*ehd)
-		L.mlpNorm = ld.Vector(towerPrefixes, p+"post_attention_layernorm.weight", EH)
-		gu := ld.Matrices(towerPrefixes, []string{p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, e.Intermediate, EH)
+		L.attnNorm = ld.Vector(tower, n(p+"input_layernorm.weight"), EH)
+		L.q = ld.Matrix(tower, n(p+"self_attn.q_proj.weight"), e.Heads*ehd, EH)
+		L.k = ld.Matrix(tower, n(p+"self_attn.k_proj.weight"), e.KVHeads*ehd, EH)
+		L.v = ld.Matrix(tower, n(p+"self_attn.v_proj.weight"), e.KVHeads*ehd, EH)
+		L.qB = ld.Vector(tower, n(p+"self_attn.q_proj.bias"), e.Heads*ehd)
+		L.kB = ld.Vector(tower, n(p+"self_attn.k_proj.bias"), e.KVHeads*ehd)
+		L.vB = ld.Vector(tower, n(p+"self_attn.v_proj.bias"), e.KVHeads*ehd)
+		L.o = ld.Matrix(tower, n(p+"self_attn.o_proj.weight"), EH, e.Heads*ehd)
+		L.mlpNorm = ld.Vector(tower, n(p+"post_attention_layernorm.weight"), EH)
+		gu := ld.Matrices(tower, []string{n(p + "mlp.gate_proj.weight"), n(p + "mlp.up_proj.weight")}, e.Intermediate, EH)
 		L.gate, L.up = gu[0], gu[1]
-		L.down = ld.Matrix(towerPrefixes, p+"mlp.down_proj.weight", EH, e.Intermediate)
+		L.down = ld.Matrix(tower, n(p+"mlp.down_proj.weight"), EH, e.Intermediate)
 	}
-	v.encNorm = ld.Vector(towerPrefixes, "vision_encoder.norm.weight", EH)
-	v.query768 = ld.Rows(towerPrefixes, "query_768_resolution.weight", 144, EH)
-	v.query1024 = ld.Rows(towerPrefixes, "query_1024_resolution.weight", 256, EH)
-	v.projector = ld.Matrix(projectorPrefixes, "weight", cfg.TextHidden, EH)
-	v.projectorB = ld.Vector(projectorPrefixes, "bias", cfg.TextHidden)
-	v.separator = ld.Vector(rootPrefixes, "view_separator", cfg.TextHidden)
+	v.encNorm = ld.Vector(tower, n("vision_encoder.norm.weight"), EH)
+	v.query768 = ld.Rows(tower, n("query_768_resolution.weight"), 144, EH)
+	v.query1024 = ld.Rows(tower, n("query_1024_resolution.weight"), 256, EH)
+	v.projector = ld.Matrix(l.projector, "weight", cfg.TextHidden, EH)
+	v.projectorB = ld.Vector(l.projector, "bias", cfg.TextHidden)
+	v.separator = ld.Vector(l.root, l.separator(), cfg.TextHidden)
 	return v
 }
 
