@@ -138,9 +138,10 @@ type Mask struct {
 // RelPos is a decomposed relative-position bias over keys laid out as a Height × Width grid in
 // row-major order (a vision tower's window or whole grid): the score of query row i and key j
 // under head h gains H[i, h·Height + j/Width] + W[i, h·Width + j%Width], the two summed first.
-// H and W are F32 with a row for each query row of the op (heads·Height and heads·Width values);
-// the family computes them from the queries and its position tables (rel_h = einsum(q, Rh),
-// rel_w = einsum(q, Rw)).
+// H and W are in the activation type (the reference computes rel_h and rel_w in the model's
+// dtype), a row for each query row of the op (heads·Height and heads·Width values); the family
+// computes them from the queries and its position tables (rel_h = einsum(q, Rh), rel_w =
+// einsum(q, Rw)).
 type RelPos struct {
 	H, W          Tensor
 	Height, Width int
@@ -158,7 +159,7 @@ func CheckRelPos(p RelPos, rows, heads, keys int) error {
 		return nil
 	}
 	if p.Height < 1 || p.Width < 1 || p.Height*p.Width < keys || p.H.Rows != rows || p.W.Rows != rows ||
-		p.H.Cols != heads*p.Height || p.W.Cols != heads*p.Width || p.H.DType != F32 || p.W.DType != F32 {
+		p.H.Cols != heads*p.Height || p.W.Cols != heads*p.Width || p.H.DType != p.W.DType {
 		return fmt.Errorf("relative-position bias %dx%d and %dx%d over a %dx%d grid for %d rows of %d heads, %d keys: %w",
 			p.H.Rows, p.H.Cols, p.W.Rows, p.W.Cols, p.Height, p.Width, rows, heads, keys, ErrInvalidInput)
 	}

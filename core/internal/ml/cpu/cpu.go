@@ -591,6 +591,9 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 	}
 	var rel *C.iris_rel_pos
 	if a.RelPos.H.Valid() {
+		if !b.f32("attention", a.RelPos.H, a.RelPos.W) {
+			return
+		}
 		if err := ml.CheckRelPos(a.RelPos, q.Rows, a.Heads, k.Rows); err != nil {
 			b.fail(fmt.Errorf("cpu attention: %w", err))
 			return

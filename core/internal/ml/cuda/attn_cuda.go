@@ -29,6 +29,7 @@ type attnArgs struct {
 type relArgs struct {
 	h, w                    gpu.DevPtr
 	ldh, ldw, height, width int
+	size                    int64 // bytes of an element (the storage type)
 }
 
 // softmaxArgs are the softmax kernel's arguments for the heads from head0 of segment a, its
@@ -39,9 +40,9 @@ func softmaxArgs(a attnArgs, p, s gpu.DevPtr, head0 int) []gpu.Arg {
 		causal = 1
 	}
 	rh, rw := a.rel.h, a.rel.w
-	if rh != 0 {
-		rh = rh.Add(int64(a.q0) * int64(a.rel.ldh) * 4)
-		rw = rw.Add(int64(a.q0) * int64(a.rel.ldw) * 4)
+	if rh != 0 { // the bias in the storage type
+		rh = rh.Add(int64(a.q0) * int64(a.rel.ldh) * a.rel.size)
+		rw = rw.Add(int64(a.q0) * int64(a.rel.ldw) * a.rel.size)
 	}
 	return []gpu.Arg{gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal), gpu.P(a.keys), gpu.I(a.prefix), gpu.P(rh), gpu.P(rw),
 		gpu.I(a.rel.ldh), gpu.I(a.rel.ldw), gpu.I(a.rel.height), gpu.I(max(a.rel.width, 1)), gpu.I(head0)}

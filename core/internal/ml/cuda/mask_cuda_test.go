@@ -85,7 +85,7 @@ func TestKernelBackendMaskForms(t *testing.T) {
 				n, w := tc.gh*tc.gw, tc.heads*tc.hd
 				rows := tc.segs * n
 				q, k, v := randn(r, dt, rows*w, 1), randn(r, dt, rows*w, 1), randn(r, dt, rows*w, 1)
-				hv, wv := randn(r, f32, rows*tc.heads*tc.gh, 1), randn(r, f32, rows*tc.heads*tc.gw, 1)
+				hv, wv := randn(r, dt, rows*tc.heads*tc.gh, 1), randn(r, dt, rows*tc.heads*tc.gw, 1)
 				bounds := make([]int32, tc.segs+1)
 				for s := range bounds {
 					bounds[s] = int32(s * n)
@@ -93,16 +93,7 @@ func TestKernelBackendMaskForms(t *testing.T) {
 				var got, one []float32
 				var cachedErr error
 				if err := b.Do(func() error {
-					ht, err := b.Alloc(rows, tc.heads*tc.gh, ml.F32)
-					if err != nil {
-						return err
-					}
-					wt, err := b.Alloc(rows, tc.heads*tc.gw, ml.F32)
-					if err != nil {
-						return err
-					}
-					b.Write(ht, hv)
-					b.Write(wt, wv)
+					ht, wt := devTensor(b, rows, tc.heads*tc.gh, hv), devTensor(b, rows, tc.heads*tc.gw, wv)
 					rel := ml.RelPos{H: ht, W: wt, Height: tc.gh, Width: tc.gw}
 					qt, kt, vt := devTensor(b, rows, w, q), devTensor(b, rows, w, k), devTensor(b, rows, w, v)
 					a := ml.Attn{Heads: tc.heads, KVHeads: tc.heads, HeadDim: tc.hd, Scale: 0.125, Mask: ml.Mask{RelPos: rel}}
@@ -128,8 +119,8 @@ func TestKernelBackendMaskForms(t *testing.T) {
 				}
 				for s := range tc.segs {
 					r0 := s * n
-					bias := func(i, h, j int) float64 {
-						return float64(hv[(r0+i)*tc.heads*tc.gh+h*tc.gh+j/tc.gw] + wv[(r0+i)*tc.heads*tc.gw+h*tc.gw+j%tc.gw])
+					bias := func(i, h, j int) float64 { // the two summed and rounded to the storage type
+						return round(dt, float64(hv[(r0+i)*tc.heads*tc.gh+h*tc.gh+j/tc.gw])+float64(wv[(r0+i)*tc.heads*tc.gw+h*tc.gw+j%tc.gw]))
 					}
 					want := maskRef(q[r0*w:], k[r0*w:], v[r0*w:], n, tc.heads, tc.hd, false, 0, 0.125, bias)
 					check(t, fmt.Sprintf("segment %d", s), got[r0*w:(r0+n)*w], want, tol)

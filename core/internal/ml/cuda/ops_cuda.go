@@ -759,7 +759,7 @@ func (b *Backend) maskForms(a ml.Attn, rows, keys int) bool {
 		b.fail(fmt.Errorf("cuda attention: %w", err))
 		return false
 	}
-	return true
+	return b.same("attention bias", a.RelPos.H, a.RelPos.W)
 }
 
 // keyFlags checks a's key flags (ml.Mask.Keys) against n keys: none, or one a key.
@@ -1117,7 +1117,7 @@ func (b *Backend) attnArgs(out, q, k, v ml.Tensor, a ml.Attn) attnArgs {
 	return attnArgs{out: dp(out), q: dp(q), k: dp(k), v: dp(v), ldo: out.Stride, ldq: q.Stride, ldk: k.Stride, ldv: v.Stride,
 		nq: q.Rows, nk: k.Rows, heads: a.Heads, kvh: a.KVHeads, hd: a.HeadDim, causal: a.Causal, scale: a.Scale,
 		keys: gpu.DevPtr(a.Keys.Addr), prefix: prefix,
-		rel: relArgs{h: dp(r.H), w: dp(r.W), ldh: r.H.Stride, ldw: r.W.Stride, height: r.Height, width: r.Width}}
+		rel: relArgs{h: dp(r.H), w: dp(r.W), ldh: r.H.Stride, ldw: r.W.Stride, height: r.Height, width: r.Width, size: r.H.DType.Size()}}
 }
 
 // maxSegment is the longest of the segments between bounds.

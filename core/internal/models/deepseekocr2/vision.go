@@ -326,8 +326,8 @@ func (v *Vision) view(b ml.Backend, pix ml.Tensor, p *viewPlan, res ml.Tensor) {
 	pw := b.Scratch("ds.pw", rowsMax, H)
 	t := b.Scratch("ds.t", n, H)
 	act := b.Scratch("ds.act", n, s.MLP)
-	biasH := b.ScratchF32("ds.biash", rowsMax, heads*sizeMax)
-	biasW := b.ScratchF32("ds.biasw", rowsMax, heads*sizeMax)
+	biasH := b.Scratch("ds.biash", rowsMax, heads*sizeMax)
+	biasW := b.Scratch("ds.biasw", rowsMax, heads*sizeMax)
 	relRows := [2]ml.Tensor{b.Scratch("ds.relh", 2*p.side-1, hd), b.Scratch("ds.relw", 2*p.side-1, hd)}
 	if b.Err() != nil {
 		return
@@ -371,7 +371,7 @@ func (v *Vision) view(b ml.Backend, pix ml.Tensor, p *viewPlan, res ml.Tensor) {
 		m := 2*size - 1
 		bh := biasH.Reshape(biasH.Rows*biasH.Cols, 1).RowsAt(0, rows*heads*size)
 		bw := biasW.Reshape(biasW.Rows*biasW.Cols, 1).RowsAt(0, rows*heads*size)
-		prod := b.ScratchF32("ds.relprod", rows*heads, m)
+		prod := b.Scratch("ds.relprod", rows*heads, m)
 		for _, pick := range []struct {
 			tab, out ml.Tensor
 			idx      []int32

@@ -1174,17 +1174,17 @@ ATTN_MMA(128)
 // and rw, when not null, are a decomposed relative-position bias (ml.Mask.RelPos) added to the
 // scores: rh[i*ldh + h*gh + j/gw] + rw[i*ldw + h*gw + j%gw], the two summed first. P [rows, nk]
 // gets the probabilities in T. One block a row.
-struct rel_bias {
-    const float *h, *w;
+template <typename T> struct rel_bias {
+    const T *h, *w; // in the activation type, as the reference's rel_h and rel_w
     int ldh, ldw, gh, gw, head0;
 };
-__device__ __forceinline__ float rel_score(const float *srow, int j, const rel_bias &rb, int i, int h) {
+template <typename T> __device__ __forceinline__ float rel_score(const float *srow, int j, const rel_bias<T> &rb, int i, int h) {
     float s = srow[j];
-    if (rb.h) s += rb.h[(size_t)i * rb.ldh + h * rb.gh + j / rb.gw] + rb.w[(size_t)i * rb.ldw + h * rb.gw + j % rb.gw];
+    if (rb.h) s += rnd<T>(ld(rb.h[(size_t)i * rb.ldh + h * rb.gh + j / rb.gw]) + ld(rb.w[(size_t)i * rb.ldw + h * rb.gw + j % rb.gw]));
     return s;
 }
 template <typename T>
-__device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal, const int *keys, int prefix, rel_bias rb) {
+__device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal, const int *keys, int prefix, rel_bias<T> rb) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     long r = blockIdx.x;
     int i = (int)(r % nq), h = rb.head0 + (int)(r / nq);
@@ -1208,14 +1208,14 @@ __device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal, c
     for (int j = threadIdx.x; j < nk; j += blockDim.x)
         prow[j] = st<T>(j <= lim && (!keys || keys[j]) ? expf(rel_score(srow, j, rb, i, h) - mx) * inv : 0.f);
 }
-#define SOFTMAX_ARGS(T)                                                                                                   \
-    T *P, const float *S, int nq, int nk, int causal, const int *keys, int prefix, const float *rh, const float *rw, int ldh, \
+#define SOFTMAX_ARGS(T)                                                                                               \
+    T *P, const float *S, int nq, int nk, int causal, const int *keys, int prefix, const T *rh, const T *rw, int ldh, \
         int ldw, int gh, int gw, int head0
 extern "C" __global__ void iris_softmax_f32(SOFTMAX_ARGS(float)) {
-    softmax_rows(P, S, nq, nk, causal, keys, prefix, rel_bias{rh, rw, ldh, ldw, gh, gw, head0});
+    softmax_rows(P, S, nq, nk, causal, keys, prefix, rel_bias<float>{rh, rw, ldh, ldw, gh, gw, head0});
 }
 extern "C" __global__ void iris_softmax_bf16(SOFTMAX_ARGS(bf16)) {
-    softmax_rows(P, S, nq, nk, causal, keys, prefix, rel_bias{rh, rw, ldh, ldw, gh, gw, head0});
+    softmax_rows(P, S, nq, nk, causal, keys, prefix, rel_bias<bf16>{rh, rw, ldh, ldw, gh, gw, head0});
 }
 
 // Decode attention over a KV pool for a batch of new tokens, one a sequence, fused with their
