@@ -21,20 +21,6 @@ import (
 	"github.com/iris-vlm/iris/core/internal/models"
 )
 
-// image is a case's image: its tiles and the global view of the sweep's pixels.
-func image(sw *fixture.DeepseekSweep, tiles int) model.Image {
-	img := model.Image{Grid: model.Grid{T: tiles + 1, H: 64, W: 64}}
-	for i := range tiles {
-		img.Pixels = append(img.Pixels, fixture.DeepseekPixels(768, sw.PixelSeeds.Tiles[i], sw.PixelSeeds.Scale)...)
-		img.Masks = append(img.Masks, model.PatchRect{W: 48, H: 48})
-	}
-	img.Pixels = append(img.Pixels, fixture.DeepseekPixels(1024, sw.PixelSeeds.Global, sw.PixelSeeds.Scale)...)
-	if img.Masks != nil {
-		img.Masks = append(img.Masks, model.PatchRect{W: 64, H: 64})
-	}
-	return img
-}
-
 // run loads dir with the models table and generates every case of ck, checking the tokens.
 func run(t *testing.T, sw *fixture.DeepseekSweep, ck *fixture.DeepseekCheckpoint, dir string) {
 	t.Helper()
@@ -50,7 +36,7 @@ func run(t *testing.T, sw *fixture.DeepseekSweep, ck *fixture.DeepseekCheckpoint
 	for _, c := range ck.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			res, err := engine.Generate(context.Background(), m, engine.Request{IDs: c.InputIDs,
-				Images: []model.Image{image(sw, c.Tiles)}, MaxNewTokens: len(c.Tokens), IgnoreEOS: true})
+				Images: []model.Image{sw.Image(c.Tiles)}, MaxNewTokens: len(c.Tokens), IgnoreEOS: true})
 			if err != nil {
 				t.Fatal(err)
 			}
