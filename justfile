@@ -107,6 +107,12 @@ golden-locateanything: laenv
     test -f .build/locany/image_processing_locateanything.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
     .build/laenv/bin/python scripts/reference/golden_locateanything.py
 
+# The LocateAnything shape sweep golden (core/internal/enginetest/testdata/sweep/locateanything.json)
+# from the remote code's LocateAnythingForConditionalGeneration on seeded tiny checkpoints.
+sweep-golden-locateanything: laenv
+    test -f .build/locany/modeling_locateanything.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/make_sweep_locateanything.py
+
 # The demo model's synthetic scenes (scripts/demo/scenes.py, docs/demo-model.md): determinism and
 # answers consistent with each scene. Pillow only, with the reference stack's python (CI has no
 # Pillow, so `just test` leaves it out).

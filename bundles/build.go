@@ -101,6 +101,19 @@ var Families = map[string]Family{
 		},
 		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_id", "<img>": "", "</img>": ""},
 	},
+	// LocateAnything-3B (remote code): one view, resized once or twice (plugin ABI 2, wire minor
+	// 4); in_token_limit from preprocessor_config.json (25600; the class default is 4096).
+	"locateanything": {
+		Name: "locateanything", ModelTypes: []string{"locateanything"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{151645},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		Params: map[string][]string{"in_token_limit": {"in_token_limit"}},
+		Fixed:  map[string]any{"merge_kernel_size": []any{2.0, 2.0}},
+		ConfigFixed: map[string]any{
+			"vision_config.patch_size": 14.0, "vision_config.merge_kernel_size": []any{2.0, 2.0},
+		},
+		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_index", "<img>": "", "</img>": ""},
+	},
 }
 
 // BuildOptions configure Build. Zero values take the defaults noted.
