@@ -47,6 +47,57 @@ type Family struct {
 	// that holds its id ("" when the id is free): tokenizer.json must hold each as an added token,
 	// with that id, or the prompt would not be what the engine expects.
 	SpecialTokens map[string]string
+	// Grounding, when set, names the config.json keys of the coordinate, box and ref token ids
+	// (with the values the model class takes when a key is absent): the bundle's
+	// generation.grounding, which lets the runtime read boxes out of the answers.
+	Grounding *GroundingKeys
+}
+
+// GroundingKeys are the config.json keys (top level) of a Grounding's ids, each with the model
+// class's default, and its scale.
+type GroundingKeys struct {
+	CoordFirst, CoordLast, BoxOpen, BoxClose, RefOpen, RefClose ConfigID
+	Scale                                                       float64
+}
+
+// ConfigID is a config.json key holding a token id and the id when the key is absent.
+type ConfigID struct {
+	Key     string
+	Default int32
+}
+
+// grounding reads the family's grounding ids out of config.json.
+func (f Family) grounding(cfg map[string]any) (*Grounding, error) {
+	k := f.Grounding
+	if k == nil {
+		return nil, nil
+	}
+	id := func(c ConfigID) (int32, error) {
+		v, ok := cfg[c.Key]
+		if !ok || v == nil {
+			return c.Default, nil
+		}
+		n, ok := v.(float64)
+		if !ok || n != math.Trunc(n) || n < 0 || n > math.MaxInt32 {
+			return 0, fmt.Errorf("config.json %s: %v is not a token id", c.Key, v)
+		}
+		return int32(n), nil
+	}
+	g := &Grounding{Scale: k.Scale}
+	for _, x := range []struct {
+		dst *int32
+		key ConfigID
+	}{{&g.CoordFirst, k.CoordFirst}, {&g.CoordLast, k.CoordLast}, {&g.BoxOpen, k.BoxOpen}, {&g.BoxClose, k.BoxClose},
+		{&g.RefOpen, k.RefOpen}, {&g.RefClose, k.RefClose}} {
+		var err error
+		if *x.dst, err = id(x.key); err != nil {
+			return nil, err
+		}
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // Families lists the families this build can bundle.
@@ -113,6 +164,13 @@ var Families = map[string]Family{
 			"vision_config.patch_size": 14.0, "vision_config.merge_kernel_size": []any{2.0, 2.0},
 		},
 		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_index", "<img>": "", "</img>": ""},
+		// LocateAnythingConfig's keys and defaults: <0>..<1000>, <box> </box>, <ref> </ref>
+		Grounding: &GroundingKeys{
+			CoordFirst: ConfigID{"coord_start_token_id", 151677}, CoordLast: ConfigID{"coord_end_token_id", 152677},
+			BoxOpen: ConfigID{"box_start_token_id", 151668}, BoxClose: ConfigID{"box_end_token_id", 151669},
+			RefOpen: ConfigID{"ref_start_token_id", 151672}, RefClose: ConfigID{"ref_end_token_id", 151673},
+			Scale: 1000,
+		},
 	},
 }
 
@@ -233,6 +291,9 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	overrideImage(&m.Image, o.Image)
 	gen, _ := readJSON(filepath.Join(o.From, "generation_config.json")) // optional
 	m.Generation = generationDefaults(gen, cfg, fam, o.MaxNewTokens, m.Engine.ContextLength)
+	if m.Generation.Grounding, err = fam.grounding(cfg); err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
 
 	cp := copier{progress: o.Progress}
 	add := func(dst *[]File, rel string) error {
