@@ -36,6 +36,7 @@ setup:
     scripts/fetch-tokenizer.sh
     python3 scripts/reference/internvl_tokenizer.py
     python3 scripts/reference/phi4_tokenizer.py
+    python3 scripts/reference/locateanything_tokenizer.py
 
 # Developer tools (golangci-lint), pinned, into .build/bin.
 tools:

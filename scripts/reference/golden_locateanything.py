@@ -36,6 +36,8 @@ Writes two files:
   image before the question, after it, and after a client system message. fixed_size cases resize
   to the square with PIL bicubic (what the TRTMC profile's "bicubic" 448x448 names; its own resize
   code is not in its repository) and then run the processor's to_tensor, normalize and patchify.
+  The framed prompts are also tokenized (run-length encoded input_ids) with the tokenizer
+  scripts/reference/locateanything_tokenizer.py writes to .build/tokenizer/locateanything.
 
 Run: `just golden-locateanything` (fetches the code and builds .build/laenv first). CI never runs it.
 """
@@ -57,6 +59,7 @@ from PIL import Image, ImageOps
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SRC = ROOT / ".build/locany"
+TOKENIZER = ROOT / ".build/tokenizer/locateanything"
 CASES = ROOT / "plugins/locateanything/testdata/cases.json"
 GOLDEN = ROOT / "core/internal/prep/testdata/golden_locateanything"
 QWEN_IMAGES = ROOT / "core/internal/prep/testdata/golden/images"
@@ -341,7 +344,17 @@ def process(ipm, img, params):
     return out["pixel_values"], tuple(out["image_grid_hws"][0].tolist()), g
 
 
-def pixel_case(ipm, prm, proc, tmpl, name, img, params, k):
+def rle(ids):
+    out = []
+    for i in ids:
+        if out and out[-1][0] == i:
+            out[-1][1] += 1
+        else:
+            out.append([i, 1])
+    return out
+
+
+def pixel_case(ipm, prm, proc, tmpl, tok, name, img, params, k):
     pv, grid, g = process(ipm, img, params)
     tokens = grid[0] * grid[1] // 4
     flat = pv.to(torch.float32).contiguous().numpy().reshape(-1)
@@ -360,11 +373,14 @@ def pixel_case(ipm, prm, proc, tmpl, name, img, params, k):
         if not torch.equal(fpv, pv):
             raise SystemExit(f"{name}: the framed pixel_values differ from the image processor's")
         before, after = split_frame(text, tokens)
-        case[key] = {"before": before, "after": after}
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        if ids.count(151665) != tokens:
+            raise SystemExit(f"{name}: {ids.count(151665)} <IMG_CONTEXT> ids, {tokens} image tokens")
+        case[key] = {"before": before, "after": after, "input_ids": rle(ids)}
     return case
 
 
-def pixel_goldens(ipm, prm, proc, tmpl):
+def pixel_goldens(ipm, prm, proc, tmpl, tok):
     qwen = json.loads((QWEN_IMAGES.parent / "manifest.json").read_text())
     images, cases = [], []
     k = 0
@@ -375,10 +391,10 @@ def pixel_goldens(ipm, prm, proc, tmpl):
             raise SystemExit(f"{im['file']}: PIL's RGB differs from the Qwen manifest's")
         images.append({"name": im["file"], "file": "../golden/images/" + im["file"], "sha256": im["sha256"],
                        "rgb_sha256": rgb})
-        cases.append(pixel_case(ipm, prm, proc, tmpl, im["file"], img, {}, k))
+        cases.append(pixel_case(ipm, prm, proc, tmpl, tok, im["file"], img, {}, k))
         k += 1
         for params in PARAM_IMAGES.get(im["file"], []):
-            cases.append(pixel_case(ipm, prm, proc, tmpl, im["file"], img, params, k))
+            cases.append(pixel_case(ipm, prm, proc, tmpl, tok, im["file"], img, params, k))
             k += 1
     for w, h in SYNTH:
         seed = (w * 31 + h) % 97
@@ -386,10 +402,10 @@ def pixel_goldens(ipm, prm, proc, tmpl):
         name = f"synth_{w}x{h}"
         images.append({"name": name, "synth": {"width": w, "height": h, "seed": seed},
                        "rgb_sha256": sha(np.asarray(img).tobytes())})
-        cases.append(pixel_case(ipm, prm, proc, tmpl, name, img, {}, k))
+        cases.append(pixel_case(ipm, prm, proc, tmpl, tok, name, img, {}, k))
         k += 1
         for params in PARAM_IMAGES.get(name, []):
-            cases.append(pixel_case(ipm, prm, proc, tmpl, name, img, params, k))
+            cases.append(pixel_case(ipm, prm, proc, tmpl, tok, name, img, params, k))
             k += 1
     return {"question": QUESTION, "system": SYSTEM, "images": images, "cases": cases}
 
@@ -403,7 +419,13 @@ def main():
     CASES.parent.mkdir(parents=True, exist_ok=True)
     CASES.write_text(json.dumps(suite, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {CASES}: {len(cases)} cases, max_image_tokens {suite['max_image_tokens']}")
-    golden = pixel_goldens(ipm, prm, proc, tmpl)
+    from transformers import AutoTokenizer
+    if not (TOKENIZER / "tokenizer.json").exists():
+        raise SystemExit("no .build/tokenizer/locateanything: run scripts/reference/locateanything_tokenizer.py (just setup)")
+    tok = AutoTokenizer.from_pretrained(str(TOKENIZER))
+    if tok.convert_tokens_to_ids(["<IMG_CONTEXT>", "<img>", "</img>", "<0>"]) != [151665, 151666, 151667, 151677]:
+        raise SystemExit("the tokenizer is not LocateAnything's")
+    golden = pixel_goldens(ipm, prm, proc, tmpl, tok)
     golden["source"] = source
     GOLDEN.mkdir(parents=True, exist_ok=True)
     (GOLDEN / "manifest.json").write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")

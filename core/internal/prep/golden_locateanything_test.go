@@ -15,6 +15,7 @@ import (
 	"github.com/iris-vlm/iris/core/internal/plugin"
 	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/prep"
+	"github.com/iris-vlm/iris/core/internal/tokenize"
 	"github.com/iris-vlm/iris/sdk-wasm/abi"
 )
 
@@ -38,7 +39,12 @@ type laManifest struct {
 	Cases []laCase
 }
 
-type laFrame struct{ Before, After string }
+// laFrame is the reference's framed prompt: its text around the image span and its input_ids
+// (run-length encoded: [id, count] pairs).
+type laFrame struct {
+	Before, After string
+	InputIDs      [][2]int32 `json:"input_ids"`
+}
 
 type laCase struct {
 	Image  string
@@ -70,47 +76,25 @@ func readLAManifest(t *testing.T) *laManifest {
 	return &m
 }
 
-// laSpecials are the special tokens of LocateAnything's frame at their checkpoint ids.
-var laSpecials = map[string]int32{"<|im_start|>": 151644, "<|im_end|>": 151645, "<IMG_CONTEXT>": 151665,
-	"<img>": 151666, "</img>": 151667}
-
-// laTokenizer stands for LocateAnything's tokenizer, which Iris does not build yet: text is its
-// code points, and the frame's special tokens are their ids. The frame's text is then compared
-// character for character with the reference's, and the span's tokens by id.
-type laTokenizer struct{}
-
-func (laTokenizer) Encode(text string) ([]int32, error) {
-	out := make([]int32, 0, len(text))
-	for _, r := range text {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func (laTokenizer) TokenID(tok string) (int32, bool) { id, ok := laSpecials[tok]; return id, ok }
-
-// laIDs is what laTokenizer makes of the reference's framed prompt.
-func laIDs(f *laFrame, tokens int) []int32 {
-	ids, _ := laTokenizer{}.Encode(f.Before)
-	ids = append(ids, laSpecials["<img>"])
-	for range tokens {
-		ids = append(ids, laSpecials["<IMG_CONTEXT>"])
-	}
-	ids = append(ids, laSpecials["</img>"])
-	after, _ := laTokenizer{}.Encode(f.After)
-	return append(ids, after...)
-}
-
 // newLA returns a Preparer of the locateanything plugin, compiled from source and run by the real
-// host; wrap, when set, stands between the plugin and prep.
+// host, with LocateAnything's tokenizer; wrap, when set, stands between the plugin and prep.
 func newLA(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.Preparer {
 	tb.Helper()
+	root, err := plugintest.RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "locateanything"))
+	if err != nil {
+		tb.Fatalf("LocateAnything's tokenizer (`just setup` writes it with scripts/reference/locateanything_tokenizer.py): %v", err)
+	}
+	tb.Cleanup(func() { _ = tok.Close() })
 	h := plugintest.NewHost(tb, plugin.Options{})
 	var pl prep.Planner = plugintest.Load(tb, h, "locateanything", plugintest.BuildFamily(tb, "locateanything"), plugin.Limits{})
 	if wrap != nil {
 		pl = wrap(pl)
 	}
-	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: laTokenizer{}})
+	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -168,9 +152,11 @@ func TestGoldenLocateAnything(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", v.name, err)
 				}
-				if v.want != nil && !slices.Equal(res.InputIDs, laIDs(v.want, c.Tokens)) {
-					t.Errorf("%s: the framed prompt differs from the reference's\n got %q\nwant %q", v.name,
-						string(runes(res.InputIDs)), v.want.Before+"<img>…</img>"+v.want.After)
+				if v.want != nil {
+					if got := rle(res.InputIDs); !slices.Equal(got, v.want.InputIDs) {
+						t.Errorf("%s: input_ids (run-length encoded)\n got %v\nwant %v (the reference's text: %q <img>…</img> %q)",
+							v.name, got, v.want.InputIDs, v.want.Before, v.want.After)
+					}
 				}
 				if v.name == "image first" {
 					for _, d := range checkLAPixels(res, &c) {
@@ -188,19 +174,6 @@ type laVariant struct {
 	textFirst bool
 	system    *string
 	want      *laFrame
-}
-
-// runes renders ids made by laTokenizer as text, the span's ids as •.
-func runes(ids []int32) []rune {
-	out := make([]rune, 0, len(ids))
-	for _, id := range ids {
-		if id >= 151644 {
-			out = append(out, '•')
-			continue
-		}
-		out = append(out, id)
-	}
-	return out
 }
 
 // checkLAPixels compares a prepared image with the processor's pixel_values, grid and tokens,
@@ -274,5 +247,32 @@ func TestGoldenLocateAnythingCatchesMutations(t *testing.T) {
 				t.Error("the mutated preprocessing matches the golden")
 			}
 		})
+	}
+}
+
+// TestLocateAnythingAnswerText: LocateAnything's tokenizer keeps the grounding tokens in an answer
+// decoded with special tokens skipped (the runtime's answer text), as the official decode
+// (skip_special_tokens=False) does, and drops the image and role tokens.
+func TestLocateAnythingAnswerText(t *testing.T) {
+	root, err := plugintest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "locateanything"))
+	if err != nil {
+		t.Fatalf("LocateAnything's tokenizer (`just setup`): %v", err)
+	}
+	defer tok.Close()
+	ids, err := tok.Encode("<ref>white vehicle</ref><box><12><250><999><1000></box><null><switch>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{151672, 5782, 7310, 151673, 151668, 151689, 151927, 152676, 152677, 151669, 152678, 152679}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("ids %v, want %v", ids, want)
+	}
+	answer := append([]int32{151665, 151666, 151667, 151676, 151644}, ids...)
+	if got, want := tok.DecodeSkipSpecial(answer), "<ref>white vehicle</ref><box><12><250><999><1000></box><null><switch>"; got != want {
+		t.Errorf("answer text %q, want %q", got, want)
 	}
 }
