@@ -114,6 +114,13 @@ sweep-golden-locateanything: laenv
     test -f .build/locany/modeling_locateanything.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
     .build/laenv/bin/python scripts/reference/make_sweep_locateanything.py
 
+# The LocateAnything served golden (core/internal/enginetest/testdata/locateanything/served.json): a
+# sweep model answering the case images through the remote code's processor, and the evaluation
+# code's parser on answers spelled out.
+golden-served-locateanything: laenv
+    test -f .build/locany/eval/inference_grounding_ddp.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/golden_served_locateanything.py
+
 # The demo model's synthetic scenes (scripts/demo/scenes.py, docs/demo-model.md): determinism and
 # answers consistent with each scene. Pillow only, with the reference stack's python (CI has no
 # Pillow, so `just test` leaves it out).

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/bundles"
+	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
+	"github.com/iris-vlm/iris/core/internal/tokenize"
 )
 
 // laGrounding is LocateAnything's: <0>..<1000> at 151677.., <box> </box>, <ref> </ref>.
@@ -73,5 +75,34 @@ func TestDecodeBoxes(t *testing.T) {
 	}
 	if got := decodeBoxes([]int32{ref, 0, refEnd, box, c(5), c(5), boxEnd}, nil, 640, 480, labels); got != nil {
 		t.Errorf("without grounding: %+v, want nil", got)
+	}
+}
+
+// TestDecodeBoxesMatchesReference: on answers spelled out (the served golden's box_cases: their ids
+// by LocateAnything's tokenizer), the runtime's reader gives exactly the boxes the model's own
+// evaluation parser reads in their text (scripts/reference/golden_served_locateanything.py), with
+// the label decoded by the tokenizer.
+func TestDecodeBoxesMatchesReference(t *testing.T) {
+	s, err := fixture.LoadServed("locateanything")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.BoxCases) < 8 {
+		t.Fatalf("%d box cases", len(s.BoxCases))
+	}
+	tok, err := tokenize.Load(fixture.TokenizerDir("locateanything"))
+	if err != nil {
+		t.Fatalf("LocateAnything's tokenizer (`just setup`): %v", err)
+	}
+	defer tok.Close()
+	for _, bc := range s.BoxCases {
+		got := decodeBoxes(bc.IDs, laGrounding, bc.Width, bc.Height, tok.Decode)
+		want := make([]Box, len(bc.Boxes))
+		for i, b := range bc.Boxes {
+			want[i] = Box{Label: b.Label, Box: b.Box, Point: b.Point}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q in %dx%d:\n got %+v\nwant %+v", bc.Text, bc.Width, bc.Height, got, want)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches LocateAnything-3B's remote code (the export in NVlabs/Eagle at 783f656d, folder
-# Embodied/eaglevl/utils/locany/) into .build/locany, where scripts/reference/*locateanything*.py
+# Embodied/eaglevl/utils/locany/, and its evaluation code's answer parser) into .build/locany, where scripts/reference/*locateanything*.py
 # import it as the package "locany". Nothing of it is committed: several of its files carry an
 # NVIDIA "all rights reserved" header (image_processing_locateanything.py, modeling_vit.py,
 # generate_utils.py, the mask utilities), so they only produce goldens.
@@ -28,6 +28,12 @@ for f in $files; do
     git -C "$src" show "$commit:Embodied/eaglevl/utils/locany/$f" > "$out/$f"
 done
 : > "$out/__init__.py"
+# the evaluation code's answer parser (parse_bbox_with_labels and the conversions to pixels), which
+# the served golden runs on the reference's answers
+mkdir -p "$out/eval"
+for f in inference_grounding_ddp.py inference_compat.py; do
+    git -C "$src" show "$commit:Embodied/evaluation/$f" > "$out/eval/$f"
+done
 (cd "$out" && sha256sum -c --quiet) <<'SUMS'
 d2738cc180add2b77e88b8cf2bc87ff012f23bd417a99150a033f61b0a8eb857  configuration_locateanything.py
 1fda5efb735cae465debd414afc673389fe731afd95c934a469faa23d3d7fdf1  configuration_qwen2.py
@@ -43,5 +49,7 @@ a5ad3d2e4f0719e4964af7937ba6d63dc7a90a4448dd8dc54a56eca23c04f18d  modeling_locat
 a0cb84f5108587c8a2e944ad7d4b123bb413c34baeef30e3d6d7a3bb486a835d  chat_template.json
 d3626759c8d75f3f5b2b0a03fdd168f9853bb428ba5dc027e085d6daad8eded8  preprocessor_config.json
 b5588a63082eb2188016c2add5e9cca3a4cc035b95d318a42b103f3ef68be984  processor_config.json
+0a08b029a2633b6293eb0428a806c08041a352e497a917fea84d32d6472c40ac  eval/inference_grounding_ddp.py
+d8647b4f4710ad0977b5f19f77cda2c13ef35cc2eb21c325067b6b7407528a8a  eval/inference_compat.py
 SUMS
 echo "wrote $out (NVlabs/Eagle $short, $commit)"
