@@ -2,6 +2,7 @@ package bundles
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,6 +31,9 @@ type Family struct {
 	StopIDs        []int32
 	MaxMemoryPages int
 	TimeoutMS      int
+	// ContextLength is the family's default context when the build names none (else 4096),
+	// capped by the config's max_position_embeddings.
+	ContextLength int
 	// Params maps each plugin parameter to the preprocessor_config.json keys it is read from,
 	// first present wins ("size.shortest_edge" names a nested key).
 	Params map[string][]string
@@ -158,8 +162,11 @@ var Families = map[string]Family{
 		Name: "locateanything", ModelTypes: []string{"locateanything"},
 		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{151645},
 		MaxMemoryPages: 512, TimeoutMS: 2000,
-		Params: map[string][]string{"in_token_limit": {"in_token_limit"}},
-		Fixed:  map[string]any{"merge_kernel_size": []any{2.0, 2.0}},
+		// an image takes up to 6777 tokens at in_token_limit 25600 (a 4000x3000 photo 6510): room
+		// for it, the question and the grounding workload's 32 new tokens
+		ContextLength: 8192,
+		Params:        map[string][]string{"in_token_limit": {"in_token_limit"}},
+		Fixed:         map[string]any{"merge_kernel_size": []any{2.0, 2.0}},
 		ConfigFixed: map[string]any{
 			"vision_config.patch_size": 14.0, "vision_config.merge_kernel_size": []any{2.0, 2.0},
 		},
@@ -283,7 +290,7 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 		m.Engine.Precision = map[string]string{"cpu": "fp32", "cuda": "bf16"}[m.Engine.Backend]
 	}
 	if m.Engine.ContextLength == 0 {
-		m.Engine.ContextLength = 4096
+		m.Engine.ContextLength = cmp.Or(fam.ContextLength, 4096)
 		if mp := maxPositions(cfg); mp > 0 && mp < m.Engine.ContextLength {
 			m.Engine.ContextLength = mp
 		}
