@@ -59,6 +59,31 @@ func TestSweep(t *testing.T) {
 	fixture.RunSweep(t, fixture.SweepPathFor(locateanything.ModelType), loaders...)
 }
 
+// TestBatchEqualsSingle: the sweep's cases batched (joining while others decode, prompts prefilled
+// in chunks that split the image's rows, leaving at different steps) give exactly the greedy tokens
+// each gives alone. One model (GQA 3, a tower of 4 blocks).
+func TestBatchEqualsSingle(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(locateanything.ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := sw.Models[len(sw.Models)-1]
+	dir := t.TempDir()
+	if err := fixture.WriteSeeded(dir, sm); err != nil {
+		t.Fatal(err)
+	}
+	m, err := load(dir, cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	reqs, err := fixture.SweepRequests(sw, m.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture.CheckBatchEqualsSingle(t, m, reqs)
+}
+
 // TestSweepDetectsWrongGraph shows the sweep's check can fail on this family's hazards, each made
 // in the checkpoint so that the right graph computes what the wrong one would on the original:
 //   - the 2-D RoPE pairs taken as (row, column), as modeling_vit.py's own docstring says, instead
