@@ -1,5 +1,5 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and seeded Qwen3-VL and InternVL3 ones, with the family plugin compiled
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3 and LocateAnything ones, with the family plugin compiled
 // from source, and the transformers reference outputs for each case. Test code only.
 package coretest
 
@@ -23,12 +23,17 @@ const Qwen3 = "qwen3-seeded"
 // answered by transformers through InternVLProcessor.
 const InternVL = "internvl-seeded"
 
-// served maps the seeded models to their family.
-var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl"}
+// LocateAnything is the LocateAnything-3B model: a checkpoint of its shape sweep regenerated from
+// its seed, served as a bundle of family locateanything (its grounding ids in bundle.toml),
+// answered by the official remote code through its own processor in the slow mode.
+const LocateAnything = "locateanything-seeded"
 
-// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL and
-// InternVL3.
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL}
+// served maps the seeded models to their family.
+var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", LocateAnything: "locateanything"}
+
+// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
+// InternVL3 and LocateAnything.
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, LocateAnything}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
@@ -64,7 +69,13 @@ type Case struct {
 	// Tokens is the greedy answer (EOS ignored) and Text its decoding without special tokens.
 	Tokens []int32
 	Text   string
+	// Boxes are what a grounding model's answer names (the reference's parser); nil for a model
+	// that does not ground.
+	Boxes []Box
 }
+
+// Box is a box or point of a reference answer, in the image's pixels.
+type Box = fixture.ServedBox
 
 // Cases returns the reference cases of a fixture model.
 func Cases(tb testing.TB, model string) []Case {
@@ -112,15 +123,19 @@ func servedCases(tb testing.TB, family string) []Case {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens, Text: tok.DecodeSkipSpecial(c.Tokens)})
+		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens,
+			Text: tok.DecodeSkipSpecial(c.Tokens), Boxes: c.Boxes})
 	}
 	return out
 }
 
 // tokenizerDir is where a family's fixture tokenizer is.
 func tokenizerDir(family string) string {
-	if family == "internvl" {
+	switch family {
+	case "internvl":
 		return fixture.TokenizerDir("internvl3")
+	case "locateanything":
+		return fixture.TokenizerDir("locateanything")
 	}
 	return fixture.ModelDir("tiny-untied") // the same Qwen tokenizer for Qwen2.5-VL and Qwen3-VL
 }

@@ -16,9 +16,9 @@ weights come from this generator, written bit-identically in Go
                1 + 0.1u                    the other 1-D weights (RMSNorm and LayerNorm gains,
                                            Qwen3-VL's q_norm and k_norm)
                u * sqrt(3)                 embed_tokens (unit-variance rows)
-               0.5u                        InternViT's cls_token and position_embeddings (the
-                                           fan-in rule would make a position table of 1025 rows
-                                           vanish next to the patches)
+               0.5u                        InternViT's cls_token and position_embeddings, MoonViT's
+                                           patch_embed.pos_emb.weight (the fan-in rule would make
+                                           a position table vanish next to the patches)
                u * 4 * sqrt(3 / hidden)    lm_head: logits of std ~4, as tied ones have, so greedy
                                            margins stay far above float32 rounding
                u * sqrt(3 / fan_in)        other matrices, fan_in = product of the dims after the
@@ -91,7 +91,8 @@ def seeded_tensor(seed, name, shape):
         v = np.float32(0.05) * u
     elif name in FINAL_NORMS:
         v = np.float32(math.sqrt(3.0)) * u
-    elif name.endswith("embeddings.cls_token") or name.endswith("embeddings.position_embeddings"):
+    elif (name.endswith("embeddings.cls_token") or name.endswith("embeddings.position_embeddings")
+          or name.endswith("patch_embed.pos_emb.weight")):
         v = np.float32(0.5) * u
     elif len(shape) == 1:
         v = np.float32(1) + np.float32(0.1) * u

@@ -102,6 +102,10 @@ type VisionConfig struct {
 	// (Qwen3-VL's num_position_embeddings), or one row a patch of the one grid the tower takes
 	// (InternViT: (image_size/patch_size)^2, its CLS row apart); 0: none.
 	PosEmbeddings int
+	// PosGrid is the learned position table's {height, width} when it is not square (MoonViT's
+	// init_pos_emb_height x init_pos_emb_width, resampled bicubic to each grid); PosEmbeddings is
+	// then their product. Zero: a square table of PosEmbeddings rows.
+	PosGrid [2]int
 	// FixedGrid is the grid side, in patches, of every frame the tower takes (InternViT: one
 	// 448-pixel tile of 32x32 patches a frame, Grid.T tiles an image); 0: any grid.
 	FixedGrid int
@@ -523,7 +527,11 @@ func (c *Config) Validate() error {
 	if v.Act != fam.visionAct() {
 		bad("vision hidden_act %q (%s runs %s): %w", v.Act, c.ModelType, fam.visionAct(), ErrUnsupported)
 	}
-	if side := int(math.Sqrt(float64(v.PosEmbeddings))); v.PosEmbeddings < 0 || side*side != v.PosEmbeddings {
+	if g := v.PosGrid; g != [2]int{} {
+		if g[0] < 1 || g[1] < 1 || g[0]*g[1] != v.PosEmbeddings {
+			bad("a position table of %dx%d for %d position embeddings", g[0], g[1], v.PosEmbeddings)
+		}
+	} else if side := int(math.Sqrt(float64(v.PosEmbeddings))); v.PosEmbeddings < 0 || side*side != v.PosEmbeddings {
 		bad("num_position_embeddings %d is not a square", v.PosEmbeddings)
 	}
 	if v.FixedGrid < 0 || (v.FixedGrid > 0 && v.FixedGrid%v.MergeSize != 0) {

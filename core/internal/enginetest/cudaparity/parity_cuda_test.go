@@ -295,6 +295,15 @@ func TestSweepInternVLFP32(t *testing.T) {
 	fixture.RunSweep(t, fixture.SweepPathFor("internvl"), sweepLoader(cuda.Options{Precision: "fp32"}))
 }
 
+// TestSweepLocateAnythingFP32 runs the LocateAnything shape sweep on the GPU in fp32: 8 seeded
+// checkpoints (MoonViT depths 1-4 with position tables of 64x64, 16x12 and 6x10, GQA 1-8, one tied
+// head), images of 4 to 2000 patches in both part orders; greedy tokens identical to the remote
+// code's slow mode, first-step logits within tolerance. Nothing of it is CUDA of its own: the
+// tower is AddEmbedBag's 16 bicubic taps, Rope on q/k rows bound pair-to-half, SegmentAttention.
+func TestSweepLocateAnythingFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("locateanything"), sweepLoader(cuda.Options{Precision: "fp32"}))
+}
+
 // TestBatchEqualsSingleInternVLFP32: InternVL's sweep cases batched (chunks splitting the tiles'
 // rows) give what each gives alone, fp32.
 func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
