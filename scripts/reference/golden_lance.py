@@ -1,0 +1,477 @@
+"""Golden data for the Lance family (plugins/lance, the lance family), from Lance's official code.
+
+The reference is github.com/bytedance/Lance at 4baeee086648996f6ab12e673cbe461b0b149997
+(Apache-2.0; not a transformers model). Get it, outside the repository's tracked files:
+
+    git clone https://github.com/bytedance/Lance .build/lance-src
+    git -C .build/lance-src checkout 4baeee086648996f6ab12e673cbe461b0b149997
+
+(or set LANCE_SRC). The script checks the sha256 of every file it runs. It needs transformers
+4.49.0 (the vendored Qwen2.5-VL uses ROPE_INIT_FUNCTIONS["default"]): `just lance-env` makes
+.build/lance-venv with transformers 4.49.0, tokenizers 0.21.4, huggingface-hub 0.29.1 and einops
+0.8.1, reusing the reference stack's torch 2.11 / torchvision 0.26 / Pillow 12.3 through a .pth
+file. Nothing of Lance is committed.
+
+Shims, all documented here and nothing else changed:
+- cv2 and decord are empty modules: data/transforms.py imports cv2 for its motion-blur
+  augmentation and validation_dataset.py imports decord for videos; neither runs on an image.
+- RandomResizedCrop.get_params draws the crop's offset with torch.randint. With scale (1, 1) the
+  offset's range is {0} unless the drawn crop is a pixel short of the image on one side, where
+  it is {0, 1} and the reference's result depends on the generator's state. The goldens are made
+  with torch.randint returning its lower bound (what Iris does) and record which cases drew a
+  range wider than one ("rng_offset").
+
+Subcommand `plugin` writes:
+- plugins/lance/testdata/cases.json (sdk-wasm/plugintest.Suite): for a spread of image sizes (every
+  bucket, both centre-crop fallbacks, exact-ratio sizes where the drawn crop fits, sizes where it
+  fits a pixel short, 1-pixel strips, huge images) and resolutions, the whole plan, built from
+  the reference's own choices: find_nearest_bucket, RandomResizedCrop.get_params and
+  DivisibleCrop's centre_crop offsets; and frames rendered by render_qwenvl_prompt itself.
+- core/internal/prep/testdata/golden_lance/manifest.json: the official ValidationDataset.x2t_sample
+  run on each golden image (the Qwen goldens' files and synthetic images from golden_internvl's
+  synth()) with a question: sha256 and samples of packed_vit_tokens (the [N, 1176] float32 rows
+  the ViT gets), vit_video_grid_thw, and the prompt ids validation_und_KVcache prefills
+  (packed_text_ids up to the first target, run-length encoded). Also the sha256 of the RGB
+  Lance's loader makes (get_video_tensor_online: PIL open, P -> RGBA, RGBA composited on white,
+  else convert("RGB"), no EXIF transpose) and of transformers' load_image RGB (what Iris decodes):
+  where they differ the image is marked, since Iris's decoder gives the latter.
+
+Run: `just golden-lance` (CI never runs it; the outputs are committed).
+"""
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import pathlib
+import random
+import sys
+import tempfile
+import types
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LANCE = pathlib.Path(os.environ.get("LANCE_SRC", ROOT / ".build/lance-src"))
+QWEN_TOKENIZER = ROOT / ".build/tokenizer/qwen3"
+TOKENIZER = ROOT / ".build/tokenizer/qwen25-lance"
+CASES = ROOT / "plugins/lance/testdata/cases.json"
+GOLDEN = ROOT / "core/internal/prep/testdata/golden_lance"
+QWEN_IMAGES = ROOT / "core/internal/prep/testdata/golden/images"
+
+PINNED = {
+    "data/transforms.py": "8350f2aad5740614881a53045e77196e47f6a30e79ac4ce060e773a33ac9c3fc",
+    "data/video/transforms/bucket_resize.py": "d62a60aef9045557c14927d67fe93535ba7533acf380a978e04abfb63df36004",
+    "data/video/transforms/divisible_crop.py": "caed75a7b6a1fb33516fe8cddf8c699855023c8759c7172f913155a31841d628",
+    "data/video/transforms/na_resize.py": "7393e1bd22ca518f003ce8d0e73281a831c0a0ef35a646e309dc02ee74713570",
+    "data/datasets_custom/validation_dataset.py": "30b76294809363066298cd9b5bc1437f1d7d9303df8b18ad9db751aa40d54ce2",
+    "data/system_prompt_render.py": "f40eff28865b1c1534d148f85351afd32355e9dc20ff7be559624cd2a7bee737",
+    "data/data_utils.py": "7e545258dd50e31ad80dabd21dd71ddd75e42bd72dbe6dbe73925d95e99a3b19",
+    "modeling/lance/lance.py": "196dbb4b3bc8914f90f211ba7b1e8099804fb978c2c21196815f11f66efb418f",
+    "modeling/lance/qwen2_navit.py": "f60959b763314c1f3360d9b7d372f78019606162de485ea12f660bd6caad7397",
+    "modeling/vit/qwen2_5_vl_vit.py": "6f1185e10b1979097f6e081b3b5a685f78c8501318125279e08fc8ec5deede30",
+    "modeling/qwen2/tokenization_qwen2.py": "eccb7b674297b11c9c1509265d7cd2c06d295e192740a6a992d8695d86052aa6",
+}
+
+RESOLUTIONS = {"image_256res": 224, "video_192p": 224, "image_512res": 448, "image_768res": 672,
+               "video_360p": 476, "video_480p": 616}
+DEFAULT_RES = "image_512res"
+QUESTION = "What is the main object in this image? Answer in one word."
+SYSTEM = "You are a careful assistant. Réponds en un mot."
+IM_END = 151645
+VIDEO_PAD = 151656
+SAMPLES = 8
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def check_sources():
+    for rel, want in PINNED.items():
+        p = LANCE / rel
+        if not p.is_file():
+            raise SystemExit(f"{p} is missing: clone Lance into {LANCE} (see this script's docstring)")
+        if sha(p.read_bytes()) != want:
+            raise SystemExit(f"{p} is not the file of Lance 4baeee08 (sha256 differs)")
+
+
+def install_shims():
+    import importlib.machinery
+    for name in ("cv2", "decord"):
+        m = types.ModuleType(name)
+        m.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        m.VideoReader = m.cpu = None
+        sys.modules.setdefault(name, m)
+    sys.path.insert(0, str(LANCE))
+
+
+@contextlib.contextmanager
+def randint_low(record):
+    """torch.randint returning its lower bound; record gets True when the range was wider than one."""
+    import torch
+    real = torch.randint
+
+    def low(lo, hi=None, size=None, **kw):
+        if hi is None:
+            lo, hi = 0, lo
+        if hi - lo > 1:
+            record.append(True)
+        return torch.full(size, lo, dtype=torch.long)
+
+    torch.randint = low
+    try:
+        yield
+    finally:
+        torch.randint = real
+
+
+def qwen25_tokenizer_dir():
+    """A Qwen2.5 tokenizer for Lance's vendored slow Qwen2Tokenizer: vocab.json and merges.txt from
+    the Qwen byte-level BPE of .build/tokenizer/qwen3, the 22 special tokens of Qwen2.5 (ids 151643
+    to 151664; Qwen3's four later ones dropped, so len(tokenizer) is 151665, the vocab_size
+    validation_und_KVcache masks the logits from)."""
+    tj = json.loads((QWEN_TOKENIZER / "tokenizer.json").read_text())
+    cfg = json.loads((QWEN_TOKENIZER / "tokenizer_config.json").read_text())
+    TOKENIZER.mkdir(parents=True, exist_ok=True)
+    (TOKENIZER / "vocab.json").write_text(json.dumps(tj["model"]["vocab"], ensure_ascii=False))
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    (TOKENIZER / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    added = {k: v for k, v in cfg["added_tokens_decoder"].items() if int(k) < 151665}
+    specials = [v["content"] for k, v in sorted(added.items(), key=lambda kv: int(kv[0])) if v["special"]]
+    out = {"added_tokens_decoder": added, "additional_special_tokens": [s for s in specials if s not in
+                                                                        ("<|endoftext|>",)],
+           "bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "unk_token": None,
+           "errors": "replace", "clean_up_tokenization_spaces": False, "model_max_length": 131072,
+           "split_special_tokens": False, "tokenizer_class": "Qwen2Tokenizer"}
+    (TOKENIZER / "tokenizer_config.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
+    return TOKENIZER
+
+
+def load_tokenizer():
+    from modeling.qwen2 import Qwen2Tokenizer
+    from data.data_utils import add_special_tokens
+    tok = Qwen2Tokenizer.from_pretrained(str(qwen25_tokenizer_dir()))
+    tok, new_ids, n_new = add_special_tokens(tok)
+    if n_new or len(tok) != 151665 or new_ids["eos_token_id"] != IM_END:
+        raise SystemExit(f"unexpected tokenizer: {n_new} new tokens, len {len(tok)}, ids {new_ids}")
+    new_ids["image_token_id"] = VIDEO_PAD  # inference_lance.py: language_model.config.video_token_id
+    return tok, new_ids
+
+
+# ---------------------------------------------------------------------------------------------
+# geometry, read off the official transforms
+
+def fake_image(w, h):
+    """A [3, h, w] tensor standing for an image of any size without its memory."""
+    import torch
+    return torch.zeros(3, 1, 1).expand(3, h, w)
+
+
+def geometry(w, h, side):
+    """The bucket, RandomResizedCrop's box and DivisibleCrop's box for a w x h image, from the
+    official BucketResize, RandomResizedCrop.get_params and DivisibleCrop."""
+    import torch
+    from data.video.transforms.bucket_resize import BucketResize
+    from data.video.transforms.divisible_crop import DivisibleCrop
+    from torchvision.transforms import InterpolationMode
+    br = BucketResize(max_area=side ** 2, interpolation=InterpolationMode.BICUBIC,
+                      aspect_ratios=["21:9", "16:9", "4:3", "1:1", "3:4", "9:16"], stride=16)
+    bucket = br.find_nearest_bucket(w, h)
+    rrc = br.bucket_resize[bucket]
+    wide = []
+    with randint_low(wide):
+        top, left, ch, cw = rrc.get_params(fake_image(w, h), rrc.scale, rrc.ratio)
+    bh, bw = bucket
+    rows = torch.arange(bh).view(1, bh, 1).expand(1, bh, bw)
+    cols = torch.arange(bw).view(1, 1, bw).expand(1, bh, bw)
+    rr, cc = DivisibleCrop(28)(rows), DivisibleCrop(28)(cols)
+    region = {"x": int(cc[0, 0, 0]), "y": int(rr[0, 0, 0]), "width": rr.shape[-1], "height": rr.shape[-2]}
+    return {"bucket": (bh, bw), "crop": {"x": left, "y": top, "width": cw, "height": ch}, "region": region,
+            "rng_offset": bool(wide)}
+
+
+def want_plan(w, h, g):
+    """The plan the plugin must return, spelled as it spells it (no crop when the crop is the whole
+    image, no region when DivisibleCrop keeps the whole bucket)."""
+    bh, bw = g["bucket"]
+    r = g["region"]
+    view = {"resize": {"width": bw, "height": bh, "filter": "bicubic", "flavor": "pil", "antialias": True},
+            "normalize": {"rescale": 1 / 255, "mean": [0.48145466, 0.4578275, 0.40821073],
+                          "std": [0.26862954, 0.26130258, 0.27577711], "flavor": "pil"},
+            "patches": {"size": 14, "temporal": 2, "merge": 2, "layout": "merge_blocks"},
+            "grid": {"t": 1, "h": r["height"] // 14, "w": r["width"] // 14},
+            "llm_grid": {"t": 1, "h": r["height"] // 28, "w": r["width"] // 28},
+            "image_tokens": (r["height"] // 28) * (r["width"] // 28)}
+    if g["crop"] != {"x": 0, "y": 0, "width": w, "height": h}:
+        view["crop"] = g["crop"]
+    if r != {"x": 0, "y": 0, "width": bw, "height": bh}:
+        view["region"] = r
+    return {"source": {"width": w, "height": h}, "image_tokens": view["image_tokens"], "views": [view]}
+
+
+def exact_fits(side):
+    """Sizes at each bucket's exact ratio (the drawn crop is the whole image) and a pixel off it
+    (the drawn crop fits a pixel short: the reference's offset comes from the generator)."""
+    from data.video.transforms.bucket_resize import BucketResize
+    from torchvision.transforms import InterpolationMode
+    br = BucketResize(max_area=side ** 2, interpolation=InterpolationMode.BICUBIC,
+                      aspect_ratios=["21:9", "16:9", "4:3", "1:1", "3:4", "9:16"], stride=16)
+    out = []
+    for bh, bw in br.buckets:
+        for k in (1, 2, 3, 5, 8):
+            out.append((bw * k // 8, bh * k // 8))
+            out.append((bw * k // 8 + 1, bh * k // 8))
+            out.append((bw * k // 8, bh * k // 8 + 1))
+    return out
+
+
+EDGE = [(1, 1), (2, 2), (1, 2), (2, 1), (3, 3), (1, 100), (100, 1), (1, 32768), (32768, 1), (10, 10), (28, 28),
+        (100, 101), (101, 100), (99, 100), (320, 240), (240, 320), (426, 320), (640, 480), (1024, 768),
+        (1600, 1200), (1920, 1080), (1080, 1920), (2000, 1500), (280, 210), (350, 280), (400, 320),
+        (448, 448), (449, 448), (448, 449), (512, 384), (384, 512), (672, 288), (592, 336), (336, 592),
+        (4000, 3000), (32768, 32768), (32768, 14043), (10, 1990), (1990, 10), (2010, 10), (29, 1000),
+        (1000, 29), (7, 2000), (3000, 9), (700, 300), (300, 700), (1000, 570), (570, 1000), (16000, 9000),
+        # W/H exactly between the 1:1 and 3:4 buckets: argmin keeps the first (1:1)
+        (7, 8), (700, 800), (1400, 1600),
+        # near 4:3, where the crop drawn at torch's float32 ratio rounds otherwise than at the
+        # float64 one (some a pixel short of the image)
+        (2897, 2172), (2899, 2175), (2901, 2175), (2903, 2178), (2907, 2181), (2911, 2184)]
+
+
+def random_sizes(n, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        k = rng.random()
+        if k < 0.6:
+            out.append((rng.randint(1, 2048), rng.randint(1, 2048)))
+        elif k < 0.9:
+            out.append((rng.randint(1, 12000), rng.randint(1, 12000)))
+        else:
+            s = rng.randint(1, 40)
+            w, h = s, s * rng.randint(2, 500)
+            out.append((w, h) if rng.random() < 0.5 else (h, w))
+    return out
+
+
+def frames(tok, tokens, system_param):
+    """Frames from render_qwenvl_prompt as x2t_sample calls it: the user turn's items in the
+    interleave order (image, then the question when not empty), the answer empty, cut after
+    "assistant\n". Text-first requests get the same rendering (the only one x2t has)."""
+    from data.system_prompt_render import render_qwenvl_prompt
+    out = []
+    for question, text_first, client_system in [
+            ("What is in this image?", False, None), ("Describe it.", True, None), ("", False, None),
+            (" lead and trail ", False, None), ("Unicode: 東京 ☃\nsecond line", False, None),
+            ("Answer briefly.", False, "Be brief."), ("Two\nlines", True, "")]:
+        system = client_system if client_system is not None else system_param
+        user = [{"type": "image"}] + ([{"type": "text", "text": question}] if question != "" else [])
+        text = render_qwenvl_prompt([{"role": "user", "content": user}, {"role": "assistant", "content":
+                                    [{"type": "text", "text": ""}]}], default_system=system,
+                                    include_assistant_content=True)
+        cut = text.index("<|im_start|>assistant\n") + len("<|im_start|>assistant\n")
+        prompt = text[:cut]
+        before, rest = prompt.split("<|vision_start|><|video_pad|><|vision_end|>")
+        case = {"question": question, "text_first": text_first}
+        if client_system is not None:
+            case["system"] = client_system
+        out.append({**case, "want": {"before": before, "after": rest,
+                                     "span": {"open": ["<|vision_start|>"], "pad": "<|video_pad|>", "count": tokens,
+                                              "close": ["<|vision_end|>"]},
+                                     "stop_token_ids": [IM_END], "hints": {"skip_special_tokens": True}}})
+    return out
+
+
+def plugin_cases(tok):
+    cases = []
+    sizes = [(s, DEFAULT_RES) for s in EDGE + exact_fits(448) + random_sizes(150, 20261205)]
+    for res in ("image_768res", "image_256res", "video_480p", "video_360p"):
+        sizes += [(s, res) for s in EDGE[::3] + exact_fits(RESOLUTIONS[res])[::4] + random_sizes(12, len(res))]
+    rng_cases = 0
+    framed = set()
+    for w, h in [(0, 10), (10, 0)]:
+        cases.append({"name": f"{w}x{h}", "image": {"width": w, "height": h, "format": "png"},
+                      "want_error": "image_too_small"})
+    seen = set()
+    for (w, h), res in sizes:
+        name = f"{w}x{h}" + ("" if res == DEFAULT_RES else f"_{res}")
+        if name in seen:
+            continue
+        seen.add(name)
+        g = geometry(w, h, RESOLUTIONS[res])
+        rng_cases += g["rng_offset"]
+        case = {"name": name + ("_rng" if g["rng_offset"] else ""), "image": {"width": w, "height": h, "format": "png"}}
+        params = {} if res == DEFAULT_RES else {"resolution": res}
+        if (w, h) == (320, 240) and res == DEFAULT_RES:
+            params = {"system_prompt": "You are a helpful assistant."}
+        if params:
+            case["params"] = params
+        plan = want_plan(w, h, g)
+        case["want"] = {"plan": plan, "image_tokens": plan["image_tokens"]}
+        key = (res, bool(params.get("system_prompt")))
+        if key not in framed:
+            framed.add(key)
+            case["frames"] = frames(tok, plan["image_tokens"], params.get("system_prompt", ""))
+        cases.append(case)
+    if rng_cases < 4:
+        raise SystemExit(f"only {rng_cases} cases draw a crop offset; the spread misses that path")
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# pixel and prompt goldens: ValidationDataset.x2t_sample itself
+
+SYNTH = [(1, 1), (2, 2), (1, 700), (700, 1), (7, 2000), (3000, 9), (448, 448), (320, 240), (512, 384),
+         (513, 384), (100, 101), (672, 288), (336, 592), (1000, 570), (640, 200), (200, 640), (1344, 896),
+         (2560, 1920), (700, 800), (2897, 2172), (2899, 2175)]
+
+
+def synth(w, h, seed):
+    sys.path.insert(0, str(ROOT / "scripts/reference"))
+    from golden_internvl import synth as s
+    return s(w, h, seed)
+
+
+def dataset(tok, new_ids, samples, res, system_prompt_type="SP0"):
+    from data.datasets_custom.validation_dataset import ValidationDataset
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "samples.json")
+    with open(path, "w") as f:
+        json.dump(samples, f, indent=1)  # not one line: _read_jsonl must fail and json.load take it
+    cfg = types.SimpleNamespace(resolution=res, text_template=True, vit_patch_size=14, vit_patch_size_temporal=2,
+                                task="x2t_image")
+    return ValidationDataset(jsonl_path=path, tokenizer=tok, data_args=None, model_args=None, training_args=None,
+                             new_token_ids=new_ids, dataset_config=cfg)
+
+
+def rle(ids):
+    out = []
+    for i in ids:
+        if out and out[-1][0] == i:
+            out[-1][1] += 1
+        else:
+            out.append([i, 1])
+    return out
+
+
+def x2t(tok, new_ids, file, question, system, res=DEFAULT_RES):
+    """One x2t sample: pixel rows, grid, the prefilled prompt ids and the bidirectional span."""
+    ds = dataset(tok, new_ids, {"0": {"interleave_array": [str(file), [system, question, ""]],
+                                      "element_dtype_array": ["image", "text"], "istarget_in_interleave": [0, 1]}}, res)
+    wide = []
+    with randint_low(wide):
+        s = ds.x2t_sample(0)
+    ids = s["packed_text_ids"].tolist()
+    first = int(s["ce_loss_indexes"][0])
+    prompt = ids[:first + 1]  # validation_und_KVcache: prefill ids[:-1], then decode from the last
+    modes, lens = s["attn_modes"], s["split_lens"]
+    spans, at = [], 0
+    for m, n in zip(modes, lens):
+        if m == "full":
+            spans.append([at, at + n])
+        at += n
+    assert len(spans) == 1 and prompt[spans[0][0]] == 151652 and prompt[spans[0][1] - 1] == 151653, (spans, modes)
+    pv = s["packed_vit_tokens"][0].to("cpu").float().contiguous()
+    return {"pv": pv, "grid": s["vit_video_grid_thw"][0].tolist(), "ids": prompt, "span": spans[0],
+            "rng_offset": bool(wide)}
+
+
+def lance_rgb(file):
+    """get_video_tensor_online's image loading, as the official code does it."""
+    from PIL import Image
+    image = Image.open(file)
+    if image.mode == "P":
+        image = image.convert("RGBA")
+    if image.mode == "RGBA":
+        bg = Image.new("RGB", image.size, (255, 255, 255))
+        bg.paste(image, mask=image.split()[3])
+        image = bg
+    else:
+        image = image.convert("RGB")
+    return image
+
+
+def pixel_goldens(tok, new_ids):
+    import numpy as np
+    from PIL import Image
+    from transformers.image_utils import load_image
+    GOLDEN.mkdir(parents=True, exist_ok=True)
+    images, cases = [], []
+    tmp = pathlib.Path(tempfile.mkdtemp())
+    entries = []
+    for f in sorted(QWEN_IMAGES.iterdir()):
+        entries.append((f.name, f, None))
+    for k, (w, h) in enumerate(SYNTH):
+        p = tmp / f"synth_{w}x{h}.png"
+        synth(w, h, k).save(p)
+        entries.append((f"synth_{w}x{h}", p, {"width": w, "height": h, "seed": k}))
+    for name, f, syn in entries:
+        lrgb = np.asarray(lance_rgb(f))
+        hrgb = np.asarray(load_image(str(f)).convert("RGB")) if syn is None else lrgb
+        im = {"name": name, "lance_rgb_sha256": sha(lrgb.tobytes()), "width": lrgb.shape[1], "height": lrgb.shape[0]}
+        if syn is None:
+            im["file"] = f"../golden/images/{f.name}"
+            im["sha256"] = sha(f.read_bytes())
+            im["rgb_sha256"] = sha(hrgb.tobytes())
+            if hrgb.shape != lrgb.shape or not (hrgb == lrgb).all():
+                im["host_rgb_differs"] = True
+        else:
+            im["synth"] = syn
+            im["rgb_sha256"] = im["lance_rgb_sha256"]
+        images.append(im)
+        variants = [(DEFAULT_RES, "", QUESTION)]
+        if name in ("rgb_426x320.jpg", "synth_2560x1920", "synth_100x101"):
+            variants += [("image_768res", "", QUESTION), ("image_256res", SYSTEM, QUESTION)]
+        if name == "synth_320x240":
+            variants += [(DEFAULT_RES, SYSTEM, ""), (DEFAULT_RES, "", "Unicode: 東京 ☃\nsecond line")]
+        for res, system, question in variants:
+            r = x2t(tok, new_ids, f, question, system, res)
+            flat = r["pv"].numpy().reshape(-1)
+            rng = np.random.default_rng(len(cases))
+            idx = sorted(set([0, flat.size - 1] + rng.choice(flat.size, SAMPLES - 2, replace=False).tolist()))
+            g = geometry(im["width"], im["height"], RESOLUTIONS[res])
+            n = (g["region"]["height"] // 28) * (g["region"]["width"] // 28)
+            if r["grid"] != [1, g["region"]["height"] // 14, g["region"]["width"] // 14] or r["ids"].count(VIDEO_PAD) != n:
+                raise SystemExit(f"{name}: x2t grid {r['grid']}, {r['ids'].count(VIDEO_PAD)} pads; geometry {g}")
+            case = {"image": name, "resolution": res, "system": system, "question": question,
+                    "grid": r["grid"], "rows": list(r["pv"].shape), "sha256": sha(flat.astype("<f4").tobytes()),
+                    "samples": [[int(i), float(flat[i])] for i in idx], "input_ids": rle(r["ids"]),
+                    "bidirectional": r["span"]}
+            if r["rng_offset"]:
+                case["rng_offset"] = True
+            cases.append(case)
+        print(name, [c["sha256"][:12] for c in cases[-len(variants):]], file=sys.stderr)
+    if len(images) < 20:
+        raise SystemExit(f"only {len(images)} images")
+    import PIL
+    import torch
+    import torchvision
+    import transformers
+    manifest = {"generator": "scripts/reference/golden_lance.py plugin",
+                "reference": "github.com/bytedance/Lance@4baeee086648996f6ab12e673cbe461b0b149997",
+                "versions": {"transformers": transformers.__version__, "torch": torch.__version__,
+                             "torchvision": torchvision.__version__, "pillow": PIL.__version__},
+                "images": images, "cases": cases}
+    (GOLDEN / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["plugin"])
+    a = ap.parse_args()
+    check_sources()
+    install_shims()
+    tok, new_ids = load_tokenizer()
+    if a.what == "plugin":
+        cases = plugin_cases(tok)
+        CASES.parent.mkdir(parents=True, exist_ok=True)
+        with open(CASES, "w") as f:
+            f.write('{"family": "lance", "source": "scripts/reference/golden_lance.py (Lance 4baeee08)", "cases": [\n')
+            f.write(",\n".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cases))
+            f.write("\n]}\n")
+        print(f"{len(cases)} cases", file=sys.stderr)
+        pixel_goldens(tok, new_ids)
+
+
+if __name__ == "__main__":
+    main()
