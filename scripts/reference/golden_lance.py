@@ -36,6 +36,24 @@ Subcommand `plugin` writes:
   else convert("RGB"), no EXIF transpose) and of transformers' load_image RGB (what Iris decodes):
   where they differ the image is marked, since Iris's decoder gives the latter.
 
+Subcommand `sweep` writes core/internal/enginetest/testdata/sweep/lance.json (the format of
+core/internal/enginetest/fixture.Sweep): tiny Lance models of many shapes built from the official
+classes (Lance with visual_gen off, Qwen2ForCausalLM of qwen2_navit with Qwen2MoTDecoderLayer and
+QK norms, Qwen2_5_VisionTransformerPretrainedModel), every parameter from the seeded generator
+(scripts/reference/seeded.py; the generation expert's *_moe_gen tensors are seeded too but left
+out of the checkpoint, which x2t never reads), prompts and grids from x2t_sample on synthetic
+images with seeded pixel rows in place of the transform's, and validation_und_KVcache's greedy
+tokens, first-step logits (masked at len(tokenizer) = 151665) and margins in float32. Two more
+shims run the model on a CPU in float32:
+- flash_attn is a module whose flash_attn_varlen_func is SDPA-equivalent math in float32 with
+  flash-attn's semantics: attention within each cu_seqlens pair, the causal mask aligned to the
+  bottom right when a chunk's queries are fewer than its keys;
+- qwen2_navit.py is executed with its unconditional `.to(torch.bfloat16)` of q, k and v (before
+  flash attention) changed to the activations' dtype: bfloat16 in the official bf16 run, so that
+  run is unchanged. The file is read and patched in memory; nothing is written.
+Each case is also run with every prefill split causal (the image span too); causal_span_differs
+records whether that changes the tokens or the first-step logits, for the sweep's mutation test.
+
 Run: `just golden-lance` (CI never runs it; the outputs are committed).
 """
 
@@ -455,9 +473,280 @@ def pixel_goldens(tok, new_ids):
     (GOLDEN / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
+# ---------------------------------------------------------------------------------------------
+# the family's sweep: seeded tiny checkpoints through validation_und_KVcache
+
+SWEEP_OUT = ROOT / "core/internal/enginetest/testdata/sweep/lance.json"
+SWEEP_SEED = 20261243
+MAX_NEW_TOKENS = 8
+TOP_K, STRIDE = 64, 1499
+MIN_MARGIN = 1e-3
+VOCAB_SIZE = 151665  # len(tokenizer): validation_und_KVcache masks the logits from here on
+
+# (name, synthetic image size, resolution, question): prompts and grids from x2t_sample itself;
+# their pixel rows are replaced by seeded values of the same shape (seeded.seeded_pixels).
+SWEEP_IMAGES = [
+    ("wide_192x256", (256, 192), "image_256res", "What is it?"),
+    ("tall_288x160", (160, 288), "image_256res", "Read the text in the banner."),
+    ("square_224", (224, 224), "image_256res", ""),
+    ("photo_384x512", (512, 384), "image_512res",
+     "List every object you can find, from left to right, with its colour. 这是什么？"),
+]
+
+# name: text (layers, heads, kv_heads, head_dim, intermediate, mrope_section, rope_theta),
+#       vision (depth, heads, head_dim, intermediate, window_size, fullatt_block_indexes).
+# Lance's Qwen2Attention takes head_dim = hidden / heads, so hidden = heads * head_dim; the tower's
+# out_hidden is the text hidden (vit_type qwen_2_5_vl_original: no connector).
+SWEEP_MODELS = [
+    ("g1-h32", (2, 2, 2, 16, 45, [2, 3, 3], 1e6), (2, 2, 16, 50, 112, [1])),
+    ("g2-h48", (2, 4, 2, 12, 75, [2, 2, 2], 1e6), (1, 5, 4, 37, 56, [0])),
+    ("g3-h54", (1, 3, 1, 18, 99, [3, 3, 3], 1e4), (3, 3, 20, 90, 168, [1])),
+    ("g4-h24", (2, 4, 1, 6, 57, [1, 1, 1], 1e6), (4, 7, 4, 43, 112, [0, 3])),
+    ("g5-h70", (2, 5, 1, 14, 101, [2, 2, 3], 1e4), (2, 1, 36, 66, 84, [0])),
+    ("g7-h42", (1, 7, 1, 6, 85, [2, 1, 0], 1e6), (3, 3, 12, 53, 56, [2])),
+    ("g8-h48", (2, 8, 1, 6, 93, [1, 1, 1], 1e6), (2, 5, 12, 77, 112, [])),
+    ("g3-h60", (3, 6, 2, 10, 109, [2, 1, 2], 1e6), (4, 3, 12, 70, 112, [1, 2])),
+    ("g1-h22", (2, 1, 1, 22, 61, [5, 3, 3], 1e4), (1, 1, 12, 30, 224, [])),
+]
+
+FLASH_ATTN_DOC = """flash_attn as SDPA (golden_lance.py): flash_attn_varlen_func's varlen isolation (attention within each
+[cu_seqlens_q[i], cu_seqlens_q[i+1]) x [cu_seqlens_k[i], cu_seqlens_k[i+1]) pair) and its causal mask aligned to
+the bottom right (query j of Lq sees keys <= Lk - Lq + j), softmax in float32, scale 1/sqrt(head_dim)."""
+
+
+def flash_attn_shim():
+    import importlib.machinery
+    import torch
+    m = types.ModuleType("flash_attn")
+    m.__spec__ = importlib.machinery.ModuleSpec("flash_attn", None)
+    m.__doc__ = FLASH_ATTN_DOC
+
+    def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
+                               softmax_scale=None, **kw):
+        assert not kw, kw
+        heads, kvh, d = q.shape[1], k.shape[1], q.shape[2]
+        scale = softmax_scale if softmax_scale is not None else d ** -0.5
+        out = torch.empty_like(q)
+        for i in range(len(cu_seqlens_q) - 1):
+            q0, q1 = int(cu_seqlens_q[i]), int(cu_seqlens_q[i + 1])
+            k0, k1 = int(cu_seqlens_k[i]), int(cu_seqlens_k[i + 1])
+            qi = q[q0:q1].transpose(0, 1).float()  # [H, Lq, D]
+            ki = k[k0:k1].transpose(0, 1).float().repeat_interleave(heads // kvh, 0)
+            vi = v[k0:k1].transpose(0, 1).float().repeat_interleave(heads // kvh, 0)
+            s = (qi @ ki.transpose(1, 2)) * scale
+            if causal:
+                lq, lk = q1 - q0, k1 - k0
+                allowed = torch.arange(lk)[None, :] <= (torch.arange(lq)[:, None] + (lk - lq))
+                s = s.masked_fill(~allowed, float("-inf"))
+            out[q0:q1] = (torch.softmax(s, -1) @ vi).transpose(0, 1).to(q.dtype)
+        return out
+
+    m.flash_attn_varlen_func = flash_attn_varlen_func
+    sys.modules["flash_attn"] = m
+
+
+BF16_CAST = ("        packed_query_states = packed_query_states.to(torch.bfloat16)\n"
+             "        packed_key_states = packed_key_states.to(torch.bfloat16)\n"
+             "        packed_value_states = packed_value_states.to(torch.bfloat16)\n")
+
+
+def load_navit():
+    """modeling/lance/qwen2_navit.py with its one change for a float32 reference: the unconditional
+    bfloat16 cast of q, k and v before flash attention becomes a cast to the activations' dtype
+    (bfloat16 in the official bf16 run, so that run is unchanged). Everything else runs as written."""
+    import importlib.util
+    path = LANCE / "modeling/lance/qwen2_navit.py"
+    src = path.read_text()
+    if src.count(BF16_CAST) != 2:  # forward_train's and forward_inference's
+        raise SystemExit("qwen2_navit.py's bfloat16 cast is not where the shim expects it")
+    src = src.replace(BF16_CAST, BF16_CAST.replace("torch.bfloat16", "packed_query_sequence.dtype"))
+    spec = importlib.util.spec_from_loader("modeling.lance.qwen2_navit", loader=None, origin=str(path))
+    mod = importlib.util.module_from_spec(spec)
+    mod.__file__ = str(path)
+    sys.modules["modeling.lance.qwen2_navit"] = mod
+    exec(compile(src, str(path), "exec"), mod.__dict__)
+    return mod
+
+
+def lance_model(text, vision, seed):
+    """Lance(visual_gen=False, visual_und=True, vit_type qwen_2_5_vl_original) of the given shape,
+    every parameter seeded; returns the model, the config.json Iris reads, and the checkpoint's
+    tensors (the understanding path and the tower; the generation expert left out)."""
+    import numpy as np
+    import torch
+    from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
+    from modeling.qwen2.modeling_qwen2 import Qwen2Config
+    from modeling.lance import Lance, LanceConfig, Qwen2ForCausalLM
+    from modeling.vit.qwen2_5_vl_vit import Qwen2_5_VisionTransformerPretrainedModel
+    from seeded import seeded_tensor
+    layers, heads, kvh, hd, inter, mrope, theta = text
+    vdepth, vheads, vhd, vinter, window, full = vision
+    hidden = heads * hd
+    vcfg = dict(depth=vdepth, hidden_size=vheads * vhd, intermediate_size=vinter, num_heads=vheads,
+                out_hidden_size=hidden, window_size=window, fullatt_block_indexes=full, patch_size=14,
+                temporal_patch_size=2, spatial_merge_size=2, in_channels=3, hidden_act="silu", tokens_per_second=2)
+    llm = Qwen2Config(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kvh, vocab_size=151936, rms_norm_eps=1e-6,
+                      rope_theta=theta, max_position_embeddings=32768, hidden_act="silu",
+                      rope_scaling={"type": "mrope", "mrope_section": mrope}, tie_word_embeddings=False,
+                      pad_token_id=151643, bos_token_id=151643, eos_token_id=151645)
+    # what inference_lance.py sets from its flags (--llm_qk_norm* true, --tie_word_embeddings false,
+    # --apply_qwen_2_5_vl_pos_emb true, layer_module Qwen2MoTDecoderLayer) and what get_rope_index reads
+    llm.layer_module, llm.qk_norm, llm.qk_norm_und, llm.qk_norm_gen = "Qwen2MoTDecoderLayer", True, True, True
+    llm.freeze_und, llm.apply_qwen_2_5_vl_pos_emb = False, True
+    llm.vision_config = {"spatial_merge_size": 2, "tokens_per_second": 2}
+    llm.image_token_id, llm.video_token_id, llm.vision_start_token_id = 151655, 151656, 151652
+    vit_config = Qwen2_5_VLVisionConfig(**vcfg)
+    vit_config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    lm = Qwen2ForCausalLM(llm)
+    vit = Qwen2_5_VisionTransformerPretrainedModel(vit_config)
+    cfg = LanceConfig(visual_gen=False, visual_und=True, llm_config=llm, vit_config=vit_config)
+    model = Lance(language_model=lm, vit_model=vit, vit_type="qwen_2_5_vl_original", config=cfg)
+    model.update_tokenizer  # noqa: B018 (present in the official class)
+    state = model.state_dict()
+    tensors = {}
+    with torch.no_grad():
+        for name, p in state.items():
+            v = torch.from_numpy(seeded_tensor(seed, name, tuple(p.shape)))
+            p.copy_(v)
+            if "_moe_gen" not in name:
+                tensors[name] = v.numpy()
+    model = model.float().eval()
+    iris_cfg = {"model_type": "lance", "architectures": ["Lance"], "hidden_size": hidden, "intermediate_size": inter,
+                "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kvh,
+                "vocab_size": 151936, "rms_norm_eps": 1e-6, "rope_theta": theta, "hidden_act": "silu",
+                "max_position_embeddings": 32768, "rope_scaling": {"type": "mrope", "mrope_section": mrope},
+                "tie_word_embeddings": False, "qk_norm": True, "tokenizer_vocab_size": VOCAB_SIZE,
+                "image_token_id": 151656, "video_token_id": 151656, "vision_start_token_id": 151652,
+                "vision_end_token_id": 151653, "eos_token_id": 151645, "pad_token_id": 151643,
+                "vision_config": vcfg}
+    return model, iris_cfg, tensors
+
+
+def sweep_cases(tok, new_ids):
+    """x2t_sample's prompt ids, grids and bidirectional split for each sweep image."""
+    tmp = pathlib.Path(tempfile.mkdtemp())
+    images, cases = [], []
+    for k, (name, (w, h), res, question) in enumerate(SWEEP_IMAGES):
+        f = tmp / f"{name}.png"
+        synth(w, h, 40 + k).save(f)
+        r = x2t(tok, new_ids, f, question, "", res)
+        images.append({"name": name, "grid": r["grid"]})
+        cases.append({"name": name, "image": name, "order": "image_first", "input_ids": r["ids"],
+                      "bidirectional": r["span"], "resolution": res, "question": question})
+    return images, cases
+
+
+def run_case(model, case, grid, pixels, new_ids, causal_image=False):
+    """validation_und_KVcache on one prompt (max_length MAX_NEW_TOKENS, the vocabulary mask at
+    VOCAB_SIZE), with the first step's logits and every step's top-two margin recorded from lm_head."""
+    import torch
+    ids = torch.tensor(case["input_ids"])
+    n = len(ids)
+    s0, s1 = case["bidirectional"]
+    split_lens = [s0, s1 - s0, n - s1 + 1]  # the answer split: validation_und_KVcache cuts it at ce[0]
+    attn_modes = ["causal", "full", "causal"]
+    steps = []
+    real_head = model.language_model.lm_head
+
+    class Head(torch.nn.Module):
+        def forward(self, x):
+            y = real_head(x)
+            z = y.clone()
+            z[:, VOCAB_SIZE:] = float("-inf")
+            steps.append(z[0].detach().clone())
+            return y
+
+    model.language_model.lm_head = Head()
+    real_fi = model.language_model.forward_inference
+    if causal_image:  # the mutation: every prefill split causal
+        model.language_model.forward_inference = lambda *a, **kw: real_fi(*a, **{**kw, "is_causal": True})
+    try:
+        out, _, _ = model.validation_und_KVcache(
+            val_packed_text_ids=torch.cat([ids, torch.tensor([IM_END])]), val_packed_text_indexes=None,
+            val_packed_position_ids=torch.arange(n + 1), val_ce_loss_indexes=torch.tensor([n - 1, n]),
+            val_sample_N_target=[1], val_split_lens=split_lens, val_attn_modes=attn_modes, val_sample_lens=[n + 1],
+            val_sample_type=["und"], val_packed_vit_tokens=[pixels], val_vit_video_grid_thw=torch.tensor([grid]),
+            max_samples=1, max_length=MAX_NEW_TOKENS, device="cpu", dtype=torch.float32, new_token_ids=new_ids,
+            pad_token_id=151643, vocab_size=VOCAB_SIZE, do_sample=False, apply_qwen_2_5_vl_pos_emb=True,
+            image_token_id=VIDEO_PAD)
+    finally:
+        model.language_model.lm_head = real_head
+        model.language_model.forward_inference = real_fi
+    tokens = [int(t) for t in out[0].reshape(-1)]
+    return tokens, steps
+
+
+def sweep(tok, new_ids):
+    import numpy as np
+    import torch
+    sys.path.insert(0, str(ROOT / "scripts/reference"))
+    from seeded import seeded_pixels
+    flash_attn_shim()
+    load_navit()
+    images, cases = sweep_cases(tok, new_ids)
+    pix = {}
+    for im in images:
+        t, h, w = im["grid"]
+        px = seeded_pixels(SWEEP_SEED, im["name"], t * h * w, 3 * 2 * 14 * 14)
+        pix[im["name"]] = torch.from_numpy(px.copy())
+        im["sha256"] = sha(px.astype("<f4").tobytes())
+    models = []
+    for k, (name, text, vision) in enumerate(SWEEP_MODELS):
+        seed = SWEEP_SEED + 1000 * (k + 1)
+        model, cfg, tensors = lance_model(text, vision, seed)
+        rec = {"name": name, "seed": seed, "config": cfg,
+               "tensors": [{"name": n, "shape": list(v.shape), "sum": float(v.astype(np.float64).sum()),
+                            "sha256": sha(v.astype("<f4").tobytes())} for n, v in tensors.items()],
+               "vision": [], "results": []}
+        for im in images:
+            with torch.no_grad():
+                e = model.vit_model(hidden_states=pix[im["name"]], grid_thw=torch.tensor([im["grid"]]))
+            e = e.double()
+            rec["vision"].append({"image": im["name"], "rows": e.shape[0], "dim": e.shape[1], "sum": float(e.sum()),
+                                  "sumabs": float(e.abs().sum())})
+        for c in cases:
+            grid = next(im["grid"] for im in images if im["name"] == c["image"])
+            tokens, steps = run_case(model, c, grid, pix[c["image"]], new_ids)
+            if len(tokens) < MAX_NEW_TOKENS and tokens[-1] != IM_END:
+                raise SystemExit(f"{name}/{c['name']}: {len(tokens)} tokens")
+            margins = []
+            for st in steps:
+                top2 = torch.topk(st.double(), 2).values
+                margins.append(float(top2[0] - top2[1]))
+            first = steps[0]
+            ids = sorted(set(torch.topk(first, TOP_K).indices.tolist()) | set(range(0, VOCAB_SIZE, STRIDE)))
+            res = {"case": c["name"], "tokens": tokens, "min_margin": min(margins), "argmax": int(first.argmax()),
+                   "logit_ids": ids, "logit_values": [float(first[i]) for i in ids]}
+            # the same prompt with the image split causal (what an HF Qwen model does): the sweep's
+            # mutation test expects the engine to fail the cases where this differs
+            causal, csteps = run_case(model, c, grid, pix[c["image"]], new_ids, causal_image=True)
+            res["causal_span_differs"] = causal != tokens or float((csteps[0] - first).abs().max()) > 1e-4
+            if res["min_margin"] < MIN_MARGIN:
+                raise SystemExit(f"{name}/{c['name']}: greedy margin {res['min_margin']:.2g} under {MIN_MARGIN}")
+            rec["results"].append(res)
+            print(name, c["name"], tokens, f"margin {res['min_margin']:.3g}", "causal differs",
+                  res["causal_span_differs"], file=sys.stderr)
+        models.append(rec)
+    differs = sum(r["causal_span_differs"] for m in models for r in m["results"])
+    if differs < len(models) * len(cases) // 2:
+        raise SystemExit(f"a causal image span changes only {differs} cases: the sweep would not catch it")
+    import transformers
+    golden = {"meta": {"max_new_tokens": MAX_NEW_TOKENS,
+                       "semantics": "Lance 4baeee08 validation_und_KVcache in float32 on CPU (golden_lance.py sweep: "
+                                    "flash_attn as SDPA with bottom-right causal alignment and varlen isolation, the "
+                                    "bf16 cast of q/k/v made the activations' dtype); greedy, stops only at <|im_end|>, "
+                                    f"logits of ids >= {VOCAB_SIZE} masked to -inf; transformers "
+                                    f"{transformers.__version__}, torch {torch.__version__}"},
+              "seed": SWEEP_SEED, "images": images, "cases": cases, "models": models}
+    SWEEP_OUT.parent.mkdir(parents=True, exist_ok=True)
+    SWEEP_OUT.write_text(json.dumps(golden, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["plugin"])
+    ap.add_argument("what", choices=["plugin", "sweep"])
     a = ap.parse_args()
     check_sources()
     install_shims()
@@ -471,6 +760,8 @@ def main():
             f.write("\n]}\n")
         print(f"{len(cases)} cases", file=sys.stderr)
         pixel_goldens(tok, new_ids)
+    else:
+        sweep(tok, new_ids)
 
 
 if __name__ == "__main__":
