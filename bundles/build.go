@@ -101,6 +101,24 @@ var Families = map[string]Family{
 		},
 		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_id", "<img>": "", "</img>": ""},
 	},
+	// Lance-3B's understanding expert (plugin ABI 2: one view cut and resized to one of six
+	// buckets), from a directory in Iris's layout: config.json with model_type lance (the
+	// decoder's llm_config.json keys at the top, the tower's config as vision_config),
+	// model.safetensors with the understanding path's tensors, the Qwen2.5 tokenizer. The plugin
+	// fixes the geometry (no preprocessor_config.json); generation stops on <|im_end|> only.
+	"lance": {
+		Name: "lance", ModelTypes: []string{"lance"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{151645},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		ConfigFixed: map[string]any{
+			"vision_config.patch_size": 14.0, "vision_config.temporal_patch_size": 2.0,
+			"vision_config.spatial_merge_size": 2.0,
+		},
+		SpecialTokens: map[string]string{
+			"<|video_pad|>": "image_token_id", "<|vision_start|>": "vision_start_token_id",
+			"<|vision_end|>": "vision_end_token_id", "<|im_start|>": "", "<|im_end|>": "",
+		},
+	},
 }
 
 // BuildOptions configure Build. Zero values take the defaults noted.

@@ -617,7 +617,7 @@ def lance_model(text, vision, seed):
                 "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kvh,
                 "vocab_size": 151936, "rms_norm_eps": 1e-6, "rope_theta": theta, "hidden_act": "silu",
                 "max_position_embeddings": 32768, "rope_scaling": {"type": "mrope", "mrope_section": mrope},
-                "tie_word_embeddings": False, "qk_norm": True, "tokenizer_vocab_size": VOCAB_SIZE,
+                "tie_word_embeddings": False, "qk_norm": True, "output_vocab_size": VOCAB_SIZE,
                 "image_token_id": 151656, "video_token_id": 151656, "vision_start_token_id": 151652,
                 "vision_end_token_id": 151653, "eos_token_id": 151645, "pad_token_id": 151643,
                 "vision_config": vcfg}

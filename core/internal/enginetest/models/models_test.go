@@ -27,6 +27,7 @@ func TestFamilyTables(t *testing.T) {
 		"qwen2_5_vl": filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
 		"qwen3_vl":   filepath.Join(fixture.Root(), "configs", "qwen3_vl_2b_hub.json"),
 		"internvl":   filepath.Join(fixture.Root(), "configs", "internvl3_2b_hf.json"),
+		"lance":      filepath.Join(fixture.Root(), "configs", "lance_3b.json"),
 	}
 	for _, mt := range models.ModelTypes() {
 		var fam *bundles.Family
