@@ -6,6 +6,7 @@ package lance_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"slices"
@@ -212,5 +213,103 @@ func greedy(t *testing.T, m model.Model, ids []int32, img model.Image, n int) ([
 			t.Fatal(err)
 		}
 		tok = ml.Argmax(logits)
+	}
+}
+
+// TestBatchEqualsSingle: a batch of mixed sequences (joining while others decode, prompts
+// prefilled in chunks that keep each image's bidirectional block whole, leaving at different
+// steps), and the Scheduler's passes, give exactly the greedy tokens each gives alone, on the
+// CPU backend, for two sweep checkpoints (GQA 1 and 4, two and three layers).
+func TestBatchEqualsSingle(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(lance.ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sw.Models {
+		if m.Name != "g3-h60" && m.Name != "g4-h24" {
+			continue
+		}
+		t.Run(m.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := fixture.WriteSeeded(dir, m); err != nil {
+				t.Fatal(err)
+			}
+			mm, err := load(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mm.Close()
+			reqs, err := fixture.SweepRequests(sw, mm.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fixture.CheckBatchEqualsSingle(t, mm, reqs)
+		})
+	}
+}
+
+// TestChunkCuttingBlockRefused: a prefill chunk that ends inside an image's bidirectional block
+// (after <|vision_start|>, or before <|vision_end|>) is refused, since its rows would need keys
+// the pass does not write; the chunk that ends right after the block is taken.
+func TestChunkCuttingBlockRefused(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(lance.ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := fixture.WriteSeeded(dir, sw.Models[0]); err != nil {
+		t.Fatal(err)
+	}
+	m, err := load(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := m.Config()
+	img := sw.Images[0]
+	px, err := sw.Pixels(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grid := model.Grid{T: img.Grid[0], H: img.Grid[1], W: img.Grid[2]}
+	ctx := context.Background()
+	emb, err := m.EncodeVision(ctx, model.Image{Pixels: px, Grid: grid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := sw.Cases[0].InputIDs
+	pos, err := model.PromptPositions(cfg, ids, []model.Grid{grid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := slices.Index(ids, cfg.ImageTokenID)
+	last := first + emb.Tokens - 1
+	for _, tc := range []struct {
+		name string
+		end  int
+		ok   bool
+	}{
+		{"after <|vision_start|>", first, false},
+		{"before <|vision_end|>", last + 1, false},
+		{"after <|vision_end|>", last + 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seq, err := m.NewSequence(len(ids))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer seq.Close()
+			rows := min(tc.end, last+1) - first // the placeholders in the chunk
+			in := model.Input{Seq: seq, IDs: ids[:tc.end], Images: []*model.Embeddings{{Tokens: rows,
+				Dim: emb.Dim, Data: emb.Data[:rows*emb.Dim]}},
+				Positions: model.Positions{T: pos.T[:tc.end], H: pos.H[:tc.end], W: pos.W[:tc.end]}}
+			if tc.end == first {
+				in.Images = nil
+			}
+			_, err = m.Forward(ctx, []model.Input{in})
+			if tc.ok != (err == nil) || !tc.ok && !errors.Is(err, ml.ErrInvalidInput) {
+				t.Errorf("a chunk of %d tokens (placeholders %d to %d): %v", tc.end, first, last, err)
+			}
+		})
 	}
 }

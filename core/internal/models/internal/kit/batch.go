@@ -134,7 +134,7 @@ func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 		p.ids = append(p.ids, in.IDs[skip:]...)
 		p.last = append(p.last, int32(len(p.ids)-1))
 		p.decode = p.decode && n == 1
-		reach, err := imageBlocks(t, flat, in, n, skip)
+		reach, err := imageBlocks(cfg, flat, in, n, skip)
 		if err != nil {
 			return nil, fmt.Errorf("input %d: %w", i, err)
 		}
@@ -175,8 +175,16 @@ func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 // input's rows after skip: its rows' keys are written by this pass (engine.prefillChunks cuts
 // prompts around blocks), and a chunk that cuts one is refused rather than computed otherwise
 // than the reference, which prefills the block in one call.
-func imageBlocks(t *model.TextConfig, flat *model.PrefillInput, in model.Input, n, skip int) ([]int, error) {
-	if !t.BidirectionalImage || len(in.Images) == 0 {
+func imageBlocks(cfg *model.Config, flat *model.PrefillInput, in model.Input, n, skip int) ([]int, error) {
+	if !cfg.Text.BidirectionalImage {
+		return nil, nil
+	}
+	if n > 1 && in.IDs[n-1] == cfg.VisionStartTokenID {
+		// the block's first row without its image: the rows after it, in a later chunk, would
+		// need this row's keys computed with theirs
+		return nil, fmt.Errorf("a prefill chunk ends at an image block's first token: %w", ml.ErrInvalidInput)
+	}
+	if len(in.Images) == 0 {
 		return nil, nil
 	}
 	reach := make([]int, n)

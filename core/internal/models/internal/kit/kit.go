@@ -7,7 +7,6 @@ package kit
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -183,14 +182,16 @@ func (m *Base) init(opts Options) error {
 	m.head = head
 	t := &m.cfg.Text
 	if t.OutputVocab > 0 && t.OutputVocab < t.Vocab {
-		// pred_logits[:, len(tokenizer):] = float("-inf") as lm_head's bias
-		raw := make([]byte, 4*t.Vocab)
+		// pred_logits[:, len(tokenizer):] = float("-inf") as lm_head's bias (written into memory
+		// of the backend's: Load may keep using host bytes in place)
+		bias := make([]float32, t.Vocab)
 		for i := t.OutputVocab; i < t.Vocab; i++ {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(float32(math.Inf(-1))))
+			bias[i] = float32(math.Inf(-1))
 		}
-		if m.head.LMBias, err = m.b.Load(raw, "F32", 1, t.Vocab, m.b.DType()); err != nil {
+		if m.head.LMBias, err = m.b.Alloc(1, t.Vocab, m.b.DType()); err != nil {
 			return fmt.Errorf("the vocabulary mask: %w", err)
 		}
+		m.b.Write(m.head.LMBias, bias)
 	}
 	half := t.Rotated() / 2
 	m.invFreq = invFreq(half, t.Rotated(), t.RopeTheta, t.RopeFactors)
