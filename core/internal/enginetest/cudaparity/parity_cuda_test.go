@@ -335,3 +335,33 @@ func TestVisionBatchFP32(t *testing.T) {
 	}
 	t.Run("qwen3_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, q3, imgs, visionTol) })
 }
+
+// TestSweepLanceFP32 runs the Lance sweep on the GPU in fp32: nine seeded checkpoints, four images
+// from Lance's x2t transform; greedy tokens identical to the official validation_und_KVcache,
+// first-step logits within tolerance: the bidirectional image block (rows with one key count in
+// CachedAttention's spans), the q/k norms after the biases and the vocabulary mask on this
+// backend.
+func TestSweepLanceFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("lance"), sweepLoader(cuda.Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSingleLanceFP32: Lance's sweep cases batched (chunks cut around each image's
+// bidirectional block) and scheduled give what each gives alone, fp32.
+func TestBatchEqualsSingleLanceFP32(t *testing.T) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("lance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{3, len(sw.Models) - 2} {
+		dir := t.TempDir()
+		if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := loadDir(t, dir, cuda.Options{Precision: "fp32"})
+		reqs, err := fixture.SweepRequests(sw, m.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(sw.Models[i].Name, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, reqs) })
+	}
+}
