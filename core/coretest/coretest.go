@@ -1,5 +1,5 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and seeded Qwen3-VL and InternVL3 ones, with the family plugin compiled
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3 and Lance ones, with the family plugin compiled
 // from source, and the transformers reference outputs for each case. Test code only.
 package coretest
 
@@ -23,12 +23,16 @@ const Qwen3 = "qwen3-seeded"
 // answered by transformers through InternVLProcessor.
 const InternVL = "internvl-seeded"
 
-// served maps the seeded models to their family.
-var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl"}
+// Lance is the Lance model: a checkpoint of its shape sweep regenerated from its seed, answered
+// by Lance's official code (scripts/reference/golden_lance.py served) from the image file on.
+const Lance = "lance-seeded"
 
-// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL and
-// InternVL3.
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL}
+// served maps the seeded models to their family.
+var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", Lance: "lance"}
+
+// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
+// InternVL3 and Lance.
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, Lance}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {

@@ -54,6 +54,13 @@ shims run the model on a CPU in float32:
 Each case is also run with every prefill split causal (the image span too); causal_span_differs
 records whether that changes the tokens or the first-step logits, for the sweep's mutation test.
 
+Subcommand `served` writes core/internal/enginetest/testdata/lance/served.json
+(fixture.Served): the case PNGs of core/internal/enginetest/testdata/qwen2_5_vl/cases with their
+questions through x2t_sample (Lance's loader, transform and framing, the system turn empty) and
+validation_und_KVcache on the sweep model g3-h60 in float32, 8 greedy tokens with EOS never
+stopping; the gateway's TestHTTPMatchesReference serves the same seeded checkpoint over HTTP and
+must answer these tokens.
+
 Run: `just golden-lance` (CI never runs it; the outputs are committed).
 """
 
@@ -744,9 +751,57 @@ def sweep(tok, new_ids):
     SWEEP_OUT.write_text(json.dumps(golden, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
+# ---------------------------------------------------------------------------------------------
+# the served golden: the official path from the image file to the tokens
+
+SERVED_OUT = ROOT / "core/internal/enginetest/testdata/lance/served.json"
+SERVED_MODEL = "g3-h60"  # three layers, GQA 3: the image block changes its answers
+SERVED_IMAGES = ["tiny_30x40", "square_56", "tall_120x300", "wide_500x90", "rect_320x240", "partial_406x238",
+                 "large_644x476"]
+CASES_DIR = ROOT / "core/internal/enginetest/testdata/qwen2_5_vl/cases"
+
+
+def served(tok, new_ids):
+    """Each case image (PNG) and question through ValidationDataset.x2t_sample (Lance's loader and
+    transform, the x2t framing with an empty system turn) and validation_und_KVcache on the sweep's
+    SERVED_MODEL, EOS never stopping (new_token_ids' eos set to -1), MAX_NEW_TOKENS tokens."""
+    import torch
+    flash_attn_shim()
+    load_navit()
+    sweep_doc = json.loads(SWEEP_OUT.read_text())
+    spec = next(m for m in sweep_doc["models"] if m["name"] == SERVED_MODEL)
+    k = [m[0] for m in SWEEP_MODELS].index(SERVED_MODEL)
+    _, text, vision = SWEEP_MODELS[k]
+    model, cfg, _ = lance_model(text, vision, spec["seed"])
+    if cfg != spec["config"]:
+        raise SystemExit("the sweep golden's config differs from this script's: regenerate the sweep first")
+    no_eos = dict(new_ids, eos_token_id=-1)
+    cases = []
+    for name in SERVED_IMAGES:
+        case = json.loads((CASES_DIR / f"{name}.json").read_text())
+        f = CASES_DIR / case["image"]
+        r = x2t(tok, new_ids, f, case["question"], "")
+        c = {"input_ids": r["ids"], "bidirectional": r["span"]}
+        tokens, steps = run_case(model, c, r["grid"], r["pv"], no_eos)
+        margin = min(float(torch.topk(st.double(), 2).values[0] - torch.topk(st.double(), 2).values[1]) for st in steps)
+        if len(tokens) != MAX_NEW_TOKENS or margin < MIN_MARGIN:
+            raise SystemExit(f"{name}: {len(tokens)} tokens, greedy margin {margin:.3g}")
+        print(name, r["grid"], len(r["ids"]), tokens, f"margin {margin:.3g}", file=sys.stderr)
+        cases.append({"name": name, "image": case["image"], "question": case["question"], "grid": r["grid"],
+                      "prompt_tokens": len(r["ids"]), "tokens": tokens, "min_margin": margin})
+    import transformers
+    golden = {"meta": {"generator": "scripts/reference/golden_lance.py served", "transformers": transformers.__version__,
+                       "torch": torch.__version__,
+                       "semantics": "fp32, greedy, EOS never stops; Lance 4baeee08's x2t_sample (image_512res, empty "
+                                    "system turn) and validation_und_KVcache with golden_lance.py's shims"},
+              "model": SERVED_MODEL, "preprocessor_config": {}, "max_new_tokens": MAX_NEW_TOKENS, "cases": cases}
+    SERVED_OUT.parent.mkdir(parents=True, exist_ok=True)
+    SERVED_OUT.write_text(json.dumps(golden, ensure_ascii=False, indent=1) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["plugin", "sweep"])
+    ap.add_argument("what", choices=["plugin", "sweep", "served"])
     a = ap.parse_args()
     check_sources()
     install_shims()
@@ -760,8 +815,10 @@ def main():
             f.write("\n]}\n")
         print(f"{len(cases)} cases", file=sys.stderr)
         pixel_goldens(tok, new_ids)
-    else:
+    elif a.what == "sweep":
         sweep(tok, new_ids)
+    else:
+        served(tok, new_ids)
 
 
 if __name__ == "__main__":
