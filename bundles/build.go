@@ -102,7 +102,8 @@ var Families = map[string]Family{
 		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_id", "<img>": "", "</img>": ""},
 	},
 	// Lance-3B's understanding expert (plugin ABI 2: one view cut and resized to one of six
-	// buckets), from a directory in Iris's layout: config.json with model_type lance (the
+	// buckets), from Lance's release layout (Lance_3B/ and Qwen2.5-VL-ViT/, converted by
+	// convertLance) or a directory in Iris's layout: config.json with model_type lance (the
 	// decoder's llm_config.json keys at the top, the tower's config as vision_config),
 	// model.safetensors with the understanding path's tensors, the Qwen2.5 tokenizer. The plugin
 	// fixes the geometry (no preprocessor_config.json); generation stops on <|im_end|> only.
@@ -168,6 +169,18 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	}
 	if o.From == "" || o.Out == "" || o.Plugin == "" {
 		return nil, errors.New("build bundle: from, out and plugin are required")
+	}
+	if _, err := os.Stat(filepath.Join(o.From, "config.json")); errors.Is(err, os.ErrNotExist) && fam.Name == "lance" && lanceRelease(o.From) {
+		// Lance's release layout: the understanding path in Iris's layout first (convertLance)
+		conv, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.Out)), ".iris-lance-*")
+		if err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		defer os.RemoveAll(conv)
+		if err := convertLance(ctx, o.From, conv, o.Progress); err != nil {
+			return nil, fmt.Errorf("build bundle: Lance's release layout: %w", err)
+		}
+		o.From = conv
 	}
 	cfg, err := readJSON(filepath.Join(o.From, "config.json"))
 	if err != nil {

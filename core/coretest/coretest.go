@@ -27,12 +27,16 @@ const InternVL = "internvl-seeded"
 // by Lance's official code (scripts/reference/golden_lance.py served) from the image file on.
 const Lance = "lance-seeded"
 
+// LanceRelease is the same Lance model written in Lance's release layout (Lance_3B/ with the
+// generation expert's tensors, Qwen2.5-VL-ViT/; fixture.WriteLanceRelease) and bundled from it.
+const LanceRelease = "lance-release"
+
 // served maps the seeded models to their family.
-var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", Lance: "lance"}
+var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", Lance: "lance", LanceRelease: "lance"}
 
 // Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
-// InternVL3 and Lance.
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, Lance}
+// InternVL3 and Lance (from Iris's layout and from the release's).
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, Lance, LanceRelease}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
@@ -40,7 +44,11 @@ func Bundle(tb testing.TB, model string, contextLength int) string {
 	family, from := "qwen2_5_vl", fixture.ModelDir(model)
 	if f, ok := served[model]; ok {
 		family, from = f, tb.TempDir()
-		if _, err := fixture.WriteServedModel(from, family); err != nil {
+		write := func() error { _, err := fixture.WriteServedModel(from, family); return err }
+		if model == LanceRelease {
+			write = func() error { return fixture.WriteLanceRelease(from) }
+		}
+		if err := write(); err != nil {
 			tb.Fatal(err)
 		}
 	}
