@@ -298,11 +298,20 @@ func TestSweepInternVLFP32(t *testing.T) {
 // TestBatchEqualsSingleInternVLFP32: InternVL's sweep cases batched (chunks splitting the tiles'
 // rows) give what each gives alone, fp32.
 func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("internvl"))
+	sweepBatchEqualsSingle(t, "internvl", 0, -1)
+}
+
+// sweepBatchEqualsSingle runs fixture.CheckBatchEqualsSingle in fp32 on the sweep models of a
+// family at the indexes given (negative ones from the end), with the sweep's cases as requests.
+func sweepBatchEqualsSingle(t *testing.T, family string, models ...int) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(family))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range []int{0, len(sw.Models) - 1} {
+	for _, i := range models {
+		if i < 0 {
+			i += len(sw.Models)
+		}
 		dir := t.TempDir()
 		if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
 			t.Fatal(err)
@@ -348,20 +357,5 @@ func TestSweepLanceFP32(t *testing.T) {
 // TestBatchEqualsSingleLanceFP32: Lance's sweep cases batched (chunks cut around each image's
 // bidirectional block) and scheduled give what each gives alone, fp32.
 func TestBatchEqualsSingleLanceFP32(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("lance"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range []int{3, len(sw.Models) - 2} {
-		dir := t.TempDir()
-		if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
-			t.Fatal(err)
-		}
-		m, _ := loadDir(t, dir, cuda.Options{Precision: "fp32"})
-		reqs, err := fixture.SweepRequests(sw, m.Config())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Run(sw.Models[i].Name, func(t *testing.T) { fixture.CheckBatchEqualsSingle(t, m, reqs) })
-	}
+	sweepBatchEqualsSingle(t, "lance", 3, -2)
 }

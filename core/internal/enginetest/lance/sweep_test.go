@@ -42,6 +42,30 @@ func load(dir string, mutate func(*model.Config)) (*lance.Model, error) {
 	return lance.New(b, ck, cfg, model.DefaultLimits(cfg), lance.Options{})
 }
 
+// firstModel loads the Lance sweep golden and writes its first model into a temporary directory.
+func firstModel(t *testing.T) (*fixture.Sweep, string) {
+	t.Helper()
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(lance.ModelType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := fixture.WriteSeeded(dir, sw.Models[0]); err != nil {
+		t.Fatal(err)
+	}
+	return sw, dir
+}
+
+// engineImage is a sweep image's seeded pixel rows as the engine takes them.
+func engineImage(t *testing.T, sw *fixture.Sweep, img fixture.SweepImage) model.Image {
+	t.Helper()
+	px, err := sw.Pixels(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model.Image{Pixels: px, Grid: model.Grid{T: img.Grid[0], H: img.Grid[1], W: img.Grid[2]}}
+}
+
 // TestSweep runs the shape sweep (fixture.RunSweep) on the CPU backend: nine seeded checkpoints
 // (GQA ratios 1 to 8, 1 to 3 layers, head dims 6 to 22, vision depths 1 to 4, several mrope
 // sections, windows and full-attention blocks) on four images from x2t_sample (buckets of the
@@ -73,19 +97,8 @@ type sweepExtra struct {
 // (output_vocab_size 151665 of 151936) are -inf, the others finite, as validation_und_KVcache's
 // pred_logits[:, len(tokenizer):] = -inf leaves them; without the config key none is masked.
 func TestVocabularyMask(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(lance.ModelType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := fixture.WriteSeeded(dir, sw.Models[0]); err != nil {
-		t.Fatal(err)
-	}
-	img := sw.Images[0]
-	px, err := sw.Pixels(img)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sw, dir := firstModel(t)
+	img := engineImage(t, sw, sw.Images[0])
 	c := sw.Cases[0]
 	for _, masked := range []bool{true, false} {
 		m, err := load(dir, func(cfg *model.Config) {
@@ -99,7 +112,7 @@ func TestVocabularyMask(t *testing.T) {
 		if n := m.Config().Text.OutputVocab; masked && n != 151665 {
 			t.Fatalf("output_vocab_size %d, want 151665", n)
 		}
-		_, first := greedy(t, m, c.InputIDs, model.Image{Pixels: px, Grid: model.Grid{T: img.Grid[0], H: img.Grid[1], W: img.Grid[2]}}, 1)
+		_, first := greedy(t, m, c.InputIDs, img, 1)
 		m.Close()
 		for id, v := range first {
 			inf := math.IsInf(float64(v), -1)
@@ -130,11 +143,7 @@ func TestSweepCatchesCausalImage(t *testing.T) {
 	}
 	pixels := map[string]model.Image{}
 	for _, img := range sw.Images {
-		px, err := sw.Pixels(img)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pixels[img.Name] = model.Image{Pixels: px, Grid: model.Grid{T: img.Grid[0], H: img.Grid[1], W: img.Grid[2]}}
+		pixels[img.Name] = engineImage(t, sw, img)
 	}
 	caught, want := 0, 0
 	for mi, m := range sw.Models {
@@ -252,28 +261,17 @@ func TestBatchEqualsSingle(t *testing.T) {
 // (after <|vision_start|>, or before <|vision_end|>) is refused, since its rows would need keys
 // the pass does not write; the chunk that ends right after the block is taken.
 func TestChunkCuttingBlockRefused(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(lance.ModelType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := fixture.WriteSeeded(dir, sw.Models[0]); err != nil {
-		t.Fatal(err)
-	}
+	sw, dir := firstModel(t)
 	m, err := load(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	cfg := m.Config()
-	img := sw.Images[0]
-	px, err := sw.Pixels(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grid := model.Grid{T: img.Grid[0], H: img.Grid[1], W: img.Grid[2]}
+	img := engineImage(t, sw, sw.Images[0])
+	grid := img.Grid
 	ctx := context.Background()
-	emb, err := m.EncodeVision(ctx, model.Image{Pixels: px, Grid: grid})
+	emb, err := m.EncodeVision(ctx, img)
 	if err != nil {
 		t.Fatal(err)
 	}
