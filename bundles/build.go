@@ -47,6 +47,9 @@ type Family struct {
 	// that holds its id ("" when the id is free): tokenizer.json must hold each as an added token,
 	// with that id, or the prompt would not be what the engine expects.
 	SpecialTokens map[string]string
+	// Image overrides DefaultImage's limits where non-zero: a family whose reference accepts
+	// images the defaults refuse (Lance's transform takes any aspect ratio).
+	Image Image
 }
 
 // Families lists the families this build can bundle.
@@ -119,6 +122,8 @@ var Families = map[string]Family{
 			"<|video_pad|>": "image_token_id", "<|vision_start|>": "vision_start_token_id",
 			"<|vision_end|>": "vision_end_token_id", "<|im_start|>": "", "<|im_end|>": "",
 		},
+		// the bucket transform crops any aspect ratio (a 1x32768 strip is one bucket's crop)
+		Image: Image{MaxAspect: 32768},
 	},
 }
 
@@ -248,6 +253,7 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 			m.Engine.ContextLength = mp
 		}
 	}
+	overrideImage(&m.Image, fam.Image)
 	overrideImage(&m.Image, o.Image)
 	gen, _ := readJSON(filepath.Join(o.From, "generation_config.json")) // optional
 	m.Generation = generationDefaults(gen, cfg, fam, o.MaxNewTokens, m.Engine.ContextLength)
