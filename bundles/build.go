@@ -122,8 +122,9 @@ var Families = map[string]Family{
 			"<|video_pad|>": "image_token_id", "<|vision_start|>": "vision_start_token_id",
 			"<|vision_end|>": "vision_end_token_id", "<|im_start|>": "", "<|im_end|>": "",
 		},
-		// the bucket transform crops any aspect ratio (a 1x32768 strip is one bucket's crop)
-		Image: Image{MaxAspect: 32768},
+		// the bucket transform crops any aspect ratio (a 1x32768 strip is one bucket's crop);
+		// get_video_tensor_online opens with PIL, no exif_transpose, transparency on white
+		Image: Image{MaxAspect: 32768, Read: ReadPILWhite},
 	},
 }
 
@@ -533,6 +534,9 @@ func overrideImage(dst *Image, o Image) {
 	}
 	if o.MaxAspect > 0 {
 		dst.MaxAspect = o.MaxAspect
+	}
+	if o.Read != "" {
+		dst.Read = o.Read
 	}
 }
 

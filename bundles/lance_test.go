@@ -150,11 +150,12 @@ func TestConvertLance(t *testing.T) {
 }
 
 // TestLanceImageLimits: a Lance bundle takes any aspect ratio (the bucket transform crops a
-// 1x32768 strip as it crops a photo), unlike the default limit of 200; the other defaults stay.
+// 1x32768 strip as it crops a photo), unlike the default limit of 200, and reads images as
+// Lance's loader does; the other defaults stay.
 func TestLanceImageLimits(t *testing.T) {
 	img := DefaultImage
 	overrideImage(&img, Families["lance"].Image)
-	if img.MaxAspect != 32768 || img.MaxPixels != DefaultImage.MaxPixels || img.MaxBytes != DefaultImage.MaxBytes {
+	if img.MaxAspect != 32768 || img.Read != ReadPILWhite || img.MaxPixels != DefaultImage.MaxPixels || img.MaxBytes != DefaultImage.MaxBytes {
 		t.Errorf("lance image limits %+v", img)
 	}
 	if Families["qwen2_5_vl"].Image != (Image{}) {

@@ -4,6 +4,7 @@
 package coretest
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -150,4 +151,44 @@ func Decode(tb testing.TB, model string, ids []int32) string {
 	}
 	defer tok.Close()
 	return tok.DecodeSkipSpecial(ids)
+}
+
+// LanceReadCases are the Lance served golden's images that Lance's loader reads otherwise than
+// transformers' load_image (an RGBA PNG, a JPEG with EXIF orientation 6) and a palette PNG, with
+// the official code's answers on the Lance model (golden_lance.py served, read_cases). Name is
+// the file's name.
+func LanceReadCases(tb testing.TB) []Case {
+	tb.Helper()
+	raw, err := os.ReadFile(filepath.Join(fixture.Root(), "lance", "served.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var golden struct {
+		ReadCases []struct {
+			Name, Image, Question string
+			PromptTokens          int     `json:"prompt_tokens"`
+			Tokens                []int32 `json:"tokens"`
+		} `json:"read_cases"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		tb.Fatal(err)
+	}
+	root, err := plugintest.RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenize.Load(tokenizerDir("lance"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tok.Close()
+	var out []Case
+	for _, c := range golden.ReadCases {
+		img, err := os.ReadFile(filepath.Join(root, c.Image))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens, Text: tok.DecodeSkipSpecial(c.Tokens)})
+	}
+	return out
 }

@@ -34,7 +34,10 @@ Subcommand `plugin` writes:
   (packed_text_ids up to the first target, run-length encoded). Also the sha256 of the RGB
   Lance's loader makes (get_video_tensor_online: PIL open, P -> RGBA, RGBA composited on white,
   else convert("RGB"), no EXIF transpose) and of transformers' load_image RGB (what Iris decodes):
-  where they differ the image is marked, since Iris's decoder gives the latter.
+  where they differ the image is marked (the Lance bundle reads images as Lance does:
+  bundles.ReadPILWhite).
+- core/internal/imageio/testdata/lance_*.png and lance_read.json: palette PNGs with tRNS and an
+  RGBA PNG (written with Pillow) and the sha256 of the RGB of Lance's loader and of load_image.
 
 Subcommand `sweep` writes core/internal/enginetest/testdata/sweep/lance.json (the format of
 core/internal/enginetest/fixture.Sweep): tiny Lance models of many shapes built from the official
@@ -759,6 +762,7 @@ SERVED_MODEL = "g3-h60"  # three layers, GQA 3: the image block changes its answ
 SERVED_IMAGES = ["tiny_30x40", "square_56", "tall_120x300", "wide_500x90", "rect_320x240", "partial_406x238",
                  "large_644x476"]
 CASES_DIR = ROOT / "core/internal/enginetest/testdata/qwen2_5_vl/cases"
+READ_IMAGES = ["rgba_256x192.png", "exif6_240x180.jpg", "palette_200x150.png"]
 
 
 def served(tok, new_ids):
@@ -789,14 +793,65 @@ def served(tok, new_ids):
         print(name, r["grid"], len(r["ids"]), tokens, f"margin {margin:.3g}", file=sys.stderr)
         cases.append({"name": name, "image": case["image"], "question": case["question"], "grid": r["grid"],
                       "prompt_tokens": len(r["ids"]), "tokens": tokens, "min_margin": margin})
+    # images Lance's loader reads otherwise than transformers' load_image (transparency over
+    # white, no EXIF transpose), with the palette image that reads the same either way
+    read_cases = []
+    for file in READ_IMAGES:
+        f = QWEN_IMAGES / file
+        r = x2t(tok, new_ids, f, QUESTION, "")
+        c = {"input_ids": r["ids"], "bidirectional": r["span"]}
+        tokens, steps = run_case(model, c, r["grid"], r["pv"], no_eos)
+        margin = min(float(torch.topk(st.double(), 2).values[0] - torch.topk(st.double(), 2).values[1]) for st in steps)
+        if len(tokens) != MAX_NEW_TOKENS or margin < MIN_MARGIN:
+            raise SystemExit(f"{file}: {len(tokens)} tokens, greedy margin {margin:.3g}")
+        print(file, r["grid"], tokens, f"margin {margin:.3g}", file=sys.stderr)
+        read_cases.append({"name": file, "image": str(f.relative_to(ROOT)), "question": QUESTION, "grid": r["grid"],
+                           "prompt_tokens": len(r["ids"]), "tokens": tokens, "min_margin": margin})
     import transformers
     golden = {"meta": {"generator": "scripts/reference/golden_lance.py served", "transformers": transformers.__version__,
                        "torch": torch.__version__,
                        "semantics": "fp32, greedy, EOS never stops; Lance 4baeee08's x2t_sample (image_512res, empty "
                                     "system turn) and validation_und_KVcache with golden_lance.py's shims"},
-              "model": SERVED_MODEL, "preprocessor_config": {}, "max_new_tokens": MAX_NEW_TOKENS, "cases": cases}
+              "model": SERVED_MODEL, "preprocessor_config": {}, "max_new_tokens": MAX_NEW_TOKENS, "cases": cases,
+              "read_cases": read_cases}
     SERVED_OUT.parent.mkdir(parents=True, exist_ok=True)
     SERVED_OUT.write_text(json.dumps(golden, ensure_ascii=False, indent=1) + "\n")
+
+
+READ_DIR = ROOT / "core/internal/imageio/testdata"
+
+
+def read_goldens():
+    """Palette PNGs with transparency (a 4-bit one with an alpha per entry, an 8-bit one with one
+    transparent entry, which Pillow keeps as an index) and an 8-bit RGBA one, written here with
+    Pillow, and the sha256 of the RGB Lance's loader makes of each (lance_rgb) beside
+    load_image's (transformers: convert("RGB")), for imageio's OverWhite reading."""
+    import numpy as np
+    from PIL import Image
+    from transformers.image_utils import load_image
+    rng = np.random.default_rng(5)
+    out = {}
+    for name, mode, w, h in [("lance_palette4_trns_13x7.png", "P4", 13, 7), ("lance_palette8_trns1_9x11.png", "P8", 9, 11),
+                             ("lance_rgba_6x5.png", "RGBA", 6, 5)]:
+        p = READ_DIR / name
+        if mode == "RGBA":
+            px = rng.integers(0, 256, (h, w, 4), dtype=np.uint8)
+            px[0, :3, 3] = [0, 255, 128]
+            Image.fromarray(px, "RGBA").save(p)
+        else:
+            n = 16 if mode == "P4" else 200
+            idx = rng.integers(0, n, (h, w), dtype=np.uint8)
+            im = Image.fromarray(idx, "P")
+            im.putpalette(rng.integers(0, 256, 3 * n, dtype=np.uint8).tobytes())
+            trns = bytes(rng.integers(0, 256, n, dtype=np.uint8)) if mode == "P4" else int(idx[0, 0])
+            im.save(p, bits=4 if mode == "P4" else 8, transparency=trns)
+        lance = np.asarray(lance_rgb(p))
+        plain = np.asarray(load_image(str(p)).convert("RGB"))
+        if (lance == plain).all():
+            raise SystemExit(f"{name}: Lance's loader and load_image agree: the file tests nothing")
+        out[name] = {"lance_rgb_sha256": sha(lance.tobytes()), "rgb_sha256": sha(plain.tobytes()),
+                     "width": w, "height": h}
+    (READ_DIR / "lance_read.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
 def main():
@@ -815,6 +870,7 @@ def main():
             f.write("\n]}\n")
         print(f"{len(cases)} cases", file=sys.stderr)
         pixel_goldens(tok, new_ids)
+        read_goldens()
     elif a.what == "sweep":
         sweep(tok, new_ids)
     else:
