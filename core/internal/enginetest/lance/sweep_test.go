@@ -22,6 +22,10 @@ import (
 // load binds a checkpoint directory on the CPU backend; mutate, when set, changes the config
 // first.
 func load(dir string, mutate func(*model.Config)) (*lance.Model, error) {
+	return loadWith(dir, mutate, lance.Options{})
+}
+
+func loadWith(dir string, mutate func(*model.Config), opts lance.Options) (*lance.Model, error) {
 	b, err := cpu.New(cpu.Options{})
 	if err != nil {
 		return nil, err
@@ -39,7 +43,7 @@ func load(dir string, mutate func(*model.Config)) (*lance.Model, error) {
 		b.Close()
 		return nil, err
 	}
-	return lance.New(b, ck, cfg, model.DefaultLimits(cfg), lance.Options{})
+	return lance.New(b, ck, cfg, model.DefaultLimits(cfg), opts)
 }
 
 // firstModel loads the Lance sweep golden and writes its first model into a temporary directory.
@@ -309,5 +313,44 @@ func TestChunkCuttingBlockRefused(t *testing.T) {
 				t.Errorf("a chunk of %d tokens (placeholders %d to %d): %v", tc.end, first, last, err)
 			}
 		})
+	}
+}
+
+// TestPromptHeads: prompts whose head was kept (the system and user turns' tokens before
+// <|vision_start|>: the block's first token is not part of it, its keys depend on the image)
+// copy its KV rows and give exactly the tokens of a model that keeps no head.
+func TestPromptHeads(t *testing.T) {
+	sw, dir := firstModel(t)
+	ctx := context.Background()
+	none, err := loadWith(dir, nil, lance.Options{Heads: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Close()
+	m, err := load(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	reqs, err := fixture.SweepRequests(sw, m.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs = append(reqs, reqs...) // every head seen twice before the second round's prompts
+	want, err := fixture.Alone(ctx, none, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := fixture.Alone(ctx, m, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("request %d with kept heads: %v, without: %v", i, got[i], want[i])
+		}
+	}
+	if kept, hits := m.PromptHeads(); kept == 0 || hits == 0 {
+		t.Fatalf("%d heads kept, %d prompts copied one", kept, hits)
 	}
 }
