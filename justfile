@@ -5,7 +5,7 @@ set export
 
 root := justfile_directory()
 modules := ". sdk-wasm plugins"
-families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal locateanything"
+families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal locateanything lance"
 tags := env("IRIS_TAGS", "")
 
 # cgo finds libtokenizers.a (built by `just setup`) here.

@@ -55,6 +55,9 @@ type Family struct {
 	// (with the values the model class takes when a key is absent): the bundle's
 	// generation.grounding, which lets the runtime read boxes out of the answers.
 	Grounding *GroundingKeys
+	// Image overrides DefaultImage's limits where non-zero: a family whose reference accepts
+	// images the defaults refuse (Lance's transform takes any aspect ratio).
+	Image Image
 }
 
 // GroundingKeys are the config.json keys (top level) of a Grounding's ids, each with the model
@@ -179,6 +182,28 @@ var Families = map[string]Family{
 			Scale: 1000,
 		},
 	},
+	// Lance-3B's understanding expert (plugin ABI 2: one view cut and resized to one of six
+	// buckets), from Lance's release layout (Lance_3B/ and Qwen2.5-VL-ViT/, converted by
+	// convertLance) or a directory in Iris's layout: config.json with model_type lance (the
+	// decoder's llm_config.json keys at the top, the tower's config as vision_config),
+	// model.safetensors with the understanding path's tensors, the Qwen2.5 tokenizer. The plugin
+	// fixes the geometry (no preprocessor_config.json); generation stops on <|im_end|> only.
+	"lance": {
+		Name: "lance", ModelTypes: []string{"lance"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{151645},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		ConfigFixed: map[string]any{
+			"vision_config.patch_size": 14.0, "vision_config.temporal_patch_size": 2.0,
+			"vision_config.spatial_merge_size": 2.0,
+		},
+		SpecialTokens: map[string]string{
+			"<|video_pad|>": "image_token_id", "<|vision_start|>": "vision_start_token_id",
+			"<|vision_end|>": "vision_end_token_id", "<|im_start|>": "", "<|im_end|>": "",
+		},
+		// the bucket transform crops any aspect ratio (a 1x32768 strip is one bucket's crop);
+		// get_video_tensor_online opens with PIL, no exif_transpose, transparency on white
+		Image: Image{MaxAspect: 32768, Read: ReadPILWhite},
+	},
 }
 
 // BuildOptions configure Build. Zero values take the defaults noted.
@@ -228,6 +253,18 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	}
 	if o.From == "" || o.Out == "" || o.Plugin == "" {
 		return nil, errors.New("build bundle: from, out and plugin are required")
+	}
+	if _, err := os.Stat(filepath.Join(o.From, "config.json")); errors.Is(err, os.ErrNotExist) && fam.Name == "lance" && lanceRelease(o.From) {
+		// Lance's release layout: the understanding path in Iris's layout first (convertLance)
+		conv, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.Out)), ".iris-lance-*")
+		if err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		defer os.RemoveAll(conv)
+		if err := convertLance(ctx, o.From, conv, o.Progress); err != nil {
+			return nil, fmt.Errorf("build bundle: Lance's release layout: %w", err)
+		}
+		o.From = conv
 	}
 	cfg, err := readJSON(filepath.Join(o.From, "config.json"))
 	if err != nil {
@@ -295,6 +332,7 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 			m.Engine.ContextLength = mp
 		}
 	}
+	overrideImage(&m.Image, fam.Image)
 	overrideImage(&m.Image, o.Image)
 	gen, _ := readJSON(filepath.Join(o.From, "generation_config.json")) // optional
 	m.Generation = generationDefaults(gen, cfg, fam, o.MaxNewTokens, m.Engine.ContextLength)
@@ -577,6 +615,9 @@ func overrideImage(dst *Image, o Image) {
 	}
 	if o.MaxAspect > 0 {
 		dst.MaxAspect = o.MaxAspect
+	}
+	if o.Read != "" {
+		dst.Read = o.Read
 	}
 }
 

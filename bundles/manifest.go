@@ -70,10 +70,21 @@ type Image struct {
 	MaxPixels int64   `toml:"max_pixels" json:"max_pixels"`
 	MinSide   int     `toml:"min_side" json:"min_side"`
 	MaxAspect float64 `toml:"max_aspect" json:"max_aspect"`
+	// Read is how the family's reference loads an image file: "" (or ReadLoadImage) as
+	// transformers' load_image (EXIF orientation applied, PIL's convert("RGB"): alpha dropped),
+	// ReadPILWhite as a loader that opens with PIL without exif_transpose and composites
+	// transparency on white (Lance's get_video_tensor_online).
+	Read string `toml:"read,omitempty" json:"read,omitempty"`
 	// Budgets, when set, let a request choose its image's resolution; without them the
 	// plugin's params decide alone.
 	Budgets *Budgets `toml:"budgets,omitempty" json:"budgets,omitempty"`
 }
+
+// The ways an image file is read (Image.Read).
+const (
+	ReadLoadImage = "load_image"
+	ReadPILWhite  = "pil_over_white"
+)
 
 // Budgets are the per-request image resolutions a bundle offers: OpenAI's image_url.detail and
 // the min_pixels / max_pixels request extensions. A budget is a [min, max] pair of resized image
@@ -250,6 +261,11 @@ func (m *Manifest) Validate() error {
 	}
 	if m.Image.MaxBytes <= 0 || m.Image.MaxPixels <= 0 || m.Image.MinSide < 1 || !(m.Image.MaxAspect >= 1) {
 		return invalid("image: max_bytes, max_pixels, min_side must be positive and max_aspect >= 1")
+	}
+	switch m.Image.Read {
+	case "", ReadLoadImage, ReadPILWhite:
+	default:
+		return invalid("image.read: %q is not %q or %q", m.Image.Read, ReadLoadImage, ReadPILWhite)
 	}
 	if b := m.Image.Budgets; b != nil {
 		if err := b.Validate(); err != nil {

@@ -50,8 +50,16 @@ type TextConfig struct {
 	// follows axis a (Qwen3-VL), the rest t.
 	MRopeSection     [3]int
 	MRopeInterleaved bool
-	// QKNorm applies an RMSNorm over each head of q and k before RoPE (Qwen3).
+	// QKNorm applies an RMSNorm over each head of q and k before RoPE (Qwen3, Lance).
 	QKNorm bool
+	// BidirectionalImage makes each image's block (its placeholders and the one token on each
+	// side: <|vision_start|> ... <|vision_end|>) attend to all of itself in prefill, and causally
+	// to what precedes it (Lance's prefill of the vision split with is_causal=False).
+	BidirectionalImage bool
+	// OutputVocab, when in (0, Vocab), is the first id never predicted: the logits of the
+	// embedding rows past the tokenizer's vocabulary are -inf (Lance's
+	// pred_logits[:, len(tokenizer):] = -inf). Config key output_vocab_size; 0: every id.
+	OutputVocab int
 	// Rope1D is plain 1-D RoPE (InternVL's Qwen2): every frequency follows the token's index
 	// (MRopeSection is {HeadDim/2, 0, 0}, and PromptPositions gives all three rows the index).
 	Rope1D bool
@@ -137,8 +145,9 @@ type ConfigDefaults struct {
 	WindowSize                      int
 	FullAtt                         []int
 	// HeadDimKey honours the text config's head_dim (else hidden_size / num_attention_heads);
-	// BiasKey reads attention_bias (else QKVBias); QKNorm is the family's per-head q/k norm.
-	HeadDimKey, BiasKey, QKNorm bool
+	// BiasKey reads attention_bias (else QKVBias); QKNorm is the family's per-head q/k norm;
+	// BidirectionalImage its image blocks' attention (TextConfig.BidirectionalImage).
+	HeadDimKey, BiasKey, QKNorm, BidirectionalImage bool
 	// VisionAct is the vision MLP activation the family runs ("silu" when empty).
 	VisionAct string
 	// PosEmbeddings is num_position_embeddings when absent.
@@ -286,6 +295,8 @@ func ParseConfig(data []byte) (*Config, error) {
 		opt(text, "attention_bias", &t.QKVBias)
 	}
 	t.QKNorm = fam.QKNorm
+	t.BidirectionalImage = fam.BidirectionalImage
+	opt(text, "output_vocab_size", &t.OutputVocab)
 	if fam.HeadDimKey {
 		opt(text, "head_dim", &t.HeadDim)
 	}
@@ -508,6 +519,9 @@ func (c *Config) Validate() error {
 	}
 	if t.Heads%t.KVHeads != 0 {
 		bad("num_attention_heads %d not a multiple of num_key_value_heads %d", t.Heads, t.KVHeads)
+	}
+	if t.OutputVocab < 0 || t.OutputVocab > t.Vocab {
+		bad("output_vocab_size %d outside the vocabulary of %d", t.OutputVocab, t.Vocab)
 	}
 	if r := t.Rotated(); r <= 0 || r%2 != 0 || r > t.HeadDim {
 		bad("%d rotated dimensions of a head of %d (partial_rotary_factor)", r, t.HeadDim)

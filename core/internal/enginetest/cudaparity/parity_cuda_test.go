@@ -307,11 +307,20 @@ func TestSweepLocateAnythingFP32(t *testing.T) {
 // TestBatchEqualsSingleInternVLFP32: InternVL's sweep cases batched (chunks splitting the tiles'
 // rows) give what each gives alone, fp32.
 func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("internvl"))
+	sweepBatchEqualsSingle(t, "internvl", 0, -1)
+}
+
+// sweepBatchEqualsSingle runs fixture.CheckBatchEqualsSingle in fp32 on the sweep models of a
+// family at the indexes given (negative ones from the end), with the sweep's cases as requests.
+func sweepBatchEqualsSingle(t *testing.T, family string, models ...int) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(family))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range []int{0, len(sw.Models) - 1} {
+	for _, i := range models {
+		if i < 0 {
+			i += len(sw.Models)
+		}
 		dir := t.TempDir()
 		if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
 			t.Fatal(err)
@@ -343,4 +352,19 @@ func TestVisionBatchFP32(t *testing.T) {
 		imgs = append(imgs, fixture.SeededImage(q3.Config(), g, uint64(i+1)))
 	}
 	t.Run("qwen3_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, q3, imgs, visionTol) })
+}
+
+// TestSweepLanceFP32 runs the Lance sweep on the GPU in fp32: nine seeded checkpoints, four images
+// from Lance's x2t transform; greedy tokens identical to the official validation_und_KVcache,
+// first-step logits within tolerance: the bidirectional image block (rows with one key count in
+// CachedAttention's spans), the q/k norms after the biases and the vocabulary mask on this
+// backend.
+func TestSweepLanceFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("lance"), sweepLoader(cuda.Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSingleLanceFP32: Lance's sweep cases batched (chunks cut around each image's
+// bidirectional block) and scheduled give what each gives alone, fp32.
+func TestBatchEqualsSingleLanceFP32(t *testing.T) {
+	sweepBatchEqualsSingle(t, "lance", 3, -2)
 }
