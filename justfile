@@ -121,6 +121,15 @@ golden-served-locateanything: laenv
     test -f .build/locany/eval/inference_grounding_ddp.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
     .build/laenv/bin/python scripts/reference/golden_served_locateanything.py
 
+# The LocateAnything served goldens WITH boxes (core/internal/enginetest/testdata/locateanything/
+# grounded_{box,point}.json): the served golden's checkpoint with its weights constructed so that
+# greedy decoding spells a labelled box or point (random weights never emit grounding tokens),
+# answering 4 case images of different sizes through the remote code; the evaluation code's parser
+# gives the boxes in each original image's pixels.
+golden-grounded-locateanything: laenv
+    test -f .build/locany/eval/inference_grounding_ddp.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/golden_grounded_locateanything.py
+
 # The demo model's synthetic scenes (scripts/demo/scenes.py, docs/demo-model.md): determinism and
 # answers consistent with each scene. Pillow only, with the reference stack's python (CI has no
 # Pillow, so `just test` leaves it out).

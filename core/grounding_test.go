@@ -106,3 +106,52 @@ func TestDecodeBoxesMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeBoxesGroundedGoldens: on the answers of the checkpoints constructed to ground
+// (testdata/locateanything/grounded_{box,point}.json: the remote code's tokens, its evaluation
+// parser's boxes in the original image's pixels), the runtime's reader gives the golden's boxes
+// from the image's own size, and the scaling hazards fail the comparison on every case: the
+// sides swapped (x scaled by the height, y by the width) and the processor's resized size (the
+// grid's patches of 14) in place of the original one. The served path over HTTP is
+// gateway/server's TestHTTPMatchesReference (locateanything-box, -point).
+func TestDecodeBoxesGroundedGoldens(t *testing.T) {
+	tok, err := tokenize.Load(fixture.TokenizerDir("locateanything"))
+	if err != nil {
+		t.Fatalf("LocateAnything's tokenizer (`just setup`): %v", err)
+	}
+	defer tok.Close()
+	kinds := map[string]bool{}
+	for _, file := range []string{"grounded_box.json", "grounded_point.json"} {
+		s, err := fixture.LoadServedFile("locateanything", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Construction == nil || len(s.Cases) < 3 {
+			t.Fatalf("%s: construction %v, %d cases", file, s.Construction, len(s.Cases))
+		}
+		for _, c := range s.Cases {
+			want := make([]Box, len(c.Boxes))
+			for i, b := range c.Boxes {
+				want[i] = Box{Label: b.Label, Box: b.Box, Point: b.Point}
+				kinds[fmt.Sprint(b.Box != nil, b.Point != nil)] = true
+			}
+			if len(want) == 0 || c.Width == c.Height {
+				t.Fatalf("%s %s: %d boxes in a %dx%d image: the case exercises no scaling", file, c.Name, len(want), c.Width, c.Height)
+			}
+			if got := decodeBoxes(c.Tokens, laGrounding, c.Width, c.Height, tok.Decode); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %s: got %+v\nwant %+v", file, c.Name, got, want)
+			}
+			for _, m := range []struct {
+				name string
+				w, h int
+			}{{"sides swapped", c.Height, c.Width}, {"resized size", 14 * c.Grid[2], 14 * c.Grid[1]}} {
+				if got := decodeBoxes(c.Tokens, laGrounding, m.w, m.h, tok.Decode); reflect.DeepEqual(got, want) {
+					t.Errorf("%s %s: the %s (%dx%d) gives the golden's boxes %+v: the golden does not catch it", file, c.Name, m.name, m.w, m.h, got)
+				}
+			}
+		}
+	}
+	if !kinds["true false"] || !kinds["false true"] {
+		t.Errorf("the grounded goldens hold %v: want boxes and points", kinds)
+	}
+}

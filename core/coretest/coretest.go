@@ -1,6 +1,7 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3, LocateAnything and Lance ones, with the
-// family plugin compiled from source, and the reference outputs for each case. Test code only.
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3, LocateAnything and Lance ones (and
+// LocateAnything ones constructed to answer with a box or a point), with the family plugin compiled
+// from source, and the reference outputs for each case. Test code only.
 package coretest
 
 import (
@@ -37,14 +38,39 @@ const Lance = "lance-seeded"
 // generation expert's tensors, Qwen2.5-VL-ViT/; fixture.WriteLanceRelease) and bundled from it.
 const LanceRelease = "lance-release"
 
+// LocateAnythingBox and LocateAnythingPoint are LocateAnything models whose answers carry a
+// labelled box and a labelled point: the seeded checkpoint of LocateAnything with its weights
+// constructed (fixture.Construction; random weights never emit grounding tokens) so that greedy
+// decoding spells a chosen answer whatever the image, answered by the official remote code on
+// images of several sizes, with its evaluation parser's boxes in the original image's pixels
+// (testdata/locateanything/grounded_{box,point}.json, scripts/reference/golden_grounded_locateanything.py).
+const (
+	LocateAnythingBox   = "locateanything-box"
+	LocateAnythingPoint = "locateanything-point"
+)
+
 // served maps the seeded models to their family.
 var served = map[string]string{
 	Qwen3: "qwen3_vl", InternVL: "internvl", LocateAnything: "locateanything", Lance: "lance", LanceRelease: "lance",
+	LocateAnythingBox: "locateanything", LocateAnythingPoint: "locateanything",
+}
+
+// goldens names a seeded model's served golden under testdata/<family> where it is not
+// served.json.
+var goldens = map[string]string{LocateAnythingBox: "grounded_box.json", LocateAnythingPoint: "grounded_point.json"}
+
+// goldenOf is a seeded model's served golden file.
+func goldenOf(model string) string {
+	if g, ok := goldens[model]; ok {
+		return g
+	}
+	return "served.json"
 }
 
 // Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
-// InternVL3, LocateAnything and Lance (from Iris's layout and from the release's).
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, LocateAnything, Lance, LanceRelease}
+// InternVL3, LocateAnything (seeded, and constructed to ground) and Lance (from Iris's layout and
+// from the release's).
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, LocateAnything, LocateAnythingBox, LocateAnythingPoint, Lance, LanceRelease}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
@@ -52,7 +78,7 @@ func Bundle(tb testing.TB, model string, contextLength int) string {
 	family, from := "qwen2_5_vl", fixture.ModelDir(model)
 	if f, ok := served[model]; ok {
 		family, from = f, tb.TempDir()
-		write := func() error { _, err := fixture.WriteServedModel(from, family); return err }
+		write := func() error { _, err := fixture.WriteServedModelFrom(from, family, goldenOf(model)); return err }
 		if model == LanceRelease {
 			write = func() error { return fixture.WriteLanceRelease(from) }
 		}
@@ -96,7 +122,7 @@ type Box = fixture.ServedBox
 func Cases(tb testing.TB, model string) []Case {
 	tb.Helper()
 	if family, ok := served[model]; ok {
-		return servedCases(tb, family)
+		return servedCases(tb, family, goldenOf(model))
 	}
 	golden, err := fixture.LoadGolden(model)
 	if err != nil {
@@ -122,8 +148,8 @@ func Cases(tb testing.TB, model string) []Case {
 	return out
 }
 
-func servedCases(tb testing.TB, family string) []Case {
-	s, err := fixture.LoadServed(family)
+func servedCases(tb testing.TB, family, golden string) []Case {
+	s, err := fixture.LoadServedFile(family, golden)
 	if err != nil {
 		tb.Fatal(err)
 	}

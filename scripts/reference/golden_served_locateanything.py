@@ -19,6 +19,8 @@ code's parser (Embodied/evaluation/inference_grounding_ddp.py: parse_bbox_with_l
 convert_normalized_{bbox,point}_to_absolute, on the answer decoded with its special tokens) reads in
 them. Random weights: the tokens mean nothing, and name no box (boxes: []); box_cases are answers
 spelled out (their ids by the tokenizer, their boxes by the same parser) for the runtime's reader.
+Served answers that carry a box and a point are golden_grounded_locateanything.py's (this model
+with its weights constructed to spell them).
 
 Output: core/internal/enginetest/testdata/locateanything/served.json.
 
