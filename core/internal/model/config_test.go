@@ -40,6 +40,11 @@ func TestParseLongRope(t *testing.T) {
 			12, math.Sqrt(1 + math.Log(32)/math.Log(4096)), 4096, ""},
 		{"longrope given", `"partial_rotary_factor": 0.75, "rope_parameters": {"rope_type": "longrope", "short_factor": ` + short +
 			`, "original_max_position_embeddings": 4096, "attention_factor": 1.25, "mrope_section": [3, 2, 1]},`, 12, 1.25, 4096, ""},
+		// standardize_rope_params: a top-level original_max_position_embeddings wins over the
+		// rope dict's (factor 131072 / 2048 = 64)
+		{"longrope top-level original max", `"partial_rotary_factor": 0.75, "original_max_position_embeddings": 2048, "rope_scaling": {"rope_type": "longrope", "short_factor": ` + short +
+			`, "original_max_position_embeddings": 4096, "mrope_section": [3, 2, 1]},`,
+			12, math.Sqrt(1 + math.Log(64)/math.Log(2048)), 2048, ""},
 		{"factors of another width", `"rope_scaling": {"rope_type": "longrope", "short_factor": ` + short +
 			`, "original_max_position_embeddings": 4096},`, 0, 0, 0, "6 rope factors for 8 rotary frequencies"},
 		{"odd rotated dims", `"partial_rotary_factor": 0.5625,`, 0, 0, 0, "rotated dimensions of a head of 16"},
@@ -59,7 +64,7 @@ func TestParseLongRope(t *testing.T) {
 			if tx.RotaryDims != tc.dims || math.Abs(tx.RopeScale-tc.scale) > 1e-15 {
 				t.Errorf("rotary dims %d, scale %v; want %d, %v", tx.RotaryDims, tx.RopeScale, tc.dims, tc.scale)
 			}
-			if tc.scale != 0 && (!slices.Equal(tx.RopeFactors, []float64{1, 1.5, 2, 2.5, 3, 3.5}) || tx.RopeOriginalMax != 4096) {
+			if tc.scale != 0 && (!slices.Equal(tx.RopeFactors, []float64{1, 1.5, 2, 2.5, 3, 3.5}) || tx.RopeOriginalMax != tc.context) {
 				t.Errorf("factors %v, original max %d", tx.RopeFactors, tx.RopeOriginalMax)
 			}
 			if got := model.DefaultLimits(cfg).ContextLength; got != tc.context {

@@ -405,7 +405,11 @@ func (m *Base) encode(ctx context.Context, imgs []model.Image, keep bool) ([]*mo
 			}
 			return nil, err
 		}
-		e := &model.Embeddings{Tokens: img.Grid.Tokens(m.cfg.Vision.MergeSize), Dim: m.cfg.EmbedDim()}
+		n, err := model.ImageTokens(m.cfg, &img)
+		if err != nil {
+			return nil, err
+		}
+		e := &model.Embeddings{Tokens: n, Dim: m.cfg.EmbedDim()}
 		if !keep {
 			e.Data = make([]float32, e.Tokens*e.Dim)
 		}
