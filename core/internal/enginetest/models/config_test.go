@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -104,6 +105,16 @@ func TestParseConfig(t *testing.T) {
 				ImageTokenID: 151667, VideoTokenID: 151656, VisionStartTokenID: 151665, VisionEndTokenID: 151666,
 				EOSTokenIDs: []int32{151645},
 			},
+		},
+		{
+			// Phi-4-multimodal, transformers layout (scripts/reference/phi4_configs.py): the
+			// top level is the Phi-3 decoder (head_dim = hidden / heads, partial rotary 0.75,
+			// LongRoPE's short factors and the attention factor sqrt(1 + ln 32 / ln 4096)), the
+			// SigLIP tower's class defaults read at feature layer -2 (26 of 27 blocks), 2x2
+			// pooling of 32x32-patch views, <|image|> from vision_config
+			name: "hf Phi-4-multimodal",
+			path: filepath.Join(fixture.Root(), "configs", "phi4_multimodal_hf.json"),
+			want: phi4Want(),
 		},
 	}
 	for _, tt := range tests {
@@ -209,4 +220,28 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// phi4Want is the engine config of the full-size Phi-4-multimodal.
+func phi4Want() model.Config {
+	ones := make([]float64, 48)
+	for i := range ones {
+		ones[i] = 1
+	}
+	return model.Config{
+		ModelType: "phi4_multimodal",
+		Text: model.TextConfig{
+			Hidden: 3072, Layers: 32, Heads: 24, KVHeads: 8, HeadDim: 128, Intermediate: 8192, Vocab: 200064,
+			MaxPositions: 131072, RMSNormEps: 1e-5, RopeTheta: 1e4, MRopeSection: [3]int{48, 0, 0}, Rope1D: true, Act: "silu",
+			RotaryDims: 96, RopeFactors: ones, RopeScale: math.Sqrt(1 + math.Log(32)/math.Log(4096)), RopeOriginalMax: 4096,
+		},
+		Vision: model.VisionConfig{
+			Depth: 27, Hidden: 1152, Heads: 16, Intermediate: 4304, InChannels: 3, PatchSize: 14, TemporalPatchSize: 1,
+			MergeSize: 2, OutHidden: 3072, NormEps: 1e-6, PosEmbeddings: 1024, FixedGrid: 32, FeatureBlocks: 26,
+			Act: "gelu_pytorch_tanh",
+		},
+		TieEmbeddings: true,
+		ImageTokenID:  200010, VideoTokenID: -1, VisionStartTokenID: -1, VisionEndTokenID: -1,
+		EOSTokenIDs: []int32{199999},
+	}
 }
