@@ -298,7 +298,27 @@ func TestSweepInternVLFP32(t *testing.T) {
 // TestBatchEqualsSingleInternVLFP32: InternVL's sweep cases batched (chunks splitting the tiles'
 // rows) give what each gives alone, fp32.
 func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("internvl"))
+	batchEqualsSingleSweep(t, "internvl")
+}
+
+// TestSweepPhi4FP32 runs the Phi-4-multimodal shape sweep on the GPU in fp32: 9 seeded
+// checkpoints (GQA 1-8, partial rotary 0.5-1.0, LongRoPE's short factors and attention factor,
+// towers read at feature layers -1 to -3), images of 1-9 crops with padded crops' key flags and
+// stretched positions, both part orders; greedy tokens identical to transformers, first-step
+// logits within tolerance.
+func TestSweepPhi4FP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("phi4_multimodal"), sweepLoader(cuda.Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSinglePhi4FP32: Phi-4-multimodal's sweep cases batched (chunks splitting the
+// HD layout's rows) give what each gives alone, fp32.
+func TestBatchEqualsSinglePhi4FP32(t *testing.T) {
+	batchEqualsSingleSweep(t, "phi4_multimodal")
+}
+
+// batchEqualsSingleSweep checks batching on the first and last model of a family's sweep.
+func batchEqualsSingleSweep(t *testing.T, family string) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(family))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -396,7 +396,9 @@ func TestRefuses(t *testing.T) {
 		name string
 		edit func(img *model.Image)
 	}{
-		{"no crop", func(img *model.Image) { *img = model.Image{Pixels: img.Pixels[:len(img.Pixels)/10], Grid: model.Grid{T: 1, H: 32, W: 32}} }},
+		{"no crop", func(img *model.Image) {
+			*img = model.Image{Pixels: img.Pixels[:len(img.Pixels)/10], Grid: model.Grid{T: 1, H: 32, W: 32}}
+		}},
 		{"views of another grid", func(img *model.Image) {
 			img.Grid = model.Grid{T: 40, H: 16, W: 16}
 			img.Masks, img.Tiles = nil, nil
