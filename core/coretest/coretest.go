@@ -1,5 +1,5 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and seeded Qwen3-VL and InternVL3 ones, with the family plugin compiled
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3 and Phi-4-multimodal ones, with the family plugin compiled
 // from source, and the transformers reference outputs for each case. Test code only.
 package coretest
 
@@ -23,12 +23,17 @@ const Qwen3 = "qwen3-seeded"
 // answered by transformers through InternVLProcessor.
 const InternVL = "internvl-seeded"
 
-// served maps the seeded models to their family.
-var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl"}
+// Phi4 is the Phi-4-multimodal model: a checkpoint of its shape sweep regenerated from its seed,
+// served with dynamic_hd 2 (the global view and one or two crops with their patch masks),
+// answered by transformers through Phi4MultimodalProcessor.
+const Phi4 = "phi4-seeded"
 
-// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL and
-// InternVL3.
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL}
+// served maps the seeded models to their family.
+var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", Phi4: "phi4_multimodal"}
+
+// Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
+// InternVL3 and Phi-4-multimodal.
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, Phi4}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
@@ -119,8 +124,11 @@ func servedCases(tb testing.TB, family string) []Case {
 
 // tokenizerDir is where a family's fixture tokenizer is.
 func tokenizerDir(family string) string {
-	if family == "internvl" {
+	switch family {
+	case "internvl":
 		return fixture.TokenizerDir("internvl3")
+	case "phi4_multimodal":
+		return fixture.TokenizerDir("phi4")
 	}
 	return fixture.ModelDir("tiny-untied") // the same Qwen tokenizer for Qwen2.5-VL and Qwen3-VL
 }
