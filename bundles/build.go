@@ -101,6 +101,27 @@ var Families = map[string]Family{
 		},
 		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_id", "<img>": "", "</img>": ""},
 	},
+	// Phi-4-multimodal (the transformers-format checkpoint, model_type phi4_multimodal): a global
+	// view and up to dynamic_hd 448x448 crops with patch masks a request (plugin ABI 2, wire
+	// minor 3).
+	"phi4_multimodal": {
+		Name: "phi4_multimodal", ModelTypes: []string{"phi4_multimodal"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{199999, 200020},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		Params: map[string][]string{
+			"dynamic_hd": {"dynamic_hd"},
+		},
+		Fixed: map[string]any{
+			"size.height": 448.0, "size.width": 448.0, "patch_size": 14.0,
+			"image_mean": []any{0.5, 0.5, 0.5}, "image_std": []any{0.5, 0.5, 0.5},
+		},
+		ConfigFixed: map[string]any{
+			"vision_config.image_size": 448.0, "vision_config.patch_size": 14.0, "vision_config.crop_size": 448.0,
+		},
+		SpecialTokens: map[string]string{
+			"<|image|>": "vision_config.image_token_id", "<|user|>": "", "<|assistant|>": "", "<|end|>": "", "<|system|>": "",
+		},
+	},
 }
 
 // BuildOptions configure Build. Zero values take the defaults noted.
