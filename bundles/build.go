@@ -101,11 +101,11 @@ var Families = map[string]Family{
 		},
 		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_id", "<img>": "", "</img>": ""},
 	},
-	// Phi-4-multimodal (the transformers-format checkpoint, model_type phi4_multimodal): a global
-	// view and up to dynamic_hd 448x448 crops with patch masks a request (plugin ABI 2, wire
-	// minor 3).
+	// Phi-4-multimodal (the transformers-format checkpoint, model_type phi4_multimodal, or the
+	// hub's remote-code one, phi4mm, converted first: phi4mm.go): a global view and up to
+	// dynamic_hd 448x448 crops with patch masks a request (plugin ABI 2, wire minor 3).
 	"phi4_multimodal": {
-		Name: "phi4_multimodal", ModelTypes: []string{"phi4_multimodal"},
+		Name: "phi4_multimodal", ModelTypes: []string{"phi4_multimodal", phi4HubModelType},
 		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{199999, 200020},
 		MaxMemoryPages: 512, TimeoutMS: 2000,
 		Params: map[string][]string{
@@ -179,6 +179,24 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	mt, _ := cfg["model_type"].(string)
 	if !slices.Contains(fam.ModelTypes, mt) {
 		return nil, fmt.Errorf("build bundle: family %s expects model_type %s, config.json says %q", fam.Name, strings.Join(fam.ModelTypes, " or "), mt)
+	}
+	if mt == phi4HubModelType {
+		// the hub's remote-code layout: converted into the transformers layout first (phi4mm.go)
+		if err := os.MkdirAll(filepath.Dir(filepath.Clean(o.Out)), 0o755); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		stage, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.Out)), ".iris-phi4mm-*")
+		if err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		defer os.RemoveAll(stage)
+		if err := convertPhi4MM(ctx, o.From, stage, cfg, o.Progress); err != nil {
+			return nil, fmt.Errorf("build bundle: converting the %s checkpoint: %w", mt, err)
+		}
+		o.From = stage
+		if cfg, err = readJSON(filepath.Join(stage, "config.json")); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
 	}
 	if len(fam.ConfigFixed) > 0 || len(fam.SpecialTokens) > 0 {
 		var tok map[string]any

@@ -1,6 +1,7 @@
 package models_test
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -9,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/model"
 	_ "github.com/iris-vlm/iris/core/internal/models/internvl" // registers its config defaults
+	_ "github.com/iris-vlm/iris/core/internal/models/phi4mm"
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
@@ -243,5 +246,43 @@ func phi4Want() model.Config {
 		TieEmbeddings: true,
 		ImageTokenID:  200010, VideoTokenID: -1, VisionStartTokenID: -1, VisionEndTokenID: -1,
 		EOSTokenIDs: []int32{199999},
+	}
+}
+
+// TestPhi4HubConfig: the hub's remote-code config (phi4mm) converted by the bundle builder parses
+// to the engine config of the transformers-layout one (scripts/reference/phi4_configs.py writes
+// both; the latter with transformers' own config classes).
+func TestPhi4HubConfig(t *testing.T) {
+	read := func(name string) map[string]any {
+		raw, err := os.ReadFile(filepath.Join(fixture.Root(), "configs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	hub, scale, err := bundles.ConvertPhi4MMConfig(read("phi4mm_hub.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scale != 2 { // vision_lora: lora_alpha 512 / r 256
+		t.Errorf("vision LoRA scale %v, want 2", scale)
+	}
+	parse := func(doc map[string]any) *model.Config {
+		raw, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := model.ParseConfig(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if got, want := parse(hub), parse(read("phi4_multimodal_hf.json")); !reflect.DeepEqual(got, want) {
+		t.Errorf("converted hub config\n%+v\ntransformers layout\n%+v", got, want)
 	}
 }

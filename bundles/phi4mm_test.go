@@ -1,0 +1,356 @@
+package bundles
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hubTensor is a tensor of a synthetic remote-code checkpoint: values v(i) = sin(seed + 0.37 i).
+type hubTensor struct {
+	name  string
+	dtype string
+	shape []int
+	seed  float64
+}
+
+func (h hubTensor) values() []float32 {
+	n := 1
+	for _, d := range h.shape {
+		n *= d
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(math.Sin(h.seed + 0.37*float64(i)))
+	}
+	if h.dtype == "BF16" { // values a bf16 file can hold
+		b, _ := EncodeFloats("BF16", v)
+		v, _ = decodeFloats("BF16", b)
+	}
+	return v
+}
+
+// writeHub writes a tiny phi4mm checkpoint: one decoder layer whose four products carry vision
+// and speech LoRAs (rank 2), an image embedding under its hub names, an audio tensor, a
+// tokenizer naming id 200010 <|endoftext10|>; cfg edits the config.
+func writeHub(t *testing.T, dtype string, edit func(cfg map[string]any, ts []hubTensor) []hubTensor) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := map[string]any{
+		"model_type": "phi4mm", "architectures": []any{"Phi4MMForCausalLM"}, "auto_map": map[string]any{"AutoConfig": "configuration_phi4mm.Phi4MMConfig"},
+		"hidden_size": 8.0, "num_hidden_layers": 1.0, "num_attention_heads": 2.0, "num_key_value_heads": 1.0,
+		"intermediate_size": 6.0, "vocab_size": 200064.0, "tie_word_embeddings": true, "partial_rotary_factor": 0.75,
+		"embd_layer": map[string]any{
+			"image_embd_layer": map[string]any{"crop_size": 448.0, "embedding_cls": "tune_image", "hd_transform_order": "sub_glb",
+				"image_token_compression_cls": "avg_pool_2d", "projection_cls": "mlp", "use_hd_transform": true, "with_learnable_separator": true},
+			"audio_embd_layer": map[string]any{"downsample_rate": 1.0},
+		},
+		"audio_processor": map[string]any{"config": map[string]any{"attention_dim": 1024.0}},
+		"vision_lora":     map[string]any{"r": 2.0, "lora_alpha": 6.0, "layer": "layers.*((self_attn\\.(qkv_proj|o_proj))|(mlp\\.(gate_up|down)_proj))"},
+		"speech_lora":     map[string]any{"r": 2.0, "lora_alpha": 4.0},
+	}
+	ts := []hubTensor{{"model.embed_tokens.weight", dtype, []int{5, 8}, 1}, {"model.norm.weight", dtype, []int{8}, 2}}
+	for i, p := range []struct {
+		name    string
+		out, in int
+	}{{"self_attn.qkv_proj", 16, 8}, {"self_attn.o_proj", 8, 8}, {"mlp.gate_up_proj", 12, 8}, {"mlp.down_proj", 8, 6}} {
+		stem := "model.layers.0." + p.name
+		s := float64(10 * (i + 1))
+		ts = append(ts,
+			hubTensor{stem + ".base_layer.weight", dtype, []int{p.out, p.in}, s},
+			hubTensor{stem + ".lora_A.vision.weight", dtype, []int{2, p.in}, s + 1},
+			hubTensor{stem + ".lora_B.vision.weight", dtype, []int{p.out, 2}, s + 2},
+			hubTensor{stem + ".lora_A.speech.weight", dtype, []int{2, p.in}, s + 3},
+			hubTensor{stem + ".lora_B.speech.weight", dtype, []int{p.out, 2}, s + 4})
+	}
+	ts = append(ts,
+		hubTensor{phi4ImagePrefix + "glb_GN", dtype, []int{1, 1, 4}, 60},
+		hubTensor{phi4ImagePrefix + "sub_GN", dtype, []int{1, 1, 1, 4}, 61},
+		hubTensor{phi4ImagePrefix + "img_projection.0.weight", dtype, []int{8, 4}, 62},
+		hubTensor{phi4ImagePrefix + "img_projection.0.bias", dtype, []int{8}, 63},
+		hubTensor{phi4ImagePrefix + "img_projection.2.weight", dtype, []int{8, 8}, 64},
+		hubTensor{phi4ImagePrefix + "img_processor.embeddings.patch_embedding.weight", dtype, []int{4, 3, 2, 2}, 65},
+		hubTensor{"model.embed_tokens_extend.audio_embed.encoder.encoders.0.self_attn.linear_q.weight", dtype, []int{4, 4}, 66})
+	if edit != nil {
+		ts = edit(cfg, ts)
+	}
+	decl := make([]STensor, len(ts))
+	for i, h := range ts {
+		decl[i] = STensor{Name: h.name, DType: h.dtype, Shape: h.shape}
+	}
+	w, err := CreateSafetensors(filepath.Join(dir, "model-00001-of-00001.safetensors"), decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range ts {
+		b, err := EncodeFloats(h.dtype, h.values())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(h.name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tok := map[string]any{"added_tokens": []any{
+		map[string]any{"id": 200010.0, "content": "<|endoftext10|>", "special": true},
+		map[string]any{"id": 200020.0, "content": "<|end|>", "special": true},
+	}}
+	for name, doc := range map[string]any{"config.json": cfg, "tokenizer.json": tok, "preprocessor_config.json": map[string]any{"dynamic_hd": 36.0}} {
+		if err := writeJSON(filepath.Join(dir, name), doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestConvertPhi4MM: the remote-code layout becomes the transformers one: the vision LoRA
+// merged (W + alpha / r * B·A, checked in float64 to within the output's rounding), the image
+// embedding's tensors renamed, the speech LoRA and audio tower gone, id 200010 named <|image|>,
+// the config in the transformers layout; in F32 and BF16.
+func TestConvertPhi4MM(t *testing.T) {
+	for _, dtype := range []string{"F32", "BF16"} {
+		t.Run(dtype, func(t *testing.T) {
+			from := writeHub(t, dtype, nil)
+			cfg, err := readJSON(filepath.Join(from, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := t.TempDir()
+			if err := convertPhi4MM(t.Context(), from, dst, cfg, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadSafetensorsHeader(filepath.Join(dst, "model.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := map[string]STensor{}
+			var names []string
+			for _, g := range got {
+				byName[g.Name] = g
+				names = append(names, g.Name)
+			}
+			want := []string{
+				"model.embed_tokens.weight",
+				phi4ImagePrefix + "global_img_feature_extensor",
+				phi4ImagePrefix + "img_processor.embeddings.patch_embedding.weight",
+				phi4ImagePrefix + "img_projection_down.weight",
+				phi4ImagePrefix + "img_projection_up.bias",
+				phi4ImagePrefix + "img_projection_up.weight",
+				phi4ImagePrefix + "sub_img_feature_extensor",
+				"model.layers.0.mlp.down_proj.weight", "model.layers.0.mlp.gate_up_proj.weight",
+				"model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.qkv_proj.weight",
+				"model.norm.weight",
+			}
+			if strings.Join(names, " ") != strings.Join(want, " ") {
+				t.Fatalf("tensors\n%v\nwant\n%v", names, want)
+			}
+			hub := map[string]hubTensor{}
+			for _, h := range writeHubTensors(t, dtype) {
+				hub[h.name] = h
+			}
+			// the merged products: base + 3 * B·A, within a few roundings of float32 (and one of
+			// bf16's 8 bits)
+			ulp := map[string]float64{"F32": 4 * 0x1p-23, "BF16": 0x1p-8}[dtype]
+			for _, p := range []string{"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"} {
+				stem := "model.layers.0." + p
+				base, a, b := hub[stem+".base_layer.weight"], hub[stem+".lora_A.vision.weight"], hub[stem+".lora_B.vision.weight"]
+				out := byName[stem+".weight"]
+				if out.DType != dtype || len(out.Shape) != 2 || out.Shape[0] != base.shape[0] || out.Shape[1] != base.shape[1] {
+					t.Fatalf("%s: %s %v", out.Name, out.DType, out.Shape)
+				}
+				v, err := out.Floats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				bv, av, bb := base.values(), a.values(), b.values()
+				rows, cols := base.shape[0], base.shape[1]
+				for i := range rows {
+					for j := range cols {
+						w := float64(bv[i*cols+j])
+						for r := range 2 {
+							w += 3 * float64(bb[i*2+r]) * float64(av[r*cols+j])
+						}
+						if d := math.Abs(float64(v[i*cols+j]) - w); d > ulp*math.Max(1, math.Abs(w)) {
+							t.Fatalf("%s[%d, %d] = %v, base + 3 B·A = %v", out.Name, i, j, v[i*cols+j], w)
+						}
+					}
+				}
+			}
+			// a renamed tensor keeps its values
+			g, err := byName[phi4ImagePrefix+"global_img_feature_extensor"].Floats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := hub[phi4ImagePrefix+"glb_GN"].values(); g[0] != w[0] || g[3] != w[3] {
+				t.Errorf("global_img_feature_extensor %v, glb_GN %v", g, w)
+			}
+			hf, err := readJSON(filepath.Join(dst, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vc, _ := hf["vision_config"].(map[string]any)
+			if hf["model_type"] != "phi4_multimodal" || vc["crop_size"] != 448.0 || vc["image_token_id"] != 200010.0 ||
+				hf["embd_layer"] != nil || hf["vision_lora"] != nil || hf["speech_lora"] != nil || hf["audio_processor"] != nil || hf["auto_map"] != nil {
+				t.Errorf("config %v", hf)
+			}
+			tok, err := os.ReadFile(filepath.Join(dst, "tokenizer.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(tok), `"<|image|>"`) || strings.Contains(string(tok), "endoftext10") {
+				t.Errorf("tokenizer.json %s", tok)
+			}
+		})
+	}
+}
+
+// writeHubTensors is writeHub's tensor list (for the expected values).
+func writeHubTensors(t *testing.T, dtype string) []hubTensor {
+	var out []hubTensor
+	writeHub(t, dtype, func(_ map[string]any, ts []hubTensor) []hubTensor { out = ts; return ts })
+	return out
+}
+
+// TestConvertPhi4MMRefuses: checkpoints the image path cannot serve are refused by name: audio
+// only, speech LoRA only, another image embedding, a LoRA factor missing or left over, an
+// adapter the build does not know.
+func TestConvertPhi4MMRefuses(t *testing.T) {
+	drop := func(name string) func(map[string]any, []hubTensor) []hubTensor {
+		return func(_ map[string]any, ts []hubTensor) []hubTensor {
+			var out []hubTensor
+			for _, h := range ts {
+				if h.name != name {
+					out = append(out, h)
+				}
+			}
+			return out
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(cfg map[string]any, ts []hubTensor) []hubTensor
+		want string
+	}{
+		{"audio only", func(cfg map[string]any, ts []hubTensor) []hubTensor {
+			delete(cfg["embd_layer"].(map[string]any), "image_embd_layer")
+			return ts
+		}, "without its image path (audio only)"},
+		{"speech LoRA only", func(cfg map[string]any, ts []hubTensor) []hubTensor { delete(cfg, "vision_lora"); return ts }, "adapted for speech only"},
+		{"no LoRA", func(cfg map[string]any, ts []hubTensor) []hubTensor {
+			delete(cfg, "vision_lora")
+			delete(cfg, "speech_lora")
+			return ts
+		}, "no vision_lora"},
+		{"rank 0", func(cfg map[string]any, ts []hubTensor) []hubTensor {
+			cfg["vision_lora"].(map[string]any)["r"] = 0.0
+			return ts
+		}, "both must be positive"},
+		{"glb_sub order", func(cfg map[string]any, ts []hubTensor) []hubTensor {
+			cfg["embd_layer"].(map[string]any)["image_embd_layer"].(map[string]any)["hd_transform_order"] = "glb_sub"
+			return ts
+		}, "hd_transform_order is glb_sub"},
+		{"linear projection", func(cfg map[string]any, ts []hubTensor) []hubTensor {
+			cfg["embd_layer"].(map[string]any)["image_embd_layer"].(map[string]any)["projection_cls"] = "linear"
+			return ts
+		}, "projection_cls is linear"},
+		{"lora_B missing", drop("model.layers.0.mlp.down_proj.lora_B.vision.weight"), "its vision LoRA"},
+		{"base missing", drop("model.layers.0.mlp.down_proj.base_layer.weight"), "no base_layer weight"},
+		{"unknown adapter", func(_ map[string]any, ts []hubTensor) []hubTensor {
+			return append(ts, hubTensor{"model.layers.0.mlp.down_proj.lora_A.code.weight", "F32", []int{2, 6}, 1})
+		}, "an adapter the phi4_multimodal build does not know"},
+		{"rank mismatch", func(_ map[string]any, ts []hubTensor) []hubTensor {
+			for i := range ts {
+				if ts[i].name == "model.layers.0.mlp.down_proj.lora_A.vision.weight" {
+					ts[i].shape = []int{3, 6}
+				}
+			}
+			return ts
+		}, "do not fit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := writeHub(t, "F32", tc.edit)
+			plugin := filepath.Join(t.TempDir(), "p.wasm")
+			if err := os.WriteFile(plugin, []byte("\x00asm"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "b")
+			_, err := Build(t.Context(), BuildOptions{From: from, Family: "phi4_multimodal", Out: out, Plugin: plugin})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 0 {
+				t.Errorf("a refused build left %d entries beside the bundle", len(entries))
+			}
+		})
+	}
+}
+
+// TestSafetensorsRoundTrip: declared tensors come back with their dtypes, shapes and values,
+// bf16 rounded to nearest even; out-of-order and missing writes are refused.
+func TestSafetensorsRoundTrip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.safetensors")
+	decl := []STensor{{Name: "a", DType: "F32", Shape: []int{2, 3}}, {Name: "b", DType: "BF16", Shape: []int{3}}}
+	w, err := CreateSafetensors(p, decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write("b", make([]byte, 6)); err == nil {
+		t.Error("a tensor written out of order was taken")
+	}
+	a := []float32{1, -2, 3.5, 0, 1e-3, -7}
+	ab, _ := EncodeFloats("F32", a)
+	// 1 + 2^-8 is halfway between two bf16 values: even (1) wins; 1 + 3 * 2^-8 rounds up
+	bv := []float32{1 + 0x1p-8, 1 + 3*0x1p-8, -0.15625}
+	bb, _ := EncodeFloats("BF16", bv)
+	if err := w.Write("a", ab); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "not written") {
+		t.Errorf("closing with a tensor unwritten: %v", err)
+	}
+	w, err = CreateSafetensors(p, decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write("a", ab); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write("b", bb); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSafetensorsHeader(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "a" || got[1].DType != "BF16" || got[0].Shape[1] != 3 {
+		t.Fatalf("header %+v", got)
+	}
+	va, _ := got[0].Floats()
+	vb, _ := got[1].Floats()
+	want := []float32{1, 1 + 4*0x1p-8, -0.15625}
+	for i := range a {
+		if va[i] != a[i] {
+			t.Errorf("a[%d] = %v, want %v", i, va[i], a[i])
+		}
+	}
+	for i := range want {
+		if vb[i] != want[i] {
+			t.Errorf("b[%d] = %v, want %v", i, vb[i], want[i])
+		}
+	}
+	raw, _ := os.ReadFile(p)
+	var hdr map[string]json.RawMessage
+	n := int(raw[0]) | int(raw[1])<<8
+	if err := json.Unmarshal(raw[8:8+n], &hdr); err != nil || (8+n)%8 != 0 {
+		t.Errorf("header of %d bytes: %v", n, err)
+	}
+}
