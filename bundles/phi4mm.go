@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -91,9 +92,21 @@ func ConvertPhi4MMConfig(cfg map[string]any) (map[string]any, float32, error) {
 	}
 	out["model_type"] = "phi4_multimodal"
 	out["architectures"] = []any{"Phi4MultimodalForCausalLM"}
-	out["vision_config"] = map[string]any{
-		"model_type": "phi4_multimodal_vision", "crop_size": crop, "image_token_id": float64(phi4ImageTokenID),
+	// The hub's tower is SigLIP-so400m's, fixed in its code (Phi4MultimodalVisionConfig's
+	// defaults); a vision_config in the remote-code config, which the hub's has not, is kept, so
+	// that a small checkpoint made in this layout can say its tower's shape.
+	vc := map[string]any{}
+	if given, ok := cfg["vision_config"].(map[string]any); ok {
+		maps.Copy(vc, given)
 	}
+	if c, ok := vc["crop_size"].(float64); ok && c != crop {
+		return nil, 0, fmt.Errorf("config.json: vision_config.crop_size %v and embd_layer.image_embd_layer.crop_size %v differ", c, crop)
+	}
+	vc["model_type"], vc["crop_size"] = "phi4_multimodal_vision", crop
+	if _, ok := vc["image_token_id"]; !ok {
+		vc["image_token_id"] = float64(phi4ImageTokenID)
+	}
+	out["vision_config"] = vc
 	return out, float32(alpha / r), nil
 }
 
