@@ -252,7 +252,8 @@ PHI4_QUESTIONS = {
 # head_dim = hidden / heads; rotated dims = int(head_dim * partial) (even), short and long factors
 # one per rotated pair. rope: None (default RoPE, no factors) or (short, long, extra keys): the
 # attention factor is derived from max_position_embeddings 131072 / original 4096 (1.19024...)
-# unless extra gives one or another max_position_embeddings.
+# unless extra gives one, another max_position_embeddings or another original_max_position_embeddings
+# (both the top level's and the rope dict's).
 def _factors(n, lo, hi):
     return [round(lo + (hi - lo) * i / max(n - 1, 1), 4) for i in range(n)]
 
@@ -267,6 +268,9 @@ PHI4_MODELS = [
     ("g2-h96-given", (2, 6, 3, 96, 110, 0.75, ("ramp", "long", {"attention_factor": 1.3}), False), (3, 2, 18, 58, -1)),
     ("g5-h80-max", (2, 5, 1, 80, 85, 0.5, ("flat", "long", {"max_position_embeddings": 32768}), True), (4, 4, 8, 70, -3)),
     ("g4-h56-p57", (3, 4, 1, 56, 90, 0.5714285714285714, ("ramp", "long", {}), False), (2, 2, 14, 33, -2)),
+    # original_max_position_embeddings 512: every prompt but one_crop_padded's (484 + 8 tokens)
+    # passes it, so transformers prefills and decodes those with the long factors
+    ("g3-h48-o512", (2, 6, 2, 48, 70, 0.75, ("ramp", "long", {"original_max_position_embeddings": 512}), False), (2, 2, 12, 40, -2)),
 ]
 
 
@@ -403,7 +407,7 @@ def phi4_config(text, vision):
             "rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": partial,
             "short_factor": _factors(half, 1.0, 2.5) if short == "ramp" else [1.25] * half,
             "long_factor": _factors(half, 1.0, 40.0) if long == "long" else [3.0] * half,
-            "original_max_position_embeddings": 4096,
+            "original_max_position_embeddings": extra.get("original_max_position_embeddings", 4096),
         }
         if "attention_factor" in extra:
             params["attention_factor"] = extra["attention_factor"]
@@ -415,7 +419,7 @@ def phi4_config(text, vision):
         num_key_value_heads=kv,
         vocab_size=200064,
         max_position_embeddings=extra.get("max_position_embeddings", 131072),
-        original_max_position_embeddings=4096,
+        original_max_position_embeddings=extra.get("original_max_position_embeddings", 4096),
         rope_parameters=params,
         tie_word_embeddings=tie,
         vision_config=dict(

@@ -79,8 +79,15 @@ func Check(cfg *model.Config, lim model.Limits, req *Request) error {
 	if next != len(runs) {
 		return fmt.Errorf("%d image placeholder runs, %d of them for %d images: %w", len(runs), next, len(req.Images), ml.ErrInvalidInput)
 	}
-	if total := len(req.IDs) + req.MaxNewTokens; total > lim.ContextLength {
+	total := len(req.IDs) + req.MaxNewTokens
+	if total > lim.ContextLength {
 		return &model.BoundsError{Err: model.ErrContextExceeded, What: "prompt plus max new tokens", Got: total, Limit: lim.ContextLength}
+	}
+	// LongRoPE: a prompt within original_max_position_embeddings runs the short factors and may
+	// not grow past it (model.TextConfig.LongRoPE: the reference's switch there is not followed)
+	if t := &cfg.Text; len(t.RopeLongFactors) > 0 && len(req.IDs) <= t.RopeOriginalMax && total > t.RopeOriginalMax {
+		return &model.BoundsError{Err: model.ErrContextExceeded,
+			What: "prompt plus max new tokens of a prompt within original_max_position_embeddings (LongRoPE's short factors)", Got: total, Limit: t.RopeOriginalMax}
 	}
 	return nil
 }

@@ -65,10 +65,25 @@ type TextConfig struct {
 	RotaryDims int
 	// RopeFactors divide the rotary frequencies one by one (LongRoPE's short_factor: the factors of
 	// a pass whose positions stay within RopeOriginalMax), and RopeScale multiplies cos and sin
-	// (LongRoPE's attention factor); nil and 0 for plain RoPE.
+	// (LongRoPE's attention factor); nil and 0 for plain RoPE. RopeLongFactors (long_factor) are
+	// the factors of a sequence that runs past RopeOriginalMax (LongRoPE.Long); nil: none given,
+	// and no sequence may pass RopeOriginalMax.
 	RopeFactors     []float64
+	RopeLongFactors []float64
 	RopeScale       float64
 	RopeOriginalMax int
+}
+
+// LongRoPE tells, for a decoder with LongRoPE's long factors, whether a sequence of capacity
+// tokens runs them. transformers switches a forward pass to the long factors when its largest
+// position reaches original_max_position_embeddings (longrope_frequency_update), so a prompt
+// longer than that is prefilled, and decoded, with the long factors throughout; a prompt within
+// it keeps the short ones, and may not grow past it (engine.Check refuses such a request: there
+// transformers 5.17 drops the cache and decodes on without the context). A sequence is made
+// with capacity = prompt + new tokens, so past RopeOriginalMax it holds a prompt past it.
+// Without long factors (or without LongRoPE) it is false.
+func (t *TextConfig) LongRoPE(capacity int) bool {
+	return len(t.RopeLongFactors) > 0 && t.RopeOriginalMax > 0 && capacity > t.RopeOriginalMax
 }
 
 // Rotated is the number of leading dimensions of a head that rotate.
@@ -465,6 +480,7 @@ func longRope(rope ConfigSection, t *TextConfig, origMax int, errs *[]error) {
 		opt("original_max_position_embeddings", &origMax)
 	}
 	opt("short_factor", &t.RopeFactors)
+	opt("long_factor", &t.RopeLongFactors)
 	var factor, attn float64
 	opt("factor", &factor)
 	opt("attention_factor", &attn)
@@ -538,6 +554,9 @@ func (c *Config) Validate() error {
 	}
 	if n := len(t.RopeFactors); n > 0 && n != t.Rotated()/2 {
 		bad("%d rope factors for %d rotary frequencies", n, t.Rotated()/2)
+	}
+	if n := len(t.RopeLongFactors); n > 0 && n != t.Rotated()/2 {
+		bad("%d long rope factors for %d rotary frequencies", n, t.Rotated()/2)
 	}
 	if t.Rope1D && (t.MRopeSection != [3]int{t.Rotated() / 2, 0, 0} || t.MRopeInterleaved) {
 		bad("1-D rotary positions with mrope_section %v (interleaved %v)", t.MRopeSection, t.MRopeInterleaved)

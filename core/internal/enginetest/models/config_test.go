@@ -231,12 +231,18 @@ func phi4Want() model.Config {
 	for i := range ones {
 		ones[i] = 1
 	}
+	// the hub config's long_factor (scripts/reference/phi4_configs.py)
+	long := []float64{1, 1.118320672, 1.250641126, 1.398617824, 1.564103225, 1.74916897, 1.956131817, 2.187582649, 2.446418898,
+		2.735880826, 3.059592084, 3.421605075, 3.826451687, 4.279200023, 4.785517845, 5.351743533, 5.984965424,
+		6.693110555, 7.485043894, 8.370679318, 9.36110372, 10.4687158, 11.70738129, 13.09260651, 14.64173252,
+		16.37415215, 18.31155283, 20.47818807, 22.90118105, 25.61086418, 28.64115884, 32.03, 32.1, 32.13, 32.23,
+		32.6, 32.61, 32.64, 32.66, 32.7, 32.71, 32.93, 32.97, 33.28, 33.49, 33.5, 44.16, 47.77}
 	return model.Config{
 		ModelType: "phi4_multimodal",
 		Text: model.TextConfig{
 			Hidden: 3072, Layers: 32, Heads: 24, KVHeads: 8, HeadDim: 128, Intermediate: 8192, Vocab: 200064,
 			MaxPositions: 131072, RMSNormEps: 1e-5, RopeTheta: 1e4, MRopeSection: [3]int{48, 0, 0}, Rope1D: true, Act: "silu",
-			RotaryDims: 96, RopeFactors: ones, RopeScale: math.Sqrt(1 + math.Log(32)/math.Log(4096)), RopeOriginalMax: 4096,
+			RotaryDims: 96, RopeFactors: ones, RopeLongFactors: long, RopeScale: math.Sqrt(1 + math.Log(32)/math.Log(4096)), RopeOriginalMax: 4096,
 		},
 		Vision: model.VisionConfig{
 			Depth: 27, Hidden: 1152, Heads: 16, Intermediate: 4304, InChannels: 3, PatchSize: 14, TemporalPatchSize: 1,

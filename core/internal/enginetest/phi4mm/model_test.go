@@ -238,6 +238,8 @@ func editConfig(t *testing.T, dir string, edit func(cfg map[string]any)) {
 // in the checkpoint's config, in the engine's image or in its backend, with the golden unchanged
 // (first-step logits of the first model, off by more than 1e-4):
 //   - LongRoPE without its attention factor (attention_factor 1: cos and sin unscaled);
+//   - the short factors kept past original_max_position_embeddings (g3-h48-o512, whose prompts
+//     pass its 512: long_factor set to short_factor);
 //   - a full rotary embedding in place of the partial one (partial_rotary_factor 1, the factor
 //     lists extended so that the config still parses);
 //   - a causal vision tower on an unpadded image (transformers' SDPA hazard), made by a backend
@@ -249,11 +251,17 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 	sw := loadSweep(t)
 	for _, tc := range []struct {
 		name, caseName string
+		model          string // the sweep model; "": the first
 		config         func(cfg map[string]any)
 		image          func(img *model.Image)
 		wrap           func(*cpu.Backend) ml.Backend
 		wantMatch      bool
 	}{
+		{name: "as is, long factors", caseName: "wide_1x3/image_first", model: "g3-h48-o512", wantMatch: true},
+		{name: "short factors past original_max_position_embeddings", caseName: "wide_1x3/image_first", model: "g3-h48-o512", config: func(cfg map[string]any) {
+			rope := cfg["rope_parameters"].(map[string]any)
+			rope["long_factor"] = rope["short_factor"]
+		}},
 		{name: "as is", caseName: "wide_1x3/image_first", wantMatch: true},
 		{name: "as is, unpadded", caseName: "grid_2x2_full/image_first", wantMatch: true},
 		{name: "no attention factor", caseName: "wide_1x3/image_first", config: func(cfg map[string]any) {
@@ -284,6 +292,9 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sm := sw.Models[0]
+			if tc.model != "" {
+				sm = modelOf(t, sw, tc.model)
+			}
 			ci := caseOf(t, sw, tc.caseName)
 			c, want := sw.Cases[ci], sm.Results[ci]
 			dir := sweepModel(t, sw, sm.Name)
@@ -302,6 +313,18 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 			}
 		})
 	}
+}
+
+// modelOf is the sweep's model of that name.
+func modelOf(t *testing.T, sw *fixture.Sweep, name string) fixture.SweepModel {
+	t.Helper()
+	for _, m := range sw.Models {
+		if m.Name == name {
+			return m
+		}
+	}
+	t.Fatalf("no sweep model %s", name)
+	return fixture.SweepModel{}
 }
 
 // caseOf is the index of the sweep's case of that name.
@@ -372,17 +395,36 @@ func TestRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// with long factors the context reaches max_position_embeddings; a prompt within
+	// original_max_position_embeddings may not grow past it
 	lim := model.DefaultLimits(cfg)
-	if lim.ContextLength != 4096 {
-		t.Errorf("default context %d, want original_max_position_embeddings 4096", lim.ContextLength)
+	if lim.ContextLength != 131072 {
+		t.Errorf("default context %d, want max_position_embeddings 131072", lim.ContextLength)
 	}
-	lim.ContextLength = 4097
+	for _, tc := range []struct{ prompt, newTokens int }{{4000, 97}, {4096, 1}} {
+		req := engine.Request{IDs: make([]int32, tc.prompt), MaxNewTokens: tc.newTokens}
+		if err := engine.Check(cfg, lim, &req); !errors.Is(err, model.ErrContextExceeded) || !strings.Contains(err.Error(), "original_max_position_embeddings") {
+			t.Errorf("a prompt of %d tokens + %d past original_max_position_embeddings: %v", tc.prompt, tc.newTokens, err)
+		}
+	}
+	for _, tc := range []struct{ prompt, newTokens int }{{4000, 96}, {4097, 100}} {
+		req := engine.Request{IDs: make([]int32, tc.prompt), MaxNewTokens: tc.newTokens}
+		if err := engine.Check(cfg, lim, &req); err != nil {
+			t.Errorf("a prompt of %d tokens + %d: %v", tc.prompt, tc.newTokens, err)
+		}
+	}
+	// without long_factor the context stays within original_max_position_embeddings
+	short := *cfg
+	short.Text.RopeLongFactors = nil
+	if got := model.DefaultLimits(&short).ContextLength; got != 4096 {
+		t.Errorf("default context without long factors %d, want original_max_position_embeddings 4096", got)
+	}
 	b, err = cpu.New(cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := phi4mm.New(b, nil, cfg, lim, phi4mm.Options{}); !errors.Is(err, model.ErrUnsupported) {
-		t.Errorf("a context past original_max_position_embeddings: %v", err)
+	if _, err := phi4mm.New(b, nil, &short, model.Limits{ContextLength: 4097}, phi4mm.Options{}); !errors.Is(err, model.ErrUnsupported) {
+		t.Errorf("a context past original_max_position_embeddings without long factors: %v", err)
 	}
 
 	m, err := load(dir, cpu.Options{Threads: 1})

@@ -6,7 +6,7 @@
 // feature layer), the 2x2 average pooling, the HD layout (the crops' cells stitched into one map
 // and cut to its valid region, the sub-image and global separators), the projector (Linear,
 // GELU erf, Linear), and the Phi-3 decoder (fused qkv_proj and gate_up_proj bound as row slices,
-// partial rotary, LongRoPE's short factors and attention factor). transformers 5.17
+// partial rotary, LongRoPE's short and long factors and attention factor). transformers 5.17
 // models/phi4_multimodal is the reference; the audio tower is not bound (the family serves
 // images).
 package phi4mm
@@ -73,10 +73,10 @@ func New(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, o
 	}
 	if cfg.ModelType == ModelType {
 		t := &cfg.Text
-		// Past original_max_position_embeddings the reference switches a pass to LongRoPE's long
-		// factors (and its generate recomputes the cache once): the context stays within it.
-		if o := t.RopeOriginalMax; len(t.RopeFactors) > 0 && lim.ContextLength > o {
-			return refuse(fmt.Errorf("context of %d tokens past original_max_position_embeddings %d (LongRoPE's long factors are not run): %w",
+		// Past original_max_position_embeddings a sequence runs LongRoPE's long factors
+		// (model.TextConfig.LongRoPE); without them the context stays within it.
+		if o := t.RopeOriginalMax; len(t.RopeFactors) > 0 && len(t.RopeLongFactors) == 0 && lim.ContextLength > o {
+			return refuse(fmt.Errorf("context of %d tokens past original_max_position_embeddings %d, and no long_factor: %w",
 				lim.ContextLength, o, model.ErrUnsupported))
 		}
 		if lim.ContextLength > t.MaxPositions {
@@ -162,8 +162,9 @@ func (m *Model) Bind(ld *ml.Loader, cfg *model.Config) (kit.Head, error) {
 // LayerOps implements kit.Family: Phi4MultimodalModel's decoder layers over the pass's rows
 // (kit's decoder: RMSNorm, the q/k/v rows of qkv_proj, partial rotary attention over the cache,
 // o_proj, RMSNorm, silu(gate) * up, down_proj). The rotary angles kit lays out follow the token
-// index, with LongRoPE's short factors dividing the frequencies and its attention factor
-// multiplying cos and sin (model.TextConfig).
+// index, with LongRoPE's short factors (a sequence past original_max_position_embeddings: its
+// long ones, model.TextConfig.LongRoPE) dividing the frequencies and its attention factor
+// multiplying cos and sin.
 func (m *Model) LayerOps(p *kit.Pass) (int, ml.Tensor) {
 	return kit.DecoderOps(m.Backend(), m.Config(), p, m.w.layers)
 }
