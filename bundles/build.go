@@ -180,8 +180,17 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	if !slices.Contains(fam.ModelTypes, mt) {
 		return nil, fmt.Errorf("build bundle: family %s expects model_type %s, config.json says %q", fam.Name, strings.Join(fam.ModelTypes, " or "), mt)
 	}
-	if mt == phi4HubModelType {
-		// the hub's remote-code layout: converted into the transformers layout first (phi4mm.go)
+	// Phi-4-multimodal's vision LoRA: the hub's remote-code layout is converted into the
+	// transformers layout with it merged; a transformers-format checkpoint's vision-lora adapter
+	// is merged (phi4mm.go)
+	var stageFn func(stage string) error
+	switch {
+	case mt == phi4HubModelType:
+		stageFn = func(stage string) error { return convertPhi4MM(ctx, o.From, stage, cfg, o.Progress) }
+	case fam.Name == "phi4_multimodal" && fileExists(filepath.Join(o.From, phi4AdapterDir, "adapter_config.json")):
+		stageFn = func(stage string) error { return mergePhi4Adapter(ctx, o.From, stage, o.Progress) }
+	}
+	if stageFn != nil {
 		if err := os.MkdirAll(filepath.Dir(filepath.Clean(o.Out)), 0o755); err != nil {
 			return nil, fmt.Errorf("build bundle: %w", err)
 		}
@@ -190,7 +199,7 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 			return nil, fmt.Errorf("build bundle: %w", err)
 		}
 		defer os.RemoveAll(stage)
-		if err := convertPhi4MM(ctx, o.From, stage, cfg, o.Progress); err != nil {
+		if err := stageFn(stage); err != nil {
 			return nil, fmt.Errorf("build bundle: converting the %s checkpoint: %w", mt, err)
 		}
 		o.From = stage
@@ -574,6 +583,11 @@ func weightFiles(dir string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func prepareOut(dir string) error {

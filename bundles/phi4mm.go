@@ -240,25 +240,38 @@ func convertPhi4Weights(ctx context.Context, from, dst string, scale float32, pr
 			return fmt.Errorf("tensor %s: a vision LoRA factor with no base_layer weight to merge into", name)
 		}
 	}
+	merged, err := writePhi4Tensors(ctx, filepath.Join(dst, "model.safetensors"), srcs, scale)
+	if err != nil {
+		return err
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "converted the phi4mm checkpoint: %d tensors, the vision LoRA merged into %d (scale %g), the audio tower and speech LoRA left out\n", len(srcs), merged, scale)
+	}
+	return nil
+}
+
+// writePhi4Tensors writes the sources' tensors to path, sorted by name, each adapted one merged
+// (base + scale * B·A); it returns how many were merged.
+func writePhi4Tensors(ctx context.Context, path string, srcs []phi4Source, scale float32) (int, error) {
 	slices.SortFunc(srcs, func(x, y phi4Source) int { return strings.Compare(x.out.Name, y.out.Name) })
 	for i := 1; i < len(srcs); i++ {
 		if srcs[i].out.Name == srcs[i-1].out.Name {
-			return fmt.Errorf("tensors %s and %s both become %s", srcs[i-1].base.Name, srcs[i].base.Name, srcs[i].out.Name)
+			return 0, fmt.Errorf("tensors %s and %s both become %s", srcs[i-1].base.Name, srcs[i].base.Name, srcs[i].out.Name)
 		}
 	}
 	decl := make([]STensor, len(srcs))
 	for i, s := range srcs {
 		decl[i] = s.out
 	}
-	w, err := CreateSafetensors(filepath.Join(dst, "model.safetensors"), decl)
+	w, err := CreateSafetensors(path, decl)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	merged := 0
 	for _, s := range srcs {
 		if err := ctx.Err(); err != nil {
 			w.Close()
-			return err
+			return 0, err
 		}
 		var data []byte
 		if s.a == nil {
@@ -272,13 +285,130 @@ func convertPhi4Weights(ctx context.Context, from, dst string, scale float32, pr
 		}
 		if err != nil {
 			w.Close()
+			return 0, err
+		}
+	}
+	return merged, w.Close()
+}
+
+// phi4AdapterDir is where a transformers-format Phi-4-multimodal checkpoint keeps its vision
+// LoRA as a PEFT adapter (transformers' docs load it with load_adapter(subfolder="vision-lora")).
+const phi4AdapterDir = "vision-lora"
+
+// mergePhi4Adapter writes into dst the transformers-format checkpoint in from with its
+// vision-lora PEFT adapter merged into the weights it adapts (W + lora_alpha / r * B·A), the
+// other files copied; the speech adapter (speech-lora) is left out.
+func mergePhi4Adapter(ctx context.Context, from, dst string, progress io.Writer) error {
+	dir := filepath.Join(from, phi4AdapterDir)
+	ac, err := readJSON(filepath.Join(dir, "adapter_config.json"))
+	if err != nil {
+		return err
+	}
+	r, _ := ac["r"].(float64)
+	alpha, _ := ac["lora_alpha"].(float64)
+	if r <= 0 || alpha <= 0 {
+		return fmt.Errorf("%s/adapter_config.json: r %v, lora_alpha %v: both must be positive", phi4AdapterDir, ac["r"], ac["lora_alpha"])
+	}
+	// what would change the merge: another scaling, decomposed or transposed weights, biases
+	for key, plain := range map[string]any{"use_rslora": false, "use_dora": false, "fan_in_fan_out": false, "bias": "none"} {
+		if v, ok := ac[key]; ok && v != nil && !sameJSON(v, plain) {
+			return fmt.Errorf("%s/adapter_config.json: %s is %v; a plain LoRA (%v) is merged", phi4AdapterDir, key, v, plain)
+		}
+	}
+	for _, key := range []string{"rank_pattern", "alpha_pattern"} {
+		if m, ok := ac[key].(map[string]any); ok && len(m) > 0 {
+			return fmt.Errorf("%s/adapter_config.json: a %s (per-module ranks or alphas) is not merged", phi4AdapterDir, key)
+		}
+	}
+	if pt, ok := ac["peft_type"].(string); ok && pt != "LORA" {
+		return fmt.Errorf("%s/adapter_config.json: peft_type %s, not LORA", phi4AdapterDir, pt)
+	}
+	adapter, err := ReadSafetensorsHeader(filepath.Join(dir, "adapter_model.safetensors"))
+	if err != nil {
+		return err
+	}
+	// PEFT's names: base_model.model.<module>.lora_A.weight and lora_B.weight
+	type pair struct{ a, b *STensor }
+	pairs := map[string]*pair{}
+	for i := range adapter {
+		t := &adapter[i]
+		rest, ok := strings.CutPrefix(t.Name, "base_model.model.")
+		var module string
+		var isA bool
+		switch {
+		case ok && strings.HasSuffix(rest, ".lora_A.weight"):
+			module, isA = strings.TrimSuffix(rest, ".lora_A.weight"), true
+		case ok && strings.HasSuffix(rest, ".lora_B.weight"):
+			module = strings.TrimSuffix(rest, ".lora_B.weight")
+		default:
+			return fmt.Errorf("%s: tensor %s is not a LoRA factor (base_model.model.<module>.lora_A.weight or lora_B.weight)", phi4AdapterDir, t.Name)
+		}
+		p := pairs[module]
+		if p == nil {
+			p = &pair{}
+			pairs[module] = p
+		}
+		if isA {
+			p.a = t
+		} else {
+			p.b = t
+		}
+	}
+	files, err := weightFiles(from)
+	if err != nil {
+		return err
+	}
+	var srcs []phi4Source
+	for _, f := range files {
+		ts, err := ReadSafetensorsHeader(filepath.Join(from, f))
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if dtypeSize(t.DType) == 0 {
+				return fmt.Errorf("tensor %s: dtype %s (F32 and BF16 are converted)", t.Name, t.DType)
+			}
+			s := phi4Source{base: t, out: t}
+			if module, ok := strings.CutSuffix(t.Name, ".weight"); ok && pairs[module] != nil {
+				p := pairs[module]
+				if p.a == nil || p.b == nil {
+					return fmt.Errorf("%s: %s has one LoRA factor of two", phi4AdapterDir, module)
+				}
+				a, b := p.a, p.b
+				if len(t.Shape) != 2 || len(a.Shape) != 2 || len(b.Shape) != 2 || a.Shape[1] != t.Shape[1] || b.Shape[0] != t.Shape[0] || a.Shape[0] != b.Shape[1] {
+					return fmt.Errorf("tensor %s %v: %s's A %v, B %v do not fit", t.Name, t.Shape, phi4AdapterDir, a.Shape, b.Shape)
+				}
+				s.a, s.b = a, b
+				delete(pairs, module)
+			}
+			srcs = append(srcs, s)
+		}
+	}
+	if len(pairs) > 0 {
+		left := slices.Sorted(maps.Keys(pairs))
+		return fmt.Errorf("%s adapts %s, which the checkpoint lacks", phi4AdapterDir, strings.Join(left, ", "))
+	}
+	scale := float32(alpha / r)
+	merged, err := writePhi4Tensors(ctx, filepath.Join(dst, "model.safetensors"), srcs, scale)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"config.json", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json", "generation_config.json", "chat_template.json", "chat_template.jinja"} {
+		data, err := os.ReadFile(filepath.Join(from, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, name), data, 0o644)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	if progress != nil {
-		fmt.Fprintf(progress, "converted the phi4mm checkpoint: %d tensors, the vision LoRA merged into %d (scale %g), the audio tower and speech LoRA left out\n", len(srcs), merged, scale)
+		fmt.Fprintf(progress, "merged %s into %d weights (scale %g)\n", phi4AdapterDir, merged, scale)
 	}
-	return w.Close()
+	return nil
 }
 
 // mergeLoRA is base + scale * B·A in float32 (each row of the product summed over the rank in

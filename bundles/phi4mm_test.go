@@ -354,3 +354,157 @@ func TestSafetensorsRoundTrip(t *testing.T) {
 		t.Errorf("header of %d bytes: %v", n, err)
 	}
 }
+
+// writeAdapterCheckpoint writes a tiny transformers-format checkpoint (two products of one layer,
+// a norm) with a vision-lora PEFT adapter of rank 2, lora_alpha 6, and a speech-lora folder the
+// build must ignore; edit changes the adapter's config and tensors.
+func writeAdapterCheckpoint(t *testing.T, edit func(ac map[string]any, ts []hubTensor) []hubTensor) (string, []hubTensor, []hubTensor) {
+	t.Helper()
+	dir := t.TempDir()
+	model := []hubTensor{
+		{"model.layers.0.self_attn.qkv_proj.weight", "BF16", []int{16, 8}, 1},
+		{"model.layers.0.mlp.down_proj.weight", "BF16", []int{8, 6}, 2},
+		{"model.norm.weight", "BF16", []int{8}, 3},
+	}
+	adapter := []hubTensor{
+		{"base_model.model.model.layers.0.self_attn.qkv_proj.lora_A.weight", "F32", []int{2, 8}, 4},
+		{"base_model.model.model.layers.0.self_attn.qkv_proj.lora_B.weight", "F32", []int{16, 2}, 5},
+		{"base_model.model.model.layers.0.mlp.down_proj.lora_A.weight", "F32", []int{2, 6}, 6},
+		{"base_model.model.model.layers.0.mlp.down_proj.lora_B.weight", "F32", []int{8, 2}, 7},
+	}
+	ac := map[string]any{"peft_type": "LORA", "r": 2.0, "lora_alpha": 6.0, "target_modules": []any{"qkv_proj", "down_proj"},
+		"bias": "none", "use_rslora": false, "use_dora": false, "fan_in_fan_out": false, "rank_pattern": map[string]any{}}
+	if edit != nil {
+		adapter = edit(ac, adapter)
+	}
+	write := func(path string, ts []hubTensor) {
+		decl := make([]STensor, len(ts))
+		for i, h := range ts {
+			decl[i] = STensor{Name: h.name, DType: h.dtype, Shape: h.shape}
+		}
+		w, err := CreateSafetensors(path, decl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range ts {
+			b, _ := EncodeFloats(h.dtype, h.values())
+			if err := w.Write(h.name, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "model.safetensors"), model)
+	for _, sub := range []string{phi4AdapterDir, "speech-lora"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, phi4AdapterDir, "adapter_model.safetensors"), adapter)
+	// the speech adapter: not a LoRA of these shapes at all; never read
+	if err := os.WriteFile(filepath.Join(dir, "speech-lora", "adapter_model.safetensors"), []byte("not read"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]any{"model_type": "phi4_multimodal"}
+	tok := map[string]any{"added_tokens": []any{map[string]any{"id": 200010.0, "content": "<|image|>"}}}
+	for name, doc := range map[string]any{"config.json": cfg, "tokenizer.json": tok, phi4AdapterDir + "/adapter_config.json": ac} {
+		if err := writeJSON(filepath.Join(dir, name), doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, model, adapter
+}
+
+// TestMergePhi4Adapter: a transformers-format checkpoint's vision-lora adapter is merged into the
+// weights it adapts (W + 3 B·A, rounded once to the weight's bf16), the rest copied as it is.
+func TestMergePhi4Adapter(t *testing.T) {
+	from, model, adapter := writeAdapterCheckpoint(t, nil)
+	dst := t.TempDir()
+	if err := mergePhi4Adapter(t.Context(), from, dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSafetensorsHeader(filepath.Join(dst, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("tensors %+v", got)
+	}
+	ad := map[string]hubTensor{}
+	for _, h := range adapter {
+		ad[h.name] = h
+	}
+	for i, m := range model {
+		g := got[map[string]int{"model.layers.0.mlp.down_proj.weight": 0, "model.layers.0.self_attn.qkv_proj.weight": 1, "model.norm.weight": 2}[m.name]]
+		if g.Name != m.name || g.DType != "BF16" {
+			t.Fatalf("tensor %d: %s %s, want %s BF16", i, g.Name, g.DType, m.name)
+		}
+		v, err := g.Floats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := m.values()
+		if m.name == "model.norm.weight" {
+			for j := range v {
+				if v[j] != base[j] {
+					t.Fatalf("%s changed", m.name)
+				}
+			}
+			continue
+		}
+		stem := "base_model.model." + strings.TrimSuffix(m.name, ".weight")
+		a, b := ad[stem+".lora_A.weight"].values(), ad[stem+".lora_B.weight"].values()
+		rows, cols := m.shape[0], m.shape[1]
+		for r := range rows {
+			for c := range cols {
+				w := float64(base[r*cols+c])
+				for k := range 2 {
+					w += 3 * float64(b[r*2+k]) * float64(a[k*cols+c])
+				}
+				if d := math.Abs(float64(v[r*cols+c]) - w); d > 0x1p-8*math.Max(1, math.Abs(w)) {
+					t.Fatalf("%s[%d, %d] = %v, W + 3 B·A = %v", m.name, r, c, v[r*cols+c], w)
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dst, "tokenizer.json")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMergePhi4AdapterRefuses: adapters that would not merge as a plain LoRA, or that do not fit
+// the checkpoint, are refused by name.
+func TestMergePhi4AdapterRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(ac map[string]any, ts []hubTensor) []hubTensor
+		want string
+	}{
+		{"DoRA", func(ac map[string]any, ts []hubTensor) []hubTensor { ac["use_dora"] = true; return ts }, "use_dora is true"},
+		{"rsLoRA", func(ac map[string]any, ts []hubTensor) []hubTensor { ac["use_rslora"] = true; return ts }, "use_rslora is true"},
+		{"rank pattern", func(ac map[string]any, ts []hubTensor) []hubTensor {
+			ac["rank_pattern"] = map[string]any{"qkv_proj": 4.0}
+			return ts
+		}, "rank_pattern"},
+		{"no alpha", func(ac map[string]any, ts []hubTensor) []hubTensor { delete(ac, "lora_alpha"); return ts }, "both must be positive"},
+		{"a factor missing", func(_ map[string]any, ts []hubTensor) []hubTensor { return ts[1:] }, "one LoRA factor of two"},
+		{"a module the checkpoint lacks", func(_ map[string]any, ts []hubTensor) []hubTensor {
+			return append(ts, hubTensor{"base_model.model.model.layers.0.mlp.gate_up_proj.lora_A.weight", "F32", []int{2, 8}, 9},
+				hubTensor{"base_model.model.model.layers.0.mlp.gate_up_proj.lora_B.weight", "F32", []int{12, 2}, 10})
+		}, "adapts model.layers.0.mlp.gate_up_proj, which the checkpoint lacks"},
+		{"not a LoRA factor", func(_ map[string]any, ts []hubTensor) []hubTensor {
+			return append(ts, hubTensor{"base_model.model.model.layers.0.mlp.down_proj.lora_magnitude_vector", "F32", []int{8}, 9})
+		}, "is not a LoRA factor"},
+		{"rank mismatch", func(_ map[string]any, ts []hubTensor) []hubTensor { ts[0].shape = []int{3, 8}; return ts }, "do not fit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from, _, _ := writeAdapterCheckpoint(t, tc.edit)
+			err := mergePhi4Adapter(t.Context(), from, t.TempDir(), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -29,11 +29,12 @@ const InternVL = "internvl-seeded"
 const Phi4 = "phi4-seeded"
 
 // served maps the seeded models to their family.
-var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", Phi4: "phi4_multimodal", Phi4Hub: "phi4_multimodal"}
+var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", Phi4: "phi4_multimodal", Phi4Hub: "phi4_multimodal", Phi4Adapter: "phi4_multimodal"}
 
 // Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
-// InternVL3 and Phi-4-multimodal (in the transformers layout and in the hub's remote-code one).
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, Phi4, Phi4Hub}
+// InternVL3 and Phi-4-multimodal (in the transformers layout, with its vision LoRA as an adapter
+// beside it, and in the hub's remote-code layout).
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, Phi4, Phi4Adapter, Phi4Hub}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
@@ -44,12 +45,12 @@ func Bundle(tb testing.TB, model string, contextLength int) string {
 		if _, err := fixture.WriteServedModel(from, family); err != nil {
 			tb.Fatal(err)
 		}
-		if model == Phi4Hub {
-			hub := tb.TempDir()
-			if err := writePhi4Hub(from, hub); err != nil {
+		if write := map[string]func(src, dst string) error{Phi4Hub: writePhi4Hub, Phi4Adapter: writePhi4Adapter}[model]; write != nil {
+			layout := tb.TempDir()
+			if err := write(from, layout); err != nil {
 				tb.Fatal(err)
 			}
-			from = hub
+			from = layout
 		}
 	}
 	wasm := plugintest.BuildFamily(tb, family)

@@ -150,29 +150,7 @@ func writePhi4HubWeights(src, dst string) error {
 		}
 		rows, cols := t.Shape[0], t.Shape[1]
 		seed := float64(len(outs))
-		a := synth(phi4HubRank*cols, seed, 0.05)
-		b := synth(rows*phi4HubRank, seed+0.5, 0.05)
-		base := func() ([]float32, error) {
-			w, err := t.Floats()
-			if err != nil {
-				return nil, err
-			}
-			// W - scale * B·A, the product summed over the rank in order as the builder merges it
-			scale := float32(phi4HubAlpha / phi4HubRank)
-			delta := make([]float32, cols)
-			for i := range rows {
-				clear(delta)
-				for r := range phi4HubRank {
-					for j := range cols {
-						delta[j] += b[i*phi4HubRank+r] * a[r*cols+j]
-					}
-				}
-				for j := range cols {
-					w[i*cols+j] -= scale * delta[j]
-				}
-			}
-			return w, nil
-		}
+		a, b, base := splitLoRA(t, seed)
 		constant := func(v []float32) func() ([]float32, error) { return func() ([]float32, error) { return v, nil } }
 		outs = append(outs,
 			out{bundles.STensor{Name: stem + ".base_layer.weight", DType: "F32", Shape: t.Shape}, base},
@@ -208,6 +186,132 @@ func writePhi4HubWeights(src, dst string) error {
 		}
 	}
 	return w.Close()
+}
+
+// splitLoRA makes a rank-3 vision LoRA (A, B) for the product t and the base weight it adapts:
+// W - scale * B·A, the product summed over the rank in order as the bundle builder merges it.
+func splitLoRA(t bundles.STensor, seed float64) (a, b []float32, base func() ([]float32, error)) {
+	rows, cols := t.Shape[0], t.Shape[1]
+	a = synth(phi4HubRank*cols, seed, 0.15)
+	b = synth(rows*phi4HubRank, seed+0.5, 0.15)
+	base = func() ([]float32, error) {
+		w, err := t.Floats()
+		if err != nil {
+			return nil, err
+		}
+		scale := float32(phi4HubAlpha / phi4HubRank)
+		delta := make([]float32, cols)
+		for i := range rows {
+			clear(delta)
+			for r := range phi4HubRank {
+				for j := range cols {
+					delta[j] += b[i*phi4HubRank+r] * a[r*cols+j]
+				}
+			}
+			for j := range cols {
+				w[i*cols+j] -= scale * delta[j]
+			}
+		}
+		return w, nil
+	}
+	return a, b, base
+}
+
+// Phi4Adapter is Phi4's checkpoint in the transformers layout with its vision LoRA beside it, as
+// the hub's transformers-format revision ships it: model.safetensors holds the base weights
+// (W - 2 B·A for each decoder product), vision-lora/ the PEFT adapter (rank 3, lora_alpha 6), and
+// speech-lora/ another the image path must ignore. `iris bundle build` merges vision-lora; its
+// answers must be Phi4's, transformers'.
+const Phi4Adapter = "phi4-adapter-seeded"
+
+// writePhi4Adapter writes the adapter layout of the transformers-layout checkpoint in src into
+// dst.
+func writePhi4Adapter(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() || e.Name() == "model.safetensors" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	ts, err := bundles.ReadSafetensorsHeader(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		return err
+	}
+	type out struct {
+		t    bundles.STensor
+		data func() ([]float32, error)
+	}
+	var model, adapter []out
+	for i, t := range ts {
+		product := false
+		for _, p := range loraProducts {
+			product = product || (strings.HasSuffix(t.Name, p) && strings.HasPrefix(t.Name, "model.layers."))
+		}
+		if !product {
+			model = append(model, out{t, t.Floats})
+			continue
+		}
+		a, b, base := splitLoRA(t, float64(i))
+		stem := "base_model.model." + strings.TrimSuffix(t.Name, ".weight")
+		model = append(model, out{t, base})
+		adapter = append(adapter,
+			out{bundles.STensor{Name: stem + ".lora_A.weight", DType: "F32", Shape: []int{phi4HubRank, t.Shape[1]}}, func() ([]float32, error) { return a, nil }},
+			out{bundles.STensor{Name: stem + ".lora_B.weight", DType: "F32", Shape: []int{t.Shape[0], phi4HubRank}}, func() ([]float32, error) { return b, nil }})
+	}
+	write := func(path string, outs []out) error {
+		decl := make([]bundles.STensor, len(outs))
+		for i, o := range outs {
+			decl[i] = bundles.STensor{Name: o.t.Name, DType: "F32", Shape: o.t.Shape}
+		}
+		w, err := bundles.CreateSafetensors(path, decl)
+		if err != nil {
+			return err
+		}
+		for _, o := range outs {
+			v, err := o.data()
+			if err != nil {
+				w.Close()
+				return err
+			}
+			raw, err := bundles.EncodeFloats("F32", v)
+			if err == nil {
+				err = w.Write(o.t.Name, raw)
+			}
+			if err != nil {
+				w.Close()
+				return err
+			}
+		}
+		return w.Close()
+	}
+	if err := write(filepath.Join(dst, "model.safetensors"), model); err != nil {
+		return err
+	}
+	for _, sub := range []string{"vision-lora", "speech-lora"} {
+		if err := os.Mkdir(filepath.Join(dst, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := write(filepath.Join(dst, "vision-lora", "adapter_model.safetensors"), adapter); err != nil {
+		return err
+	}
+	ac := map[string]any{"peft_type": "LORA", "r": phi4HubRank, "lora_alpha": phi4HubAlpha, "bias": "none", "use_rslora": false,
+		"use_dora": false, "fan_in_fan_out": false, "target_modules": []string{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}}
+	if err := writeJSONFile(filepath.Join(dst, "vision-lora", "adapter_config.json"), ac); err != nil {
+		return err
+	}
+	// a speech adapter of another rank: merged, it would fail the shapes and change the answers
+	return writeJSONFile(filepath.Join(dst, "speech-lora", "adapter_config.json"), map[string]any{"peft_type": "LORA", "r": 2, "lora_alpha": 4})
 }
 
 // synth is n deterministic values of magnitude up to amp.
