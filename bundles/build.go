@@ -189,6 +189,8 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 		stageFn = func(stage string) error { return convertPhi4MM(ctx, o.From, stage, cfg, o.Progress) }
 	case fam.Name == "phi4_multimodal" && fileExists(filepath.Join(o.From, phi4AdapterDir, "adapter_config.json")):
 		stageFn = func(stage string) error { return mergePhi4Adapter(ctx, o.From, stage, o.Progress) }
+	case fam.Name == "phi4_multimodal" && fileExists(filepath.Join(o.From, "speech-lora")):
+		return nil, fmt.Errorf("build bundle: %s has speech-lora/ and no %s/: a checkpoint adapted for speech only; image prompts run through the vision LoRA, which it lacks", o.From, phi4AdapterDir)
 	}
 	if stageFn != nil {
 		if err := os.MkdirAll(filepath.Dir(filepath.Clean(o.Out)), 0o755); err != nil {

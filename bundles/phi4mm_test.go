@@ -508,3 +508,20 @@ func TestMergePhi4AdapterRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildPhi4SpeechAdapterOnly: a transformers-format checkpoint with a speech adapter and no
+// vision adapter is refused by name (image prompts need the vision LoRA).
+func TestBuildPhi4SpeechAdapterOnly(t *testing.T) {
+	from, _, _ := writeAdapterCheckpoint(t, nil)
+	if err := os.RemoveAll(filepath.Join(from, phi4AdapterDir)); err != nil {
+		t.Fatal(err)
+	}
+	plugin := filepath.Join(t.TempDir(), "p.wasm")
+	if err := os.WriteFile(plugin, []byte("\x00asm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Build(t.Context(), BuildOptions{From: from, Family: "phi4_multimodal", Out: filepath.Join(t.TempDir(), "b"), Plugin: plugin})
+	if err == nil || !strings.Contains(err.Error(), "adapted for speech only") {
+		t.Fatalf("err = %v, want a refusal naming the speech-only adapter", err)
+	}
+}
