@@ -1,7 +1,9 @@
 package bundles
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -272,6 +274,13 @@ func TestConvertPhi4MMRefuses(t *testing.T) {
 			}
 			return ts
 		}, "do not fit"},
+		{"crop sizes differ", func(cfg map[string]any, ts []hubTensor) []hubTensor {
+			cfg["vision_config"] = map[string]any{"crop_size": 336.0}
+			return ts
+		}, "vision_config.crop_size 336 and embd_layer.image_embd_layer.crop_size 448 differ"},
+		{"a weight twice", func(_ map[string]any, ts []hubTensor) []hubTensor {
+			return append(ts, hubTensor{"model.layers.0.mlp.down_proj.weight", "F32", []int{8, 6}, 9})
+		}, "both become model.layers.0.mlp.down_proj.weight"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			from := writeHub(t, "F32", tc.edit)
@@ -288,6 +297,43 @@ func TestConvertPhi4MMRefuses(t *testing.T) {
 				t.Errorf("a refused build left %d entries beside the bundle", len(entries))
 			}
 		})
+	}
+}
+
+// writeF16 adds a shard holding one F16 tensor to dir (a dtype the builder does not convert).
+func writeF16(t *testing.T, dir string) {
+	t.Helper()
+	hdr := []byte(`{"model.extra.weight":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}`)
+	raw := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+	raw = append(append(raw, hdr...), 0, 0x3c, 0, 0x40)
+	if err := os.WriteFile(filepath.Join(dir, "model-extra.safetensors"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPhi4Refusals: the checks that need more than an edited list: a config that is not the
+// remote code's, an F16 tensor in either layout, an adapter of another PEFT type.
+func TestPhi4Refusals(t *testing.T) {
+	if _, _, err := ConvertPhi4MMConfig(map[string]any{"model_type": "phi4_multimodal"}); err == nil || !strings.Contains(err.Error(), `model_type "phi4_multimodal", not phi4mm`) {
+		t.Errorf("a transformers-layout config: %v", err)
+	}
+	hub := writeHub(t, "F32", nil)
+	writeF16(t, hub)
+	cfg, err := readJSON(filepath.Join(hub, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := convertPhi4MM(t.Context(), hub, t.TempDir(), cfg, nil); err == nil || !strings.Contains(err.Error(), "model.extra.weight: dtype F16") {
+		t.Errorf("an F16 tensor in the hub layout: %v", err)
+	}
+	hf, _, _ := writeAdapterCheckpoint(t, nil)
+	writeF16(t, hf)
+	if err := mergePhi4Adapter(t.Context(), hf, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "model.extra.weight: dtype F16") {
+		t.Errorf("an F16 tensor beside an adapter: %v", err)
+	}
+	ia3, _, _ := writeAdapterCheckpoint(t, func(ac map[string]any, ts []hubTensor) []hubTensor { ac["peft_type"] = "IA3"; return ts })
+	if err := mergePhi4Adapter(t.Context(), ia3, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "peft_type IA3, not LORA") {
+		t.Errorf("an IA3 adapter: %v", err)
 	}
 }
 
@@ -523,5 +569,62 @@ func TestBuildPhi4SpeechAdapterOnly(t *testing.T) {
 	_, err := Build(t.Context(), BuildOptions{From: from, Family: "phi4_multimodal", Out: filepath.Join(t.TempDir(), "b"), Plugin: plugin})
 	if err == nil || !strings.Contains(err.Error(), "adapted for speech only") {
 		t.Fatalf("err = %v, want a refusal naming the speech-only adapter", err)
+	}
+}
+
+// TestSafetensorsRefusals: malformed files and writes are refused by name.
+func TestSafetensorsRefusals(t *testing.T) {
+	dir := t.TempDir()
+	files := 0
+	file := func(hdr string, data int) string {
+		raw := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+		raw = append(append(raw, hdr...), make([]byte, data)...)
+		files++
+		p := filepath.Join(dir, fmt.Sprintf("f%d.safetensors", files))
+		if err := os.WriteFile(p, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"header past the file", func() string {
+			p := filepath.Join(dir, "short.safetensors")
+			if err := os.WriteFile(p, binary.LittleEndian.AppendUint64(nil, 1000), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}(), "header of 1000 bytes in a file of 8"},
+		{"not JSON", file(`{"a":`, 0), "parsing the header"},
+		{"tensor past the file", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 4), `tensor "a" at bytes`},
+		{"bytes for another shape", file(`{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`, 8), `tensor "a": 8 bytes for F32 [3]`},
+		{"an entry not a tensor", file(`{"a":{"dtype":"F32","shape":"x","data_offsets":[0,8]}}`, 8), `tensor "a":`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ReadSafetensorsHeader(tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := CreateSafetensors(filepath.Join(dir, "x.safetensors"), []STensor{{Name: "a", DType: "I64", Shape: []int{1}}}); err == nil || !strings.Contains(err.Error(), `tensor "a": dtype I64`) {
+		t.Errorf("an I64 tensor declared: %v", err)
+	}
+	w, err := CreateSafetensors(filepath.Join(dir, "y.safetensors"), []STensor{{Name: "a", DType: "F32", Shape: []int{2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write("a", make([]byte, 4)); err == nil || !strings.Contains(err.Error(), `tensor "a": 4 bytes for F32 [2]`) {
+		t.Errorf("a short write: %v", err)
+	}
+	if err := w.Write("b", make([]byte, 8)); err == nil || !strings.Contains(err.Error(), `tensor "b" written out of order`) {
+		t.Errorf("an undeclared tensor: %v", err)
+	}
+	w.Close()
+	if _, err := EncodeFloats("F16", []float32{1}); err == nil {
+		t.Error("F16 encoded")
+	}
+	if _, err := decodeFloats("I8", []byte{1}); err == nil {
+		t.Error("I8 decoded")
 	}
 }
