@@ -3,6 +3,7 @@ package phi4mm
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/ml"
@@ -108,21 +109,45 @@ func TestImageTokens(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(img *model.Image)
+		want string
 	}{
-		{"no crop", func(img *model.Image) { img.Grid.T, img.Masks, img.Tiles = 1, img.Masks[:1], img.Tiles[:1] }},
-		{"crops without places", func(img *model.Image) { img.Tiles = nil }},
+		{"no crop", func(img *model.Image) { img.Grid.T, img.Masks, img.Tiles = 1, img.Masks[:1], img.Tiles[:1] }, "a global view and at least one crop"},
+		{"views 16 patches high", func(img *model.Image) { img.Grid.H = 16 }, "a global view and at least one crop of 32x32"},
+		{"views 16 patches wide", func(img *model.Image) { img.Grid.W = 16 }, "a global view and at least one crop of 32x32"},
+		{"a mask short", func(img *model.Image) { img.Masks = img.Masks[1:] }, "masks for 7 frames"},
+		{"a tile place short", func(img *model.Image) { img.Tiles = img.Tiles[1:] }, "6 tile places for 7 frames"},
+		{"mask below the corner", func(img *model.Image) { img.Masks[2] = model.PatchRect{Y: 1, W: 32, H: 31} }, "view 2: patch mask"},
+		{"mask right of the corner", func(img *model.Image) { img.Masks[2] = model.PatchRect{X: 1, W: 31, H: 32} }, "view 2: patch mask"},
+		{"crops without places", func(img *model.Image) { img.Tiles = nil }, "6 crops without their places"},
+		{"global view placed", func(img *model.Image) { img.Tiles[0] = model.PatchRect{W: 32, H: 32} }, "view 0 (the global view) placed"},
 		{"a ragged grid", func(img *model.Image) {
 			img.Grid.T--
 			img.Masks, img.Tiles = img.Masks[:len(img.Masks)-1], img.Tiles[:len(img.Tiles)-1]
-		}},
-		{"mask off the corner", func(img *model.Image) { img.Masks[1].Y = 1 }},
-		{"views of 16 patches", func(img *model.Image) { img.Grid.H, img.Grid.W = 16, 16 }},
+		}, "5 crops on a grid 3 crops wide"},
+		{"crops out of order", func(img *model.Image) { img.Tiles[1], img.Tiles[2] = img.Tiles[2], img.Tiles[1] }, "crop 0 placed at"},
 	} {
 		img := image(2, 3, 32, 32)
 		tc.edit(&img)
-		if _, err := imageLayout(v, &img); !errors.Is(err, ml.ErrInvalidInput) {
-			t.Errorf("%s: %v, want ErrInvalidInput", tc.name, err)
+		if _, err := imageLayout(v, &img); !errors.Is(err, ml.ErrInvalidInput) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalidInput naming %q", tc.name, err, tc.want)
 		}
+	}
+	// a tower the layout does not have: views of an odd side, another pooling
+	for _, bad := range []model.VisionConfig{{FixedGrid: 31, MergeSize: 2}, {FixedGrid: 32, MergeSize: 3}, {FixedGrid: -32, MergeSize: 2}} {
+		img := image(1, 1, 32, 32)
+		if _, err := imageLayout(&bad, &img); !errors.Is(err, model.ErrUnsupported) {
+			t.Errorf("tower %+v: %v, want ErrUnsupported", bad, err)
+		}
+	}
+	// the family's count, through the config
+	cfg := &model.Config{Vision: *v}
+	bad := image(1, 1, 32, 32)
+	bad.Grid.T = 1
+	if _, err := imageTokens(cfg, &bad); !errors.Is(err, ml.ErrInvalidInput) {
+		t.Errorf("imageTokens of an image without crops: %v", err)
+	}
+	if n, err := imageTokens(cfg, new(image(1, 1, 32, 24))); err != nil || n != 477 {
+		t.Errorf("imageTokens of 320x240: %d, %v; want 477", n, err)
 	}
 }
 
