@@ -5,7 +5,7 @@ set export
 
 root := justfile_directory()
 modules := ". sdk-wasm plugins"
-families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal"
+families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal locateanything lance"
 tags := env("IRIS_TAGS", "")
 
 # cgo finds libtokenizers.a (built by `just setup`) here.
@@ -36,6 +36,7 @@ setup:
     scripts/fetch-tokenizer.sh
     python3 scripts/reference/internvl_tokenizer.py
     python3 scripts/reference/phi4_tokenizer.py
+    python3 scripts/reference/locateanything_tokenizer.py
 
 # Developer tools (golangci-lint), pinned, into .build/bin.
 tools:
@@ -98,6 +99,30 @@ test:
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.
 refenv:
     test -x .build/refenv/bin/python || (python3 -m venv .build/refenv && .build/refenv/bin/pip install -q -r scripts/reference/requirements.txt)
+
+# LocateAnything-3B's remote code needs transformers 4.57.1: .build/laenv holds the pins of
+# scripts/reference/requirements-locateanything.txt over the reference stack's torch (a .pth file).
+laenv: refenv
+    test -x .build/laenv/bin/python || (python3 -m venv .build/laenv && .build/laenv/bin/pip install -q --no-deps -r scripts/reference/requirements-locateanything.txt && realpath .build/refenv/lib/python3.11/site-packages > .build/laenv/lib/python3.11/site-packages/zz_refenv.pth)
+
+# The locateanything plugin's reference cases and pixel goldens from the remote code (NVlabs/Eagle
+# 783f656d, fetched into .build/locany; EAGLE_GIT names a local clone to read it from).
+golden-locateanything: laenv
+    test -f .build/locany/image_processing_locateanything.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/golden_locateanything.py
+
+# The LocateAnything shape sweep golden (core/internal/enginetest/testdata/sweep/locateanything.json)
+# from the remote code's LocateAnythingForConditionalGeneration on seeded tiny checkpoints.
+sweep-golden-locateanything: laenv
+    test -f .build/locany/modeling_locateanything.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/make_sweep_locateanything.py
+
+# The LocateAnything served golden (core/internal/enginetest/testdata/locateanything/served.json): a
+# sweep model answering the case images through the remote code's processor, and the evaluation
+# code's parser on answers spelled out.
+golden-served-locateanything: laenv
+    test -f .build/locany/eval/inference_grounding_ddp.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/golden_served_locateanything.py
 
 # The demo model's synthetic scenes (scripts/demo/scenes.py, docs/demo-model.md): determinism and
 # answers consistent with each scene. Pillow only, with the reference stack's python (CI has no

@@ -34,6 +34,8 @@ type visionTask struct {
 	sched *engine.Scheduler
 	stop  []int32
 	cache *embedCache // nil when disabled
+	// grounding reads boxes out of the answers (the bundle's generation.grounding); nil: none
+	grounding *bundles.Grounding
 }
 
 func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (VisionTask, error) {
@@ -41,7 +43,7 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 	if env.host == nil {
 		return nil, errors.New("no plugin host")
 	}
-	t := &visionTask{name: m.Name}
+	t := &visionTask{name: m.Name, grounding: m.Generation.Grounding}
 	ok := false
 	defer func() {
 		if !ok {
@@ -273,6 +275,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		TokenIDs:     gen.Tokens,
 		StopToken:    stopToken,
 		PromptIDs:    pr.InputIDs,
+		Boxes:        decodeBoxes(gen.Tokens, t.grounding, im.Width, im.Height, t.tok.Decode),
 		FinishReason: finish,
 		Usage:        Usage{PromptTokens: gen.PromptTokens, CompletionTokens: len(gen.Tokens), ImageTokens: gen.ImageTokens},
 		Timings:      timings,

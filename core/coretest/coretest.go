@@ -1,9 +1,11 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3 and Phi-4-multimodal ones, with the family plugin compiled
-// from source, and the transformers reference outputs for each case. Test code only.
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3, Phi-4-multimodal, LocateAnything and
+// Lance ones, with the family plugin compiled from source, and the reference outputs for each
+// case. Test code only.
 package coretest
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,13 +30,30 @@ const InternVL = "internvl-seeded"
 // answered by transformers through Phi4MultimodalProcessor.
 const Phi4 = "phi4-seeded"
 
+// LocateAnything is the LocateAnything-3B model: a checkpoint of its shape sweep regenerated from
+// its seed, served as a bundle of family locateanything (its grounding ids in bundle.toml),
+// answered by the official remote code through its own processor in the slow mode.
+const LocateAnything = "locateanything-seeded"
+
+// Lance is the Lance model: a checkpoint of its shape sweep regenerated from its seed, answered
+// by Lance's official code (scripts/reference/golden_lance.py served) from the image file on.
+const Lance = "lance-seeded"
+
+// LanceRelease is the same Lance model written in Lance's release layout (Lance_3B/ with the
+// generation expert's tensors, Qwen2.5-VL-ViT/; fixture.WriteLanceRelease) and bundled from it.
+const LanceRelease = "lance-release"
+
 // served maps the seeded models to their family.
-var served = map[string]string{Qwen3: "qwen3_vl", InternVL: "internvl", Phi4: "phi4_multimodal", Phi4Hub: "phi4_multimodal", Phi4Adapter: "phi4_multimodal"}
+var served = map[string]string{
+	Qwen3: "qwen3_vl", InternVL: "internvl", LocateAnything: "locateanything", Lance: "lance", LanceRelease: "lance",
+	Phi4: "phi4_multimodal", Phi4Hub: "phi4_multimodal", Phi4Adapter: "phi4_multimodal",
+}
 
 // Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
-// InternVL3 and Phi-4-multimodal (in the transformers layout, with its vision LoRA as an adapter
-// beside it, and in the hub's remote-code layout).
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, Phi4, Phi4Adapter, Phi4Hub}
+// InternVL3, Phi-4-multimodal (in the transformers layout, with its vision LoRA as an adapter
+// beside it, and in the hub's remote-code layout), LocateAnything and Lance (from Iris's layout
+// and from the release's).
+var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, Phi4, Phi4Adapter, Phi4Hub, LocateAnything, Lance, LanceRelease}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
@@ -42,12 +61,16 @@ func Bundle(tb testing.TB, model string, contextLength int) string {
 	family, from := "qwen2_5_vl", fixture.ModelDir(model)
 	if f, ok := served[model]; ok {
 		family, from = f, tb.TempDir()
-		if _, err := fixture.WriteServedModel(from, family); err != nil {
+		write := func() error { _, err := fixture.WriteServedModel(from, family); return err }
+		if model == LanceRelease {
+			write = func() error { return fixture.WriteLanceRelease(from) }
+		}
+		if err := write(); err != nil {
 			tb.Fatal(err)
 		}
-		if write := map[string]func(src, dst string) error{Phi4Hub: writePhi4Hub, Phi4Adapter: writePhi4Adapter}[model]; write != nil {
+		if relayout := map[string]func(src, dst string) error{Phi4Hub: writePhi4Hub, Phi4Adapter: writePhi4Adapter}[model]; relayout != nil {
 			layout := tb.TempDir()
-			if err := write(from, layout); err != nil {
+			if err := relayout(from, layout); err != nil {
 				tb.Fatal(err)
 			}
 			from = layout
@@ -77,7 +100,13 @@ type Case struct {
 	// Tokens is the greedy answer (EOS ignored) and Text its decoding without special tokens.
 	Tokens []int32
 	Text   string
+	// Boxes are what a grounding model's answer names (the reference's parser); nil for a model
+	// that does not ground.
+	Boxes []Box
 }
+
+// Box is a box or point of a reference answer, in the image's pixels.
+type Box = fixture.ServedBox
 
 // Cases returns the reference cases of a fixture model.
 func Cases(tb testing.TB, model string) []Case {
@@ -125,7 +154,8 @@ func servedCases(tb testing.TB, family string) []Case {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens, Text: tok.DecodeSkipSpecial(c.Tokens)})
+		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens,
+			Text: tok.DecodeSkipSpecial(c.Tokens), Boxes: c.Boxes})
 	}
 	return out
 }
@@ -137,6 +167,8 @@ func tokenizerDir(family string) string {
 		return fixture.TokenizerDir("internvl3")
 	case "phi4_multimodal":
 		return fixture.TokenizerDir("phi4")
+	case "locateanything":
+		return fixture.TokenizerDir("locateanything")
 	}
 	return fixture.ModelDir("tiny-untied") // the same Qwen tokenizer for Qwen2.5-VL and Qwen3-VL
 }
@@ -154,4 +186,44 @@ func Decode(tb testing.TB, model string, ids []int32) string {
 	}
 	defer tok.Close()
 	return tok.DecodeSkipSpecial(ids)
+}
+
+// LanceReadCases are the Lance served golden's images that Lance's loader reads otherwise than
+// transformers' load_image (an RGBA PNG, a JPEG with EXIF orientation 6) and a palette PNG, with
+// the official code's answers on the Lance model (golden_lance.py served, read_cases). Name is
+// the file's name.
+func LanceReadCases(tb testing.TB) []Case {
+	tb.Helper()
+	raw, err := os.ReadFile(filepath.Join(fixture.Root(), "lance", "served.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var golden struct {
+		ReadCases []struct {
+			Name, Image, Question string
+			PromptTokens          int     `json:"prompt_tokens"`
+			Tokens                []int32 `json:"tokens"`
+		} `json:"read_cases"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		tb.Fatal(err)
+	}
+	root, err := plugintest.RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenize.Load(tokenizerDir("lance"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tok.Close()
+	var out []Case
+	for _, c := range golden.ReadCases {
+		img, err := os.ReadFile(filepath.Join(root, c.Image))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens, Text: tok.DecodeSkipSpecial(c.Tokens)})
+	}
+	return out
 }

@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,6 +81,9 @@ func TestHTTPMatchesReference(t *testing.T) {
 					if cc.Usage.CompletionTokens != len(c.Tokens) || cc.Usage.PromptTokens != c.PromptTokens {
 						t.Fatalf("usage %+v, want prompt %d completion %d", cc.Usage, c.PromptTokens, len(c.Tokens))
 					}
+					if err := sameBoxes(cc.Iris, c.Boxes); err != nil {
+						t.Fatal(err)
+					}
 					resp, raw = postJSON(t, h, e2eBody(model, c, map[string]any{"stream": true}))
 					if resp.StatusCode != http.StatusOK {
 						t.Fatalf("stream status %d: %s", resp.StatusCode, raw)
@@ -91,6 +96,11 @@ func TestHTTPMatchesReference(t *testing.T) {
 						var chunk openai.ChatCompletionChunk
 						if err := json.Unmarshal([]byte(ev.data), &chunk); err != nil {
 							t.Fatalf("chunk %q: %v", ev.data, err)
+						}
+						if chunk.Iris != nil { // the finish chunk
+							if err := sameBoxes(chunk.Iris, c.Boxes); err != nil {
+								t.Fatalf("stream: %v", err)
+							}
 						}
 						for _, ch := range chunk.Choices {
 							if ch.Delta.Content != nil {
@@ -105,6 +115,24 @@ func TestHTTPMatchesReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sameBoxes compares an answer's iris.boxes with the reference's (nil: a model that does not
+// ground, whose answers carry no boxes key).
+func sameBoxes(iris *openai.Iris, want []coretest.Box) error {
+	if iris == nil {
+		return fmt.Errorf("no iris object")
+	}
+	if (iris.Boxes == nil) != (want == nil) || len(iris.Boxes) != len(want) {
+		return fmt.Errorf("iris.boxes %+v, the reference's parser reads %+v", iris.Boxes, want)
+	}
+	for i, b := range iris.Boxes {
+		w := want[i]
+		if b.Label != w.Label || !slices.Equal(b.Box, w.Box) || !slices.Equal(b.Point, w.Point) {
+			return fmt.Errorf("iris.boxes[%d] %+v, the reference's parser reads %+v", i, b, w)
+		}
+	}
+	return nil
 }
 
 // TestHTTPBoundsBeforeKernels: an over-long request is a 400 before any kernel runs; the next

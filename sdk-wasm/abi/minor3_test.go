@@ -78,7 +78,7 @@ func TestMinor3RoundTrip(t *testing.T) {
 func TestMinor3KeepsOlderBytes(t *testing.T) {
 	single := samplePlan()
 	b2, err2 := EncodeAt(&single, 2)
-	b3, err3 := Encode(&single)
+	b3, err3 := EncodeAt(&single, 3)
 	if err2 != nil || err3 != nil || !bytes.Equal(b2[2:], b3[2:]) || b3[1] != 3 {
 		t.Fatalf("a plan without views: minor 2 %x (%v), minor 3 %x (%v)", b2, err2, b3, err3)
 	}
@@ -88,7 +88,7 @@ func TestMinor3KeepsOlderBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// minor 2 as it was: the view fields up to image tokens, nothing after the last view
-	cur, _ := Encode(&views)
+	cur, _ := EncodeAt(&views, 3)
 	if len(cur) != len(old)+2*len(views.Views)+1 {
 		t.Errorf("views at minor 3: %d bytes, minor 2: %d; want two presence bytes a view and a separator count", len(cur), len(old))
 	}
@@ -113,6 +113,11 @@ func TestMinor3Validate(t *testing.T) {
 		{"mask outside the grid", func(p *Plan) { p.Views[3].Mask.Width = 5 }, "mask {X:0 Y:0 Width:5 Height:1} is not inside the 4x4 patch grid"},
 		{"mask negative", func(p *Plan) { p.Views[3].Mask.X = -1 }, "is not inside the 4x4 patch grid"},
 		{"mask empty", func(p *Plan) { p.Views[3].Mask.Height = 0 }, "is not inside the 4x4 patch grid"},
+		{"mask above the grid", func(p *Plan) { p.Views[3].Mask.Y = -1 }, "mask {X:0 Y:-1 Width:4 Height:1} is not inside the 4x4 patch grid"},
+		{"mask narrow", func(p *Plan) { p.Views[3].Mask.Width = 0 }, "mask {X:0 Y:0 Width:0 Height:1} is not inside the 4x4 patch grid"},
+		{"mask below the grid", func(p *Plan) { p.Views[3].Mask.Y = 4 }, "mask {X:0 Y:4 Width:4 Height:1} is not inside the 4x4 patch grid"},
+		{"masked view's grid", func(p *Plan) { p.Views[3].LLMGrid.W = 3 }, "llm grid {T:1 H:2 W:3}, the canvas gives {T:1 H:2 W:2}"},
+		{"float resize of a huge canvas", func(p *Plan) { p.Views[0].Pad.Bottom = MaxSide }, "padded canvas size 112x32835 outside [1, 32768]"},
 		{"mask keeps no token", func(p *Plan) { p.Views[3].Mask = &Rect{X: 1, Y: 0, Width: 1, Height: 4} },
 			"mask {X:1 Y:0 Width:1 Height:4} keeps no cell of the 2x2 llm grid"},
 		{"masked tokens", func(p *Plan) { p.Views[3].ImageTokens = 4; p.ImageTokens += 2 },

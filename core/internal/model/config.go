@@ -52,8 +52,16 @@ type TextConfig struct {
 	// follows axis a (Qwen3-VL), the rest t.
 	MRopeSection     [3]int
 	MRopeInterleaved bool
-	// QKNorm applies an RMSNorm over each head of q and k before RoPE (Qwen3).
+	// QKNorm applies an RMSNorm over each head of q and k before RoPE (Qwen3, Lance).
 	QKNorm bool
+	// BidirectionalImage makes each image's block (its placeholders and the one token on each
+	// side: <|vision_start|> ... <|vision_end|>) attend to all of itself in prefill, and causally
+	// to what precedes it (Lance's prefill of the vision split with is_causal=False).
+	BidirectionalImage bool
+	// OutputVocab, when in (0, Vocab), is the first id never predicted: the logits of the
+	// embedding rows past the tokenizer's vocabulary are -inf (Lance's
+	// pred_logits[:, len(tokenizer):] = -inf). Config key output_vocab_size; 0: every id.
+	OutputVocab int
 	// Rope1D is plain 1-D RoPE (InternVL's Qwen2): every frequency follows the token's index
 	// (MRopeSection is {HeadDim/2, 0, 0}, and PromptPositions gives all three rows the index).
 	Rope1D bool
@@ -119,6 +127,10 @@ type VisionConfig struct {
 	// (Qwen3-VL's num_position_embeddings), or one row a patch of the one grid the tower takes
 	// (InternViT: (image_size/patch_size)^2, its CLS row apart); 0: none.
 	PosEmbeddings int
+	// PosGrid is the learned position table's {height, width} when it is not square (MoonViT's
+	// init_pos_emb_height x init_pos_emb_width, resampled bicubic to each grid); PosEmbeddings is
+	// then their product. Zero: a square table of PosEmbeddings rows.
+	PosGrid [2]int
 	// FixedGrid is the grid side, in patches, of every frame the tower takes (InternViT: one
 	// 448-pixel tile of 32x32 patches a frame, Grid.T tiles an image); 0: any grid.
 	FixedGrid int
@@ -154,8 +166,9 @@ type ConfigDefaults struct {
 	WindowSize                      int
 	FullAtt                         []int
 	// HeadDimKey honours the text config's head_dim (else hidden_size / num_attention_heads);
-	// BiasKey reads attention_bias (else QKVBias); QKNorm is the family's per-head q/k norm.
-	HeadDimKey, BiasKey, QKNorm bool
+	// BiasKey reads attention_bias (else QKVBias); QKNorm is the family's per-head q/k norm;
+	// BidirectionalImage its image blocks' attention (TextConfig.BidirectionalImage).
+	HeadDimKey, BiasKey, QKNorm, BidirectionalImage bool
 	// VisionAct is the vision MLP activation the family runs ("silu" when empty).
 	VisionAct string
 	// PosEmbeddings is num_position_embeddings when absent.
@@ -316,6 +329,8 @@ func ParseConfig(data []byte) (*Config, error) {
 		opt(text, "attention_bias", &t.QKVBias)
 	}
 	t.QKNorm = fam.QKNorm
+	t.BidirectionalImage = fam.BidirectionalImage
+	opt(text, "output_vocab_size", &t.OutputVocab)
 	if fam.HeadDimKey {
 		opt(text, "head_dim", &t.HeadDim)
 	}
@@ -546,6 +561,9 @@ func (c *Config) Validate() error {
 	if t.Heads%t.KVHeads != 0 {
 		bad("num_attention_heads %d not a multiple of num_key_value_heads %d", t.Heads, t.KVHeads)
 	}
+	if t.OutputVocab < 0 || t.OutputVocab > t.Vocab {
+		bad("output_vocab_size %d outside the vocabulary of %d", t.OutputVocab, t.Vocab)
+	}
 	if r := t.Rotated(); r <= 0 || r%2 != 0 || r > t.HeadDim {
 		bad("%d rotated dimensions of a head of %d (partial_rotary_factor)", r, t.HeadDim)
 	}
@@ -567,7 +585,11 @@ func (c *Config) Validate() error {
 	if v.Act != fam.visionAct() {
 		bad("vision hidden_act %q (%s runs %s): %w", v.Act, c.ModelType, fam.visionAct(), ErrUnsupported)
 	}
-	if side := int(math.Sqrt(float64(v.PosEmbeddings))); v.PosEmbeddings < 0 || side*side != v.PosEmbeddings {
+	if g := v.PosGrid; g != [2]int{} {
+		if g[0] < 1 || g[1] < 1 || g[0]*g[1] != v.PosEmbeddings {
+			bad("a position table of %dx%d for %d position embeddings", g[0], g[1], v.PosEmbeddings)
+		}
+	} else if side := int(math.Sqrt(float64(v.PosEmbeddings))); v.PosEmbeddings < 0 || side*side != v.PosEmbeddings {
 		bad("num_position_embeddings %d is not a square", v.PosEmbeddings)
 	}
 	if v.FixedGrid < 0 || (v.FixedGrid > 0 && v.FixedGrid%v.MergeSize != 0) {

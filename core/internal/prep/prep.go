@@ -296,7 +296,7 @@ func (p *Preparer) pixels(ctx context.Context, src *pixels.RGB, plan *abi.Plan, 
 	if len(plan.Views) > 0 {
 		return p.views(src, plan, res, next)
 	}
-	img, err := cropResize(src, plan.Crop, plan.Resize, next)
+	img, err := cropResize(src, plan.Crop, next, plan.Resize)
 	if err != nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func (p *Preparer) pixels(ctx context.Context, src *pixels.RGB, plan *abi.Plan, 
 }
 
 // views executes a plan of several views (ABI 2) into one pixel tensor, the views' rows in
-// order. Each distinct (crop, resize) is computed once and shared by the views cut from it (the
+// order. Each distinct (crop, pre-resize, resize) is computed once and shared by the views cut from it (the
 // tiles of one canvas); each view then takes its region, pads, and is normalised (and, with a
 // FloatResize, resized in float) and patchified straight into its rows of the tensor. The views
 // must be uniform (one grid and patch layout): the result is one image of Grid {T: views, H, W},
@@ -334,17 +334,20 @@ func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func
 	res.PixelValues = buf // handed back by Release whether or not the views succeed
 
 	type canvasKey struct {
-		crop   abi.Rect
-		resize abi.Resize
-		c, r   bool
+		crop        abi.Rect
+		pre, resize abi.Resize
+		c, p, r     bool
 	}
 	canvases := map[canvasKey]*pixels.RGB{}
 	off := 0
 	for i := range plan.Views {
 		v := &plan.Views[i]
-		k := canvasKey{c: v.Crop != nil, r: v.Resize != nil}
+		k := canvasKey{c: v.Crop != nil, p: v.PreResize != nil, r: v.Resize != nil}
 		if k.c {
 			k.crop = *v.Crop
+		}
+		if k.p {
+			k.pre = *v.PreResize
 		}
 		if k.r {
 			k.resize = *v.Resize
@@ -352,7 +355,7 @@ func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func
 		img, ok := canvases[k]
 		if !ok {
 			var err error
-			if img, err = cropResize(src, v.Crop, v.Resize, next); err != nil {
+			if img, err = cropResize(src, v.Crop, next, v.PreResize, v.Resize); err != nil {
 				return fmt.Errorf("view %d: %w", i, err)
 			}
 			canvases[k] = img
@@ -458,7 +461,7 @@ func (p *Preparer) floatPatchify(dst []float32, img *pixels.RGB, v *abi.View) ([
 }
 
 // cropResize applies a crop then a resize (either may be nil) to src.
-func cropResize(src *pixels.RGB, c *abi.Rect, r *abi.Resize, next func(w, h int) *pixels.RGB) (*pixels.RGB, error) {
+func cropResize(src *pixels.RGB, c *abi.Rect, next func(w, h int) *pixels.RGB, resizes ...*abi.Resize) (*pixels.RGB, error) {
 	img := src
 	if c != nil {
 		dst := next(c.Width, c.Height)
@@ -467,7 +470,11 @@ func cropResize(src *pixels.RGB, c *abi.Rect, r *abi.Resize, next func(w, h int)
 		}
 		img = dst
 	}
-	if r != nil && (r.Width != img.W || r.Height != img.H) {
+	// one resize after another (a view's PreResize, then its Resize), each to 8 bits
+	for _, r := range resizes {
+		if r == nil || (r.Width == img.W && r.Height == img.H) {
+			continue
+		}
 		flavor, filter, err := resampler(r)
 		if err != nil {
 			return nil, err

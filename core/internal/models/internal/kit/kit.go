@@ -35,6 +35,9 @@ type Family interface {
 // Head are the weights of the token embedding and the output head.
 type Head struct {
 	Embed, FinalNorm, LMHead ml.Tensor
+	// LMBias, when set, is added to the logits: kit makes it from cfg.Text.OutputVocab, 0 for
+	// the ids below it and -inf for the rest, so that no backend op knows of the mask.
+	LMBias ml.Tensor
 }
 
 // BindHead binds the token embedding, the final norm and lm_head by their names under the text
@@ -176,6 +179,18 @@ func (m *Base) init(opts Options) error {
 	}
 	m.head = head
 	t := &m.cfg.Text
+	if t.OutputVocab > 0 && t.OutputVocab < t.Vocab {
+		// pred_logits[:, len(tokenizer):] = float("-inf") as lm_head's bias (written into memory
+		// of the backend's: Load may keep using host bytes in place)
+		bias := make([]float32, t.Vocab)
+		for i := t.OutputVocab; i < t.Vocab; i++ {
+			bias[i] = float32(math.Inf(-1))
+		}
+		if m.head.LMBias, err = m.b.Alloc(1, t.Vocab, m.b.DType()); err != nil {
+			return fmt.Errorf("the vocabulary mask: %w", err)
+		}
+		m.b.Write(m.head.LMBias, bias)
+	}
 	half := t.Rotated() / 2
 	scale := float32(1)
 	if t.RopeScale != 0 {
