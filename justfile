@@ -50,21 +50,24 @@ build: setup
 demo scene="82": build plugins demo-bundle
     IRIS_DEMO_SCENE={{scene}} scripts/demo.sh
 
-# Serve the demo bundles (models `demo`, `demo-qwen3` and `random`) in the foreground until Ctrl-C,
-# for the README's "Asking a question"; builds them first if they are missing.
+# Serve the demo bundles (models `demo`, `demo-qwen3`, `demo-phi4` and `random`) in the foreground
+# until Ctrl-C, for the README's "Asking a question"; builds them first if they are missing.
 serve-demo addr="127.0.0.1:8080": build plugins
-    if [[ ! -f .build/bundles/demo/bundle.toml || ! -f .build/bundles/demo-qwen3/bundle.toml || ! -f .build/bundles/random/bundle.toml ]]; then {{just_executable()}} demo-bundle; fi
-    exec bin/iris serve --bundle .build/bundles/demo --bundle .build/bundles/demo-qwen3 --bundle .build/bundles/random --addr {{addr}}
+    if [[ ! -f .build/bundles/demo/bundle.toml || ! -f .build/bundles/demo-qwen3/bundle.toml || ! -f .build/bundles/demo-phi4/bundle.toml || ! -f .build/bundles/random/bundle.toml ]]; then {{just_executable()}} demo-bundle; fi
+    exec bin/iris serve --bundle .build/bundles/demo --bundle .build/bundles/demo-qwen3 --bundle .build/bundles/demo-phi4 --bundle .build/bundles/random --addr {{addr}}
 
 # The demo bundles: `demo`, the trained tiny Qwen2.5-VL (scripts/demo/model, docs/demo-model.md);
 # `random`, the seeded random-weight fixture (the OpenAI and AIPerf suites need answers that run
-# to max_tokens); `demo-qwen3`, a seeded random-weight Qwen3-VL (the served golden's).
+# to max_tokens); `demo-qwen3` and `demo-phi4`, a seeded random-weight Qwen3-VL and
+# Phi-4-multimodal (the served goldens').
 demo-bundle: build plugins demo-model
-    rm -rf .build/bundles/demo .build/bundles/random .build/bundles/demo-qwen3 .build/models/qwen3-seeded
+    rm -rf .build/bundles/demo .build/bundles/random .build/bundles/demo-qwen3 .build/models/qwen3-seeded .build/bundles/demo-phi4 .build/models/phi4-seeded
     bin/iris bundle build --from .build/models/demo --family qwen2_5_vl --out .build/bundles/demo
     bin/iris bundle build --from core/internal/enginetest/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/random
     go run ./core/internal/enginetest/cmd/servedmodel -family qwen3_vl -out .build/models/qwen3-seeded
     bin/iris bundle build --from .build/models/qwen3-seeded --family qwen3_vl --out .build/bundles/demo-qwen3
+    go run ./core/internal/enginetest/cmd/servedmodel -family phi4_multimodal -out .build/models/phi4-seeded
+    bin/iris bundle build --from .build/models/phi4-seeded --family phi4_multimodal --out .build/bundles/demo-phi4
 
 # The trained demo model's checkpoint into .build/models/demo (scripts/demo/unpack.sh).
 demo-model: setup

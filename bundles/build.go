@@ -159,6 +159,27 @@ var Families = map[string]Family{
 		},
 		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_id", "<img>": "", "</img>": ""},
 	},
+	// Phi-4-multimodal (the transformers-format checkpoint, model_type phi4_multimodal, or the
+	// hub's remote-code one, phi4mm, converted first: phi4mm.go): a global view and up to
+	// dynamic_hd 448x448 crops with patch masks a request (plugin ABI 2, wire minor 3).
+	"phi4_multimodal": {
+		Name: "phi4_multimodal", ModelTypes: []string{"phi4_multimodal", phi4HubModelType},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{199999, 200020},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		Params: map[string][]string{
+			"dynamic_hd": {"dynamic_hd"},
+		},
+		Fixed: map[string]any{
+			"size.height": 448.0, "size.width": 448.0, "patch_size": 14.0,
+			"image_mean": []any{0.5, 0.5, 0.5}, "image_std": []any{0.5, 0.5, 0.5},
+		},
+		ConfigFixed: map[string]any{
+			"vision_config.image_size": 448.0, "vision_config.patch_size": 14.0, "vision_config.crop_size": 448.0,
+		},
+		SpecialTokens: map[string]string{
+			"<|image|>": "vision_config.image_token_id", "<|user|>": "", "<|assistant|>": "", "<|end|>": "", "<|system|>": "",
+		},
+	},
 	// LocateAnything-3B (remote code): one view, resized once or twice (plugin ABI 2, wire minor
 	// 4); in_token_limit from preprocessor_config.json (25600; the class default is 4096).
 	"locateanything": {
@@ -273,6 +294,35 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	mt, _ := cfg["model_type"].(string)
 	if !slices.Contains(fam.ModelTypes, mt) {
 		return nil, fmt.Errorf("build bundle: family %s expects model_type %s, config.json says %q", fam.Name, strings.Join(fam.ModelTypes, " or "), mt)
+	}
+	// Phi-4-multimodal's vision LoRA: the hub's remote-code layout is converted into the
+	// transformers layout with it merged; a transformers-format checkpoint's vision-lora adapter
+	// is merged (phi4mm.go)
+	var stageFn func(stage string) error
+	switch {
+	case mt == phi4HubModelType:
+		stageFn = func(stage string) error { return convertPhi4MM(ctx, o.From, stage, cfg, o.Progress) }
+	case fam.Name == "phi4_multimodal" && fileExists(filepath.Join(o.From, phi4AdapterDir, "adapter_config.json")):
+		stageFn = func(stage string) error { return mergePhi4Adapter(ctx, o.From, stage, o.Progress) }
+	case fam.Name == "phi4_multimodal" && fileExists(filepath.Join(o.From, "speech-lora")):
+		return nil, fmt.Errorf("build bundle: %s has speech-lora/ and no %s/: a checkpoint adapted for speech only; image prompts run through the vision LoRA, which it lacks", o.From, phi4AdapterDir)
+	}
+	if stageFn != nil {
+		if err := os.MkdirAll(filepath.Dir(filepath.Clean(o.Out)), 0o755); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		stage, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.Out)), ".iris-phi4mm-*")
+		if err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		defer os.RemoveAll(stage)
+		if err := stageFn(stage); err != nil {
+			return nil, fmt.Errorf("build bundle: converting the %s checkpoint: %w", mt, err)
+		}
+		o.From = stage
+		if cfg, err = readJSON(filepath.Join(stage, "config.json")); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
 	}
 	if len(fam.ConfigFixed) > 0 || len(fam.SpecialTokens) > 0 {
 		var tok map[string]any
@@ -657,6 +707,11 @@ func weightFiles(dir string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func prepareOut(dir string) error {

@@ -1,7 +1,7 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3, LocateAnything and Lance ones (and
-// LocateAnything ones constructed to answer with a box or a point), with the family plugin compiled
-// from source, and the reference outputs for each case. Test code only.
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3, Phi-4-multimodal, LocateAnything and
+// Lance ones (and LocateAnything ones constructed to answer with a box or a point), with the
+// family plugin compiled from source, and the reference outputs for each case. Test code only.
 package coretest
 
 import (
@@ -24,6 +24,11 @@ const Qwen3 = "qwen3-seeded"
 // served with up to two tiles and the thumbnail (several views a request, plugin ABI 2),
 // answered by transformers through InternVLProcessor.
 const InternVL = "internvl-seeded"
+
+// Phi4 is the Phi-4-multimodal model: a checkpoint of its shape sweep regenerated from its seed,
+// served with dynamic_hd 2 (the global view and one or two crops with their patch masks),
+// answered by transformers through Phi4MultimodalProcessor.
+const Phi4 = "phi4-seeded"
 
 // LocateAnything is the LocateAnything-3B model: a checkpoint of its shape sweep regenerated from
 // its seed, served as a bundle of family locateanything (its grounding ids in bundle.toml),
@@ -53,6 +58,7 @@ const (
 var served = map[string]string{
 	Qwen3: "qwen3_vl", InternVL: "internvl", LocateAnything: "locateanything", Lance: "lance", LanceRelease: "lance",
 	LocateAnythingBox: "locateanything", LocateAnythingPoint: "locateanything",
+	Phi4: "phi4_multimodal", Phi4Hub: "phi4_multimodal", Phi4Adapter: "phi4_multimodal",
 }
 
 // goldens names a seeded model's served golden under testdata/<family> where it is not
@@ -68,9 +74,13 @@ func goldenOf(model string) string {
 }
 
 // Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
-// InternVL3, LocateAnything (seeded, and constructed to ground) and Lance (from Iris's layout and
-// from the release's).
-var Models = []string{"tiny-untied", "tiny-tied", Qwen3, InternVL, LocateAnything, LocateAnythingBox, LocateAnythingPoint, Lance, LanceRelease}
+// InternVL3, Phi-4-multimodal (in the transformers layout, with its vision LoRA as an adapter
+// beside it, and in the hub's remote-code layout), LocateAnything (seeded, and constructed to
+// ground) and Lance (from Iris's layout and from the release's).
+var Models = []string{
+	"tiny-untied", "tiny-tied", Qwen3, InternVL, Phi4, Phi4Adapter, Phi4Hub,
+	LocateAnything, LocateAnythingBox, LocateAnythingPoint, Lance, LanceRelease,
+}
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
 func Bundle(tb testing.TB, model string, contextLength int) string {
@@ -84,6 +94,13 @@ func Bundle(tb testing.TB, model string, contextLength int) string {
 		}
 		if err := write(); err != nil {
 			tb.Fatal(err)
+		}
+		if relayout := map[string]func(src, dst string) error{Phi4Hub: writePhi4Hub, Phi4Adapter: writePhi4Adapter}[model]; relayout != nil {
+			layout := tb.TempDir()
+			if err := relayout(from, layout); err != nil {
+				tb.Fatal(err)
+			}
+			from = layout
 		}
 	}
 	wasm := plugintest.BuildFamily(tb, family)
@@ -175,6 +192,8 @@ func tokenizerDir(family string) string {
 	switch family {
 	case "internvl":
 		return fixture.TokenizerDir("internvl3")
+	case "phi4_multimodal":
+		return fixture.TokenizerDir("phi4")
 	case "locateanything":
 		return fixture.TokenizerDir("locateanything")
 	}

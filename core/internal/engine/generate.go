@@ -37,7 +37,7 @@ const (
 
 // Request is one generation: a tokenized prompt whose image placeholder runs match Images.
 type Request struct {
-	// IDs is the prompt, each image already expanded to Grid.Tokens placeholder ids.
+	// IDs is the prompt, each image already expanded to its placeholder ids (model.ImageTokens).
 	IDs    []int32
 	Images []model.Image
 	// MaxNewTokens caps the generated tokens (a sampled stop token does not count).
@@ -156,13 +156,11 @@ func generate(ctx context.Context, m model.Model, req Request, d driver) (*Resul
 	res := &Result{PromptTokens: len(req.IDs)}
 
 	start := time.Now()
-	grids := make([]model.Grid, len(req.Images))
 	embeds := make([]*model.Embeddings, len(req.Images))
 	for i, img := range req.Images {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
-		grids[i] = img.Grid
 		e := img.Embeddings
 		if e == nil {
 			var err error
@@ -178,7 +176,7 @@ func generate(ctx context.Context, m model.Model, req Request, d driver) (*Resul
 	}
 	res.Timings.Vision = time.Since(start)
 
-	pos, err := model.PromptPositions(cfg, req.IDs, grids)
+	pos, err := model.PromptPositionsOf(cfg, req.IDs, req.Images)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
 // ErrUnsupported reports a checkpoint whose model type or graph option no backend implements.
@@ -71,10 +73,25 @@ type TextConfig struct {
 	RotaryDims int
 	// RopeFactors divide the rotary frequencies one by one (LongRoPE's short_factor: the factors of
 	// a pass whose positions stay within RopeOriginalMax), and RopeScale multiplies cos and sin
-	// (LongRoPE's attention factor); nil and 0 for plain RoPE.
+	// (LongRoPE's attention factor); nil and 0 for plain RoPE. RopeLongFactors (long_factor) are
+	// the factors of a sequence that runs past RopeOriginalMax (LongRoPE.Long); nil: none given,
+	// and no sequence may pass RopeOriginalMax.
 	RopeFactors     []float64
+	RopeLongFactors []float64
 	RopeScale       float64
 	RopeOriginalMax int
+}
+
+// LongRoPE tells, for a decoder with LongRoPE's long factors, whether a sequence of capacity
+// tokens runs them. transformers switches a forward pass to the long factors when its largest
+// position reaches original_max_position_embeddings (longrope_frequency_update), so a prompt
+// longer than that is prefilled, and decoded, with the long factors throughout; a prompt within
+// it keeps the short ones, and may not grow past it (engine.Check refuses such a request: there
+// transformers 5.17 drops the cache and decodes on without the context). A sequence is made
+// with capacity = prompt + new tokens, so past RopeOriginalMax it holds a prompt past it.
+// Without long factors (or without LongRoPE) it is false.
+func (t *TextConfig) LongRoPE(capacity int) bool {
+	return len(t.RopeLongFactors) > 0 && t.RopeOriginalMax > 0 && capacity > t.RopeOriginalMax
 }
 
 // Rotated is the number of leading dimensions of a head that rotate.
@@ -119,7 +136,11 @@ type VisionConfig struct {
 	FixedGrid int
 	// Deepstack are the blocks whose output feeds a merger of its own, added to the decoder's
 	// hidden states at the image tokens after decoder layer i (deepstack_visual_indexes).
-	Deepstack       []int
+	Deepstack []int
+	// FeatureBlocks is how many blocks run before the features are taken, when a feature layer
+	// before the last is the tower's output (Phi-4-multimodal's hidden_states[-2]: Depth-1 of
+	// its blocks); 0: all Depth.
+	FeatureBlocks   int
 	Act             string
 	TokensPerSecond int
 }
@@ -154,6 +175,10 @@ type ConfigDefaults struct {
 	PosEmbeddings int
 	// Rope1D: the decoder's rotary embedding is plain 1-D (TextConfig.Rope1D).
 	Rope1D bool
+	// MaxPositions is max_position_embeddings when absent (32768 when 0); RopeOriginalMax is the
+	// config class's own original_max_position_embeddings (Phi-3's 4096), which then wins over a
+	// rope dict's (standardize_rope_params gives the top-level attribute priority).
+	MaxPositions, RopeOriginalMax int
 	// TieTop: the top level's tie_word_embeddings alone decides, true when absent
 	// (InternVLConfig; the text config's value is not forwarded).
 	TieTop bool
@@ -162,6 +187,12 @@ type ConfigDefaults struct {
 	// family keeps its projector's keys), may set the special token ids, and refuses what the
 	// family does not implement with ErrUnsupported. It runs after the text keys are read.
 	Vision func(top, vision ConfigSection, cfg *Config) error
+	// ImageTokens, when set, counts the prompt placeholder tokens of an image the family lays
+	// out by its patch masks and tile places (Phi-4-multimodal: the kept cells of its stitched
+	// crops, a separator after each row, the global view's rows), refusing an image it cannot
+	// lay out with ml.ErrInvalidInput; absent, an image is Grid.Tokens(MergeSize) tokens and
+	// takes no patch masks.
+	ImageTokens func(cfg *Config, img *Image) (int, error)
 }
 
 func (d ConfigDefaults) visionAct() string {
@@ -285,6 +316,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	t.KVHeads = t.Heads
 	opt(text, "num_key_value_heads", &t.KVHeads)
 	t.MaxPositions = 32768
+	if fam.MaxPositions > 0 {
+		t.MaxPositions = fam.MaxPositions
+	}
 	opt(text, "max_position_embeddings", &t.MaxPositions)
 	t.RMSNormEps = fam.TextEps
 	opt(text, "rms_norm_eps", &t.RMSNormEps)
@@ -308,7 +342,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	t.Rope1D = fam.Rope1D
 	partial := 1.0
 	opt(text, "partial_rotary_factor", &partial)
-	origMax := 0
+	// original_max_position_embeddings: a top-level value (or the config class's default) wins
+	// over the rope dict's
+	origMax := fam.RopeOriginalMax
 	opt(text, "original_max_position_embeddings", &origMax)
 	for _, key := range []string{"rope_scaling", "rope_parameters"} {
 		var rope ConfigSection
@@ -334,13 +370,14 @@ func ParseConfig(data []byte) (*Config, error) {
 				errs = append(errs, fmt.Errorf("%s: mrope_section on a decoder with 1-D rotary positions: %w", key, ErrUnsupported))
 			}
 		}
-		if t.Rope1D { // plain RoPE: the default frequencies
+		if t.Rope1D { // 1-D RoPE: the default frequencies, or LongRoPE's short factors
 			for _, k := range []string{"rope_type", "type"} {
 				// dynamic NTK (InternVL3's Qwen2 configs) keeps the default frequencies up to
-				// max_position_embeddings (dynamic_rope_update rescales only past it), which
+				// max_position_embeddings (dynamic_rope_update rescales only past it), as
+				// LongRoPE keeps its short factors up to original_max_position_embeddings: either
 				// bounds every context (DefaultLimits, the bundles)
 				var kind string
-				if opt(rope, k, &kind); kind != "" && kind != "default" && kind != "dynamic" {
+				if opt(rope, k, &kind); kind != "" && kind != "default" && kind != "dynamic" && kind != "longrope" {
 					errs = append(errs, fmt.Errorf("%s.%s %q: %w", key, k, kind, ErrUnsupported))
 				}
 			}
@@ -446,15 +483,19 @@ func finishConfig(cfg *Config, partial float64, errs []error) (*Config, error) {
 
 // longRope reads LongRoPE's parameters (_compute_longrope_parameters): the short factors (those of
 // a context within original_max_position_embeddings) and the attention factor, given or derived
-// from max_position_embeddings / original_max_position_embeddings.
+// from max_position_embeddings / original_max_position_embeddings. origMax is the top level's
+// original_max_position_embeddings (0: absent), which wins over the rope dict's.
 func longRope(rope ConfigSection, t *TextConfig, origMax int, errs *[]error) {
 	opt := func(key string, dst any) {
 		if _, err := rope.Get(key, dst); err != nil {
 			*errs = append(*errs, err)
 		}
 	}
-	opt("original_max_position_embeddings", &origMax)
+	if origMax <= 0 {
+		opt("original_max_position_embeddings", &origMax)
+	}
 	opt("short_factor", &t.RopeFactors)
+	opt("long_factor", &t.RopeLongFactors)
 	var factor, attn float64
 	opt("factor", &factor)
 	opt("attention_factor", &attn)
@@ -532,6 +573,9 @@ func (c *Config) Validate() error {
 	if n := len(t.RopeFactors); n > 0 && n != t.Rotated()/2 {
 		bad("%d rope factors for %d rotary frequencies", n, t.Rotated()/2)
 	}
+	if n := len(t.RopeLongFactors); n > 0 && n != t.Rotated()/2 {
+		bad("%d long rope factors for %d rotary frequencies", n, t.Rotated()/2)
+	}
 	if t.Rope1D && (t.MRopeSection != [3]int{t.Rotated() / 2, 0, 0} || t.MRopeInterleaved) {
 		bad("1-D rotary positions with mrope_section %v (interleaved %v)", t.MRopeSection, t.MRopeInterleaved)
 	}
@@ -583,6 +627,23 @@ func (c *Config) Validate() error {
 		bad("image_token_id %d outside the vocabulary", c.ImageTokenID)
 	}
 	return errors.Join(errs...)
+}
+
+// ImageTokens is the number of prompt placeholder tokens img becomes under cfg: its family's
+// count (ConfigDefaults.ImageTokens) or Grid.Tokens(MergeSize). An image with patch masks is
+// refused (ml.ErrInvalidInput) by a family that counts no masks: its tower would attend to the
+// padding.
+func ImageTokens(cfg *Config, img *Image) (int, error) {
+	familiesMu.RLock()
+	count := families[cfg.ModelType].ImageTokens
+	familiesMu.RUnlock()
+	if count != nil {
+		return count(cfg, img)
+	}
+	if img.Masks != nil {
+		return 0, fmt.Errorf("patch masks on an image of the %s family, whose vision tower takes none: %w", cfg.ModelType, ml.ErrInvalidInput)
+	}
+	return img.Grid.Tokens(cfg.Vision.MergeSize), nil
 }
 
 // ConfigModelTypes lists the model types ParseConfig knows the defaults of, sorted.

@@ -13,6 +13,7 @@ import (
 	"github.com/iris-vlm/iris/core/internal/models/internvl"
 	"github.com/iris-vlm/iris/core/internal/models/lance"
 	"github.com/iris-vlm/iris/core/internal/models/locateanything"
+	"github.com/iris-vlm/iris/core/internal/models/phi4mm"
 	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	"github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
@@ -48,6 +49,12 @@ var families = map[string]Family{
 		ModelType: internvl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
 			return internvl.New(b, ck, cfg, lim, opts.model())
+		},
+	},
+	phi4mm.ModelType: {
+		ModelType: phi4mm.ModelType,
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
+			return phi4mm.New(b, ck, cfg, lim, opts.model())
 		},
 	},
 	locateanything.ModelType: {

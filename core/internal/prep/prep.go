@@ -133,6 +133,12 @@ type Result struct {
 	// order (abi.View.PatchMask: the whole grid for a view that sets none): the patches of that
 	// frame of Grid the vision encoder attends to. nil when no view has a mask.
 	Masks []abi.Rect
+	// Tiles, for a plan of views some of which are cut from one canvas (a View.Region), hold
+	// each view's place on that canvas in patches, in view order: a region's corner over the
+	// patch size with the view's grid (a tile), the zero Rect for a view with no region (the
+	// whole canvas: an overview). nil when no view has a region, or when a region does not sit
+	// at whole patches of a view patchified as cut.
+	Tiles []abi.Rect
 	// InputIDs is the prompt; MMTokenTypeIDs marks each id 0 (text) or 1 (image placeholder).
 	InputIDs       []int32
 	MMTokenTypeIDs []int32
@@ -396,7 +402,28 @@ func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func
 			break
 		}
 	}
+	res.Tiles = tilePlaces(plan.Views)
 	return nil
+}
+
+// tilePlaces are the views' places on the canvas they are cut from, in patches (Result.Tiles).
+func tilePlaces(views []abi.View) []abi.Rect {
+	var out []abi.Rect
+	for i := range views {
+		v := &views[i]
+		r, size := v.Region, v.Patches.Size
+		if r == nil {
+			continue
+		}
+		if v.FloatResize != nil || size <= 0 || r.X%size != 0 || r.Y%size != 0 {
+			return nil
+		}
+		if out == nil {
+			out = make([]abi.Rect, len(views))
+		}
+		out[i] = abi.Rect{X: r.X / size, Y: r.Y / size, Width: v.Grid.W, Height: v.Grid.H}
+	}
+	return out
 }
 
 // floatPatchify normalises img, resizes the normalised image in float to the view's

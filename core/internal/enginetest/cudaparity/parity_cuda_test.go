@@ -310,6 +310,21 @@ func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
 	sweepBatchEqualsSingle(t, "internvl", 0, -1)
 }
 
+// TestSweepPhi4FP32 runs the Phi-4-multimodal shape sweep on the GPU in fp32: 10 seeded
+// checkpoints (GQA 1-8, partial rotary 0.5-1.0, LongRoPE's short and long factors and attention
+// factor, towers read at feature layers -1 to -3), images of 1-9 crops with padded crops' key
+// flags and stretched positions, both part orders; greedy tokens identical to transformers,
+// first-step logits within tolerance.
+func TestSweepPhi4FP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("phi4_multimodal"), sweepLoader(cuda.Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSinglePhi4FP32: Phi-4-multimodal's sweep cases batched (chunks splitting the
+// HD layout's rows) give what each gives alone, fp32.
+func TestBatchEqualsSinglePhi4FP32(t *testing.T) {
+	sweepBatchEqualsSingle(t, "phi4_multimodal", 0, -1)
+}
+
 // sweepBatchEqualsSingle runs fixture.CheckBatchEqualsSingle in fp32 on the sweep models of a
 // family at the indexes given (negative ones from the end), with the sweep's cases as requests.
 func sweepBatchEqualsSingle(t *testing.T, family string, models ...int) {

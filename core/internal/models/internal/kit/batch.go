@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/model"
@@ -100,7 +101,8 @@ func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 		if t.BidirectionalImage {
 			margin = 1
 		}
-		if h := headLen(flat, n, margin); h > 0 && s.kv.Len == 0 {
+		// (a head is kept at the short factors' angles: a long sequence neither takes nor keeps one)
+		if h := headLen(flat, n, margin); h > 0 && s.kv.Len == 0 && !s.long {
 			use, keep := m.heads.take(in.IDs[:h])
 			switch {
 			case use != nil:
@@ -153,7 +155,11 @@ func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 		for _, v := range flat.Pos {
 			top = max(top, v)
 		}
-		cos, sin := m.angles(int(top) + 1)
+		table := m.rope
+		if s.long {
+			table = m.ropeLong
+		}
+		cos, sin := table.angles(int(top) + 1)
 		for j := skip; j < n; j++ {
 			for f := range half {
 				at := int(flat.Pos[m.freqAxis[f]*n+j])*half + f
@@ -221,22 +227,32 @@ func (p *batchPlan) done(m *Base, ran bool) {
 	p.heads = nil
 }
 
+// angleTable is the text rotary angles of one set of frequencies: the cosines and sines of
+// positions 0, 1, ... (rotated dims / 2 values each), times the attention factor, grown on demand.
+type angleTable struct {
+	invFreq []float32
+	scale   float32 // multiplies cos and sin (LongRoPE's attention factor; 1 otherwise)
+	// mu guards cos and sin (plans are made outside the model's mu)
+	mu       sync.Mutex
+	cos, sin []float32
+}
+
 // angles returns the cosines and sines of every frequency at positions [0, n) (n rows of rotated dims / 2),
 // computing the missing rows once for the model's life: a prefill of 200 tokens asks for 25,600
 // of them, which took 0.4 ms of the host's time a request when computed each time.
-func (m *Base) angles(n int) (cos, sin []float32) {
-	half := len(m.invFreq)
-	m.ropeMu.Lock()
-	defer m.ropeMu.Unlock()
-	for p := len(m.ropeCos) / half; p < n; p++ {
+func (r *angleTable) angles(n int) (cos, sin []float32) {
+	half := len(r.invFreq)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := len(r.cos) / half; p < n; p++ {
 		for f := range half {
-			a := float64(float32(p) * m.invFreq[f])
+			a := float64(float32(p) * r.invFreq[f])
 			// emb.cos() * attention_scaling in F32 (a factor of 1 changes nothing)
-			m.ropeCos = append(m.ropeCos, float32(math.Cos(a))*m.ropeScale)
-			m.ropeSin = append(m.ropeSin, float32(math.Sin(a))*m.ropeScale)
+			r.cos = append(r.cos, float32(math.Cos(a))*r.scale)
+			r.sin = append(r.sin, float32(math.Sin(a))*r.scale)
 		}
 	}
-	return m.ropeCos, m.ropeSin
+	return r.cos, r.sin
 }
 
 // Forward implements model.Batcher: the text model + lm_head over every input's tokens at once,
