@@ -5,7 +5,7 @@ set export
 
 root := justfile_directory()
 modules := ". sdk-wasm plugins"
-families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal deepseek_ocr2"
+families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal locateanything lance deepseek_ocr2"
 tags := env("IRIS_TAGS", "")
 
 # cgo finds libtokenizers.a (built by `just setup`) here.
@@ -36,6 +36,7 @@ setup:
     scripts/fetch-tokenizer.sh
     python3 scripts/reference/internvl_tokenizer.py
     python3 scripts/reference/phi4_tokenizer.py
+    python3 scripts/reference/locateanything_tokenizer.py
     python3 scripts/reference/deepseek_ocr2_tokenizer.py
 
 # Developer tools (golangci-lint), pinned, into .build/bin.
@@ -50,21 +51,24 @@ build: setup
 demo scene="82": build plugins demo-bundle
     IRIS_DEMO_SCENE={{scene}} scripts/demo.sh
 
-# Serve the demo bundles (models `demo`, `demo-qwen3` and `random`) in the foreground until Ctrl-C,
-# for the README's "Asking a question"; builds them first if they are missing.
+# Serve the demo bundles (models `demo`, `demo-qwen3`, `demo-phi4` and `random`) in the foreground
+# until Ctrl-C, for the README's "Asking a question"; builds them first if they are missing.
 serve-demo addr="127.0.0.1:8080": build plugins
-    if [[ ! -f .build/bundles/demo/bundle.toml || ! -f .build/bundles/demo-qwen3/bundle.toml || ! -f .build/bundles/random/bundle.toml ]]; then {{just_executable()}} demo-bundle; fi
-    exec bin/iris serve --bundle .build/bundles/demo --bundle .build/bundles/demo-qwen3 --bundle .build/bundles/random --addr {{addr}}
+    if [[ ! -f .build/bundles/demo/bundle.toml || ! -f .build/bundles/demo-qwen3/bundle.toml || ! -f .build/bundles/demo-phi4/bundle.toml || ! -f .build/bundles/random/bundle.toml ]]; then {{just_executable()}} demo-bundle; fi
+    exec bin/iris serve --bundle .build/bundles/demo --bundle .build/bundles/demo-qwen3 --bundle .build/bundles/demo-phi4 --bundle .build/bundles/random --addr {{addr}}
 
 # The demo bundles: `demo`, the trained tiny Qwen2.5-VL (scripts/demo/model, docs/demo-model.md);
 # `random`, the seeded random-weight fixture (the OpenAI and AIPerf suites need answers that run
-# to max_tokens); `demo-qwen3`, a seeded random-weight Qwen3-VL (the served golden's).
+# to max_tokens); `demo-qwen3` and `demo-phi4`, a seeded random-weight Qwen3-VL and
+# Phi-4-multimodal (the served goldens').
 demo-bundle: build plugins demo-model
-    rm -rf .build/bundles/demo .build/bundles/random .build/bundles/demo-qwen3 .build/models/qwen3-seeded
+    rm -rf .build/bundles/demo .build/bundles/random .build/bundles/demo-qwen3 .build/models/qwen3-seeded .build/bundles/demo-phi4 .build/models/phi4-seeded
     bin/iris bundle build --from .build/models/demo --family qwen2_5_vl --out .build/bundles/demo
     bin/iris bundle build --from core/internal/enginetest/testdata/qwen2_5_vl/tiny-untied --family qwen2_5_vl --out .build/bundles/random
     go run ./core/internal/enginetest/cmd/servedmodel -family qwen3_vl -out .build/models/qwen3-seeded
     bin/iris bundle build --from .build/models/qwen3-seeded --family qwen3_vl --out .build/bundles/demo-qwen3
+    go run ./core/internal/enginetest/cmd/servedmodel -family phi4_multimodal -out .build/models/phi4-seeded
+    bin/iris bundle build --from .build/models/phi4-seeded --family phi4_multimodal --out .build/bundles/demo-phi4
 
 # The trained demo model's checkpoint into .build/models/demo (scripts/demo/unpack.sh).
 demo-model: setup
@@ -96,6 +100,39 @@ test:
 # The reference Python stack (torch, transformers) for golden files; CI never needs it.
 refenv:
     test -x .build/refenv/bin/python || (python3 -m venv .build/refenv && .build/refenv/bin/pip install -q -r scripts/reference/requirements.txt)
+
+# LocateAnything-3B's remote code needs transformers 4.57.1: .build/laenv holds the pins of
+# scripts/reference/requirements-locateanything.txt over the reference stack's torch (a .pth file).
+laenv: refenv
+    test -x .build/laenv/bin/python || (python3 -m venv .build/laenv && .build/laenv/bin/pip install -q --no-deps -r scripts/reference/requirements-locateanything.txt && realpath .build/refenv/lib/python3.11/site-packages > .build/laenv/lib/python3.11/site-packages/zz_refenv.pth)
+
+# The locateanything plugin's reference cases and pixel goldens from the remote code (NVlabs/Eagle
+# 783f656d, fetched into .build/locany; EAGLE_GIT names a local clone to read it from).
+golden-locateanything: laenv
+    test -f .build/locany/image_processing_locateanything.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/golden_locateanything.py
+
+# The LocateAnything shape sweep golden (core/internal/enginetest/testdata/sweep/locateanything.json)
+# from the remote code's LocateAnythingForConditionalGeneration on seeded tiny checkpoints.
+sweep-golden-locateanything: laenv
+    test -f .build/locany/modeling_locateanything.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/make_sweep_locateanything.py
+
+# The LocateAnything served golden (core/internal/enginetest/testdata/locateanything/served.json): a
+# sweep model answering the case images through the remote code's processor, and the evaluation
+# code's parser on answers spelled out.
+golden-served-locateanything: laenv
+    test -f .build/locany/eval/inference_grounding_ddp.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/golden_served_locateanything.py
+
+# The LocateAnything served goldens WITH boxes (core/internal/enginetest/testdata/locateanything/
+# grounded_{box,point}.json): the served golden's checkpoint with its weights constructed so that
+# greedy decoding spells a labelled box or point (random weights never emit grounding tokens),
+# answering 4 case images of different sizes through the remote code; the evaluation code's parser
+# gives the boxes in each original image's pixels.
+golden-grounded-locateanything: laenv
+    test -f .build/locany/eval/inference_grounding_ddp.py || scripts/reference/fetch_locateanything.sh ${EAGLE_GIT:-}
+    .build/laenv/bin/python scripts/reference/golden_grounded_locateanything.py
 
 # The demo model's synthetic scenes (scripts/demo/scenes.py, docs/demo-model.md): determinism and
 # answers consistent with each scene. Pillow only, with the reference stack's python (CI has no

@@ -2,6 +2,7 @@ package bundles
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,6 +31,9 @@ type Family struct {
 	StopIDs        []int32
 	MaxMemoryPages int
 	TimeoutMS      int
+	// ContextLength is the family's default context when the build names none (else 4096),
+	// capped by the config's max_position_embeddings.
+	ContextLength int
 	// Params maps each plugin parameter to the preprocessor_config.json keys it is read from,
 	// first present wins ("size.shortest_edge" names a nested key).
 	Params map[string][]string
@@ -47,6 +51,60 @@ type Family struct {
 	// that holds its id ("" when the id is free): tokenizer.json must hold each as an added token,
 	// with that id, or the prompt would not be what the engine expects.
 	SpecialTokens map[string]string
+	// Grounding, when set, names the config.json keys of the coordinate, box and ref token ids
+	// (with the values the model class takes when a key is absent): the bundle's
+	// generation.grounding, which lets the runtime read boxes out of the answers.
+	Grounding *GroundingKeys
+	// Image overrides DefaultImage's limits where non-zero: a family whose reference accepts
+	// images the defaults refuse (Lance's transform takes any aspect ratio).
+	Image Image
+}
+
+// GroundingKeys are the config.json keys (top level) of a Grounding's ids, each with the model
+// class's default, and its scale.
+type GroundingKeys struct {
+	CoordFirst, CoordLast, BoxOpen, BoxClose, RefOpen, RefClose ConfigID
+	Scale                                                       float64
+}
+
+// ConfigID is a config.json key holding a token id and the id when the key is absent.
+type ConfigID struct {
+	Key     string
+	Default int32
+}
+
+// grounding reads the family's grounding ids out of config.json.
+func (f Family) grounding(cfg map[string]any) (*Grounding, error) {
+	k := f.Grounding
+	if k == nil {
+		return nil, nil
+	}
+	id := func(c ConfigID) (int32, error) {
+		v, ok := cfg[c.Key]
+		if !ok || v == nil {
+			return c.Default, nil
+		}
+		n, ok := v.(float64)
+		if !ok || n != math.Trunc(n) || n < 0 || n > math.MaxInt32 {
+			return 0, fmt.Errorf("config.json %s: %v is not a token id", c.Key, v)
+		}
+		return int32(n), nil
+	}
+	g := &Grounding{Scale: k.Scale}
+	for _, x := range []struct {
+		dst *int32
+		key ConfigID
+	}{{&g.CoordFirst, k.CoordFirst}, {&g.CoordLast, k.CoordLast}, {&g.BoxOpen, k.BoxOpen}, {&g.BoxClose, k.BoxClose},
+		{&g.RefOpen, k.RefOpen}, {&g.RefClose, k.RefClose}} {
+		var err error
+		if *x.dst, err = id(x.key); err != nil {
+			return nil, err
+		}
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // Families lists the families this build can bundle.
@@ -122,6 +180,72 @@ var Families = map[string]Family{
 		},
 		SpecialTokens: map[string]string{"<image>": "image_token_id", "<｜begin▁of▁sentence｜>": ""},
 	},
+	// Phi-4-multimodal (the transformers-format checkpoint, model_type phi4_multimodal, or the
+	// hub's remote-code one, phi4mm, converted first: phi4mm.go): a global view and up to
+	// dynamic_hd 448x448 crops with patch masks a request (plugin ABI 2, wire minor 3).
+	"phi4_multimodal": {
+		Name: "phi4_multimodal", ModelTypes: []string{"phi4_multimodal", phi4HubModelType},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{199999, 200020},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		Params: map[string][]string{
+			"dynamic_hd": {"dynamic_hd"},
+		},
+		Fixed: map[string]any{
+			"size.height": 448.0, "size.width": 448.0, "patch_size": 14.0,
+			"image_mean": []any{0.5, 0.5, 0.5}, "image_std": []any{0.5, 0.5, 0.5},
+		},
+		ConfigFixed: map[string]any{
+			"vision_config.image_size": 448.0, "vision_config.patch_size": 14.0, "vision_config.crop_size": 448.0,
+		},
+		SpecialTokens: map[string]string{
+			"<|image|>": "vision_config.image_token_id", "<|user|>": "", "<|assistant|>": "", "<|end|>": "", "<|system|>": "",
+		},
+	},
+	// LocateAnything-3B (remote code): one view, resized once or twice (plugin ABI 2, wire minor
+	// 4); in_token_limit from preprocessor_config.json (25600; the class default is 4096).
+	"locateanything": {
+		Name: "locateanything", ModelTypes: []string{"locateanything"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{151645},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		// an image takes up to 6777 tokens at in_token_limit 25600 (a 4000x3000 photo 6510): room
+		// for it, the question and the grounding workload's 32 new tokens
+		ContextLength: 8192,
+		Params:        map[string][]string{"in_token_limit": {"in_token_limit"}},
+		Fixed:         map[string]any{"merge_kernel_size": []any{2.0, 2.0}},
+		ConfigFixed: map[string]any{
+			"vision_config.patch_size": 14.0, "vision_config.merge_kernel_size": []any{2.0, 2.0},
+		},
+		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_index", "<img>": "", "</img>": ""},
+		// LocateAnythingConfig's keys and defaults: <0>..<1000>, <box> </box>, <ref> </ref>
+		Grounding: &GroundingKeys{
+			CoordFirst: ConfigID{"coord_start_token_id", 151677}, CoordLast: ConfigID{"coord_end_token_id", 152677},
+			BoxOpen: ConfigID{"box_start_token_id", 151668}, BoxClose: ConfigID{"box_end_token_id", 151669},
+			RefOpen: ConfigID{"ref_start_token_id", 151672}, RefClose: ConfigID{"ref_end_token_id", 151673},
+			Scale: 1000,
+		},
+	},
+	// Lance-3B's understanding expert (plugin ABI 2: one view cut and resized to one of six
+	// buckets), from Lance's release layout (Lance_3B/ and Qwen2.5-VL-ViT/, converted by
+	// convertLance) or a directory in Iris's layout: config.json with model_type lance (the
+	// decoder's llm_config.json keys at the top, the tower's config as vision_config),
+	// model.safetensors with the understanding path's tensors, the Qwen2.5 tokenizer. The plugin
+	// fixes the geometry (no preprocessor_config.json); generation stops on <|im_end|> only.
+	"lance": {
+		Name: "lance", ModelTypes: []string{"lance"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{151645},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		ConfigFixed: map[string]any{
+			"vision_config.patch_size": 14.0, "vision_config.temporal_patch_size": 2.0,
+			"vision_config.spatial_merge_size": 2.0,
+		},
+		SpecialTokens: map[string]string{
+			"<|video_pad|>": "image_token_id", "<|vision_start|>": "vision_start_token_id",
+			"<|vision_end|>": "vision_end_token_id", "<|im_start|>": "", "<|im_end|>": "",
+		},
+		// the bucket transform crops any aspect ratio (a 1x32768 strip is one bucket's crop);
+		// get_video_tensor_online opens with PIL, no exif_transpose, transparency on white
+		Image: Image{MaxAspect: 32768, Read: ReadPILWhite},
+	},
 }
 
 // BuildOptions configure Build. Zero values take the defaults noted.
@@ -172,6 +296,18 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	if o.From == "" || o.Out == "" || o.Plugin == "" {
 		return nil, errors.New("build bundle: from, out and plugin are required")
 	}
+	if _, err := os.Stat(filepath.Join(o.From, "config.json")); errors.Is(err, os.ErrNotExist) && fam.Name == "lance" && lanceRelease(o.From) {
+		// Lance's release layout: the understanding path in Iris's layout first (convertLance)
+		conv, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.Out)), ".iris-lance-*")
+		if err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		defer os.RemoveAll(conv)
+		if err := convertLance(ctx, o.From, conv, o.Progress); err != nil {
+			return nil, fmt.Errorf("build bundle: Lance's release layout: %w", err)
+		}
+		o.From = conv
+	}
 	cfg, err := readJSON(filepath.Join(o.From, "config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("build bundle: %w", err)
@@ -179,6 +315,35 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 	mt, _ := cfg["model_type"].(string)
 	if !slices.Contains(fam.ModelTypes, mt) {
 		return nil, fmt.Errorf("build bundle: family %s expects model_type %s, config.json says %q", fam.Name, strings.Join(fam.ModelTypes, " or "), mt)
+	}
+	// Phi-4-multimodal's vision LoRA: the hub's remote-code layout is converted into the
+	// transformers layout with it merged; a transformers-format checkpoint's vision-lora adapter
+	// is merged (phi4mm.go)
+	var stageFn func(stage string) error
+	switch {
+	case mt == phi4HubModelType:
+		stageFn = func(stage string) error { return convertPhi4MM(ctx, o.From, stage, cfg, o.Progress) }
+	case fam.Name == "phi4_multimodal" && fileExists(filepath.Join(o.From, phi4AdapterDir, "adapter_config.json")):
+		stageFn = func(stage string) error { return mergePhi4Adapter(ctx, o.From, stage, o.Progress) }
+	case fam.Name == "phi4_multimodal" && fileExists(filepath.Join(o.From, "speech-lora")):
+		return nil, fmt.Errorf("build bundle: %s has speech-lora/ and no %s/: a checkpoint adapted for speech only; image prompts run through the vision LoRA, which it lacks", o.From, phi4AdapterDir)
+	}
+	if stageFn != nil {
+		if err := os.MkdirAll(filepath.Dir(filepath.Clean(o.Out)), 0o755); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		stage, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.Out)), ".iris-phi4mm-*")
+		if err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
+		defer os.RemoveAll(stage)
+		if err := stageFn(stage); err != nil {
+			return nil, fmt.Errorf("build bundle: converting the %s checkpoint: %w", mt, err)
+		}
+		o.From = stage
+		if cfg, err = readJSON(filepath.Join(stage, "config.json")); err != nil {
+			return nil, fmt.Errorf("build bundle: %w", err)
+		}
 	}
 	if len(fam.ConfigFixed) > 0 || len(fam.SpecialTokens) > 0 {
 		var tok map[string]any
@@ -233,14 +398,18 @@ func Build(ctx context.Context, o BuildOptions) (*Bundle, error) {
 		m.Engine.Precision = map[string]string{"cpu": "fp32", "cuda": "bf16"}[m.Engine.Backend]
 	}
 	if m.Engine.ContextLength == 0 {
-		m.Engine.ContextLength = 4096
+		m.Engine.ContextLength = cmp.Or(fam.ContextLength, 4096)
 		if mp := maxPositions(cfg); mp > 0 && mp < m.Engine.ContextLength {
 			m.Engine.ContextLength = mp
 		}
 	}
+	overrideImage(&m.Image, fam.Image)
 	overrideImage(&m.Image, o.Image)
 	gen, _ := readJSON(filepath.Join(o.From, "generation_config.json")) // optional
 	m.Generation = generationDefaults(gen, cfg, fam, o.MaxNewTokens, m.Engine.ContextLength)
+	if m.Generation.Grounding, err = fam.grounding(cfg); err != nil {
+		return nil, fmt.Errorf("build bundle: %w", err)
+	}
 
 	cp := copier{progress: o.Progress}
 	add := func(dst *[]File, rel string) error {
@@ -518,6 +687,9 @@ func overrideImage(dst *Image, o Image) {
 	if o.MaxAspect > 0 {
 		dst.MaxAspect = o.MaxAspect
 	}
+	if o.Read != "" {
+		dst.Read = o.Read
+	}
 }
 
 // weightFiles returns the checkpoint's safetensors files: the shards of the index if there is one.
@@ -556,6 +728,11 @@ func weightFiles(dir string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func prepareOut(dir string) error {

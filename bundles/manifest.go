@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -69,10 +70,21 @@ type Image struct {
 	MaxPixels int64   `toml:"max_pixels" json:"max_pixels"`
 	MinSide   int     `toml:"min_side" json:"min_side"`
 	MaxAspect float64 `toml:"max_aspect" json:"max_aspect"`
+	// Read is how the family's reference loads an image file: "" (or ReadLoadImage) as
+	// transformers' load_image (EXIF orientation applied, PIL's convert("RGB"): alpha dropped),
+	// ReadPILWhite as a loader that opens with PIL without exif_transpose and composites
+	// transparency on white (Lance's get_video_tensor_online).
+	Read string `toml:"read,omitempty" json:"read,omitempty"`
 	// Budgets, when set, let a request choose its image's resolution; without them the
 	// plugin's params decide alone.
 	Budgets *Budgets `toml:"budgets,omitempty" json:"budgets,omitempty"`
 }
+
+// The ways an image file is read (Image.Read).
+const (
+	ReadLoadImage = "load_image"
+	ReadPILWhite  = "pil_over_white"
+)
 
 // Budgets are the per-request image resolutions a bundle offers: OpenAI's image_url.detail and
 // the min_pixels / max_pixels request extensions. A budget is a [min, max] pair of resized image
@@ -106,6 +118,42 @@ type Generation struct {
 	TopK         int     `toml:"top_k" json:"top_k"`
 	TopP         float64 `toml:"top_p" json:"top_p"`
 	StopIDs      []int32 `toml:"stop_ids" json:"stop_ids"`
+	// Grounding, when set, says how the model's answers name boxes and points: the runtime reads
+	// them out of each answer's tokens (the response's iris.boxes).
+	Grounding *Grounding `toml:"grounding,omitempty" json:"grounding,omitempty"`
+}
+
+// Grounding is how a grounding model spells boxes and points with coordinate tokens (LocateAnything:
+// <ref>label</ref><box><x1><y1><x2><y2></box>, <0>..<1000> the thousandths of the image's width
+// and height). The ids come from the checkpoint's config.json.
+type Grounding struct {
+	// CoordFirst and CoordLast are the coordinate tokens' ids: id - CoordFirst is the value.
+	CoordFirst int32 `toml:"coord_first" json:"coord_first"`
+	CoordLast  int32 `toml:"coord_last" json:"coord_last"`
+	// Scale is the value of a whole side (1000: a value over Scale is a fraction of the side).
+	Scale float64 `toml:"scale" json:"scale"`
+	// BoxOpen and BoxClose enclose one box's or point's coordinates; RefOpen and RefClose the
+	// label of the boxes that follow.
+	BoxOpen  int32 `toml:"box_open" json:"box_open"`
+	BoxClose int32 `toml:"box_close" json:"box_close"`
+	RefOpen  int32 `toml:"ref_open" json:"ref_open"`
+	RefClose int32 `toml:"ref_close" json:"ref_close"`
+}
+
+// Validate checks that the ids are distinct, non-negative and outside the coordinate range, and
+// that the scale is positive.
+func (g *Grounding) Validate() error {
+	if g.CoordFirst < 0 || g.CoordLast < g.CoordFirst || !(g.Scale > 0) || math.IsInf(g.Scale, 0) {
+		return invalid("generation.grounding: coordinate ids [%d, %d] and scale %v: want 0 <= first <= last and a positive scale",
+			g.CoordFirst, g.CoordLast, g.Scale)
+	}
+	marks := []int32{g.BoxOpen, g.BoxClose, g.RefOpen, g.RefClose}
+	for i, id := range marks {
+		if id < 0 || (id >= g.CoordFirst && id <= g.CoordLast) || slices.Contains(marks[:i], id) {
+			return invalid("generation.grounding: box and ref ids %v must be distinct, non-negative and not coordinate tokens", marks)
+		}
+	}
+	return nil
 }
 
 // Plugin names the family plugin module and its limits.
@@ -214,6 +262,11 @@ func (m *Manifest) Validate() error {
 	if m.Image.MaxBytes <= 0 || m.Image.MaxPixels <= 0 || m.Image.MinSide < 1 || !(m.Image.MaxAspect >= 1) {
 		return invalid("image: max_bytes, max_pixels, min_side must be positive and max_aspect >= 1")
 	}
+	switch m.Image.Read {
+	case "", ReadLoadImage, ReadPILWhite:
+	default:
+		return invalid("image.read: %q is not %q or %q", m.Image.Read, ReadLoadImage, ReadPILWhite)
+	}
 	if b := m.Image.Budgets; b != nil {
 		if err := b.Validate(); err != nil {
 			return err
@@ -228,6 +281,11 @@ func (m *Manifest) Validate() error {
 	}
 	if len(g.StopIDs) == 0 {
 		return invalid("generation.stop_ids: at least one stop id is required")
+	}
+	if gr := g.Grounding; gr != nil {
+		if err := gr.Validate(); err != nil {
+			return err
+		}
 	}
 	if seen[TaskVisionLanguage] {
 		if m.Plugin.File == "" {

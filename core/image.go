@@ -21,7 +21,15 @@ func inspectImage(data []byte, lim bundles.Image) (imageio.Header, error) {
 	if err != nil {
 		return hdr, imageError(err)
 	}
+	if lim.Read == bundles.ReadPILWhite {
+		hdr = hdr.Stored() // PIL's Image.open: the stored orientation
+	}
 	return hdr, nil
+}
+
+// decodeOptions is how the bundle's reference reads an image file (bundles.Image.Read).
+func decodeOptions(lim bundles.Image) imageio.Options {
+	return imageio.Options{OverWhite: lim.Read == bundles.ReadPILWhite}
 }
 
 // newImage is the request image described by its header, its pixels not decoded yet.
@@ -33,8 +41,8 @@ func newImage(hdr imageio.Header) *Image {
 // decodeImage decodes data into dst.Pix (or its error into dst.err) exactly as the reference
 // processors see it; it touches no other field, so the task may read them meanwhile. The caller
 // closes dst.decoded after it.
-func decodeImage(ctx context.Context, data []byte, hdr imageio.Header, dst *Image) {
-	img, err := imageio.Decode(ctx, data, hdr)
+func decodeImage(ctx context.Context, data []byte, hdr imageio.Header, opts imageio.Options, dst *Image) {
+	img, err := imageio.DecodeWith(ctx, data, hdr, opts)
 	switch {
 	case err != nil:
 		dst.err = imageError(err)

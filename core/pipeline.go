@@ -34,6 +34,8 @@ type visionTask struct {
 	sched *engine.Scheduler
 	stop  []int32
 	cache *embedCache // nil when disabled
+	// grounding reads boxes out of the answers (the bundle's generation.grounding); nil: none
+	grounding *bundles.Grounding
 }
 
 func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (VisionTask, error) {
@@ -41,7 +43,7 @@ func defaultVisionTask(ctx context.Context, b *bundles.Bundle, env *TaskEnv) (Vi
 	if env.host == nil {
 		return nil, errors.New("no plugin host")
 	}
-	t := &visionTask{name: m.Name}
+	t := &visionTask{name: m.Name, grounding: m.Generation.Grounding}
 	ok := false
 	defer func() {
 		if !ok {
@@ -169,7 +171,8 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		Images: []model.Image{{
 			Pixels: pr.PixelValues,
 			Grid:   model.Grid{T: pr.Grid.T, H: pr.Grid.H, W: pr.Grid.W},
-			Masks:  patchMasks(pr.Masks),
+			Masks:  patchRects(pr.Masks),
+			Tiles:  patchRects(pr.Tiles),
 		}},
 		MaxNewTokens: in.Params.MaxTokens,
 		Sampling:     engine.Sampling{Temperature: in.Params.Temperature, TopK: in.Params.TopK, TopP: in.Params.TopP, Seed: in.Params.Seed},
@@ -272,6 +275,7 @@ func (t *visionTask) Answer(ctx context.Context, in *VisionInput, emit Emit) (*R
 		TokenIDs:     gen.Tokens,
 		StopToken:    stopToken,
 		PromptIDs:    pr.InputIDs,
+		Boxes:        decodeBoxes(gen.Tokens, t.grounding, im.Width, im.Height, t.tok.Decode),
 		FinishReason: finish,
 		Usage:        Usage{PromptTokens: gen.PromptTokens, CompletionTokens: len(gen.Tokens), ImageTokens: gen.ImageTokens},
 		Timings:      timings,
@@ -446,14 +450,14 @@ func registerScheduler(reg prometheus.Registerer, s *engine.Scheduler) error {
 	return nil
 }
 
-// patchMasks converts prep's per-view patch masks to the engine's (nil stays nil: every patch
-// of every view is valid).
-func patchMasks(masks []abi.Rect) []model.PatchRect {
-	if masks == nil {
+// patchRects converts prep's per-view rectangles in patches (patch masks, tile places) to the
+// engine's (nil stays nil).
+func patchRects(rects []abi.Rect) []model.PatchRect {
+	if rects == nil {
 		return nil
 	}
-	out := make([]model.PatchRect, len(masks))
-	for i, m := range masks {
+	out := make([]model.PatchRect, len(rects))
+	for i, m := range rects {
 		out[i] = model.PatchRect{X: m.X, Y: m.Y, W: m.Width, H: m.Height}
 	}
 	return out

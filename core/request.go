@@ -222,7 +222,10 @@ type Result struct {
 	// (Usage.PromptTokens of them); nil from a task that does not report it.
 	PromptIDs []int32
 	// Logprobs has one entry per token of TokenIDs when Params.Logprobs was set.
-	Logprobs     []TokenLogprob
+	Logprobs []TokenLogprob
+	// Boxes are the boxes and points the answer names, for a bundle whose model grounds
+	// (generation.grounding); nil otherwise.
+	Boxes        []Box
 	FinishReason FinishReason
 	Usage        Usage
 	Image        *ImageInfo

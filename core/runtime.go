@@ -523,7 +523,7 @@ func (r *Runtime) Generate(ctx context.Context, req Request, emit Emit) (res *Re
 		defer stopDecode()
 		go func() {
 			defer close(img.decoded)
-			decodeImage(dctx, req.Image, hdr, img)
+			decodeImage(dctx, req.Image, hdr, decodeOptions(m.bundle.Manifest.Image), img)
 			decodeTime = time.Since(decodeStart)
 		}()
 		<-hashed

@@ -112,7 +112,7 @@ func TestVisionTaskRunsViews(t *testing.T) {
 				t.Fatal(err)
 			}
 			img := newImage(hdr)
-			decodeImage(ctx, data, hdr, img)
+			decodeImage(ctx, data, hdr, decodeOptions(bundles.Image{}), img)
 			close(img.decoded)
 			res, err := task.Answer(ctx, &VisionInput{Question: "What is it?", Image: img, Params: Resolved{MaxTokens: 3, IgnoreEOS: true, TopP: 1}},
 				func(Event) error { return nil })

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# The README's demo: serve the demo bundles (the trained tiny Qwen2.5-VL `demo` and a random-weight
-# Qwen3-VL `demo-qwen3`, one server), ask the demo model every question of one held-out scene
-# through the OpenAI API (answer, usage, image sha256, per-stage timings; the scene's true answer
-# beside each), ask the Qwen3-VL bundle one photo question (random weights: its words mean
-# nothing), then profile the demo model briefly with native answer parity and the server's spans,
-# and stop. IRIS_DEMO_SCENE (default 82; `just demo N`, e.g. `just demo 41`) picks the scene among the 300
+# The README's demo: serve the demo bundles (the trained tiny Qwen2.5-VL `demo`, a random-weight
+# Qwen3-VL `demo-qwen3` and a random-weight Phi-4-multimodal `demo-phi4`, one server), ask the
+# demo model every question of one held-out scene through the OpenAI API (answer, usage, image
+# sha256, per-stage timings; the scene's true answer beside each), ask the Qwen3-VL and Phi-4
+# bundles one photo question each (random weights: their words mean nothing), then profile the
+# demo model briefly with native answer parity and the server's spans, check the Phi-4 bundle's
+# answers against an in-process run the same way, and stop. IRIS_DEMO_SCENE (default 82; `just demo N`, e.g. `just demo 41`) picks the scene among the 300
 # committed held-out scenes (scripts/demo/heldout, never seen in training; docs/demo-model.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/aiperf/lib.sh
 bundle=${IRIS_DEMO_BUNDLE:-.build/bundles/demo}
 bundle3=${IRIS_DEMO_BUNDLE_QWEN3:-.build/bundles/demo-qwen3}
+bundle4=${IRIS_DEMO_BUNDLE_PHI4:-.build/bundles/demo-phi4}
 scene=${IRIS_DEMO_SCENE:-82}
 held=scripts/demo/heldout
 question="What is the main object in this image? Answer in one word."
@@ -22,8 +24,8 @@ work=$(mktemp -d -t iris-demo.XXXXXX)
 trap 'stop_serve; rm -rf "$work"' EXIT
 port=$(free_port)
 otlp=$(free_port)
-echo "== starting iris serve (bundles $bundle: the trained tiny Qwen2.5-VL; $bundle3: tiny Qwen3-VL, random weights)"
-start_serve "$bundle" "$port" "$otlp" "$work/serve.log" "$bundle3"
+echo "== starting iris serve (bundles $bundle: the trained tiny Qwen2.5-VL; $bundle3: tiny Qwen3-VL and $bundle4: tiny Phi-4-multimodal, random weights)"
+start_serve "$bundle" "$port" "$otlp" "$work/serve.log" "$bundle3" "$bundle4"
 # the scene's questions and true answers, from the committed held-out set
 python3 -c 'import json, sys
 for line in open(sys.argv[1]):
@@ -61,6 +63,9 @@ echo
 echo "== asking $(basename "$bundle3") one image question (random weights: its words mean nothing)  [image: $image]"
 "$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle3")" --image "$image" --max-tokens 10 "$question"
 echo
+echo "== asking $(basename "$bundle4") one image question (random weights: its words mean nothing)  [image: $image]"
+"$IRIS" ask --url "http://127.0.0.1:$port" --model "$(basename "$bundle4")" --image "$image" --max-tokens 10 "$question"
+echo
 echo "== profiling: 10 photos, 1 warm-up + 10 measured requests, each answer checked against an in-process run"
 "$IRIS" profile --url "http://127.0.0.1:$port" --model "$(basename "$bundle")" --input .build/corpus/corpus.jsonl \
   --concurrency 1 --warmup 1 --requests 10 --max-tokens 10 --temperature 0 --top-k 1 \
@@ -73,3 +78,10 @@ awk '/^\| profile \|/,/^$/' "$work/profile/report.md"
 grep -E '^The slowest' "$work/profile/report.md"
 awk '/^\| stage \|/,/^$/' "$work/profile/report.md"
 grep -E '^- (Parity|Result)' "$work/profile/report.md"
+echo
+echo "== $(basename "$bundle4"): 3 photos, each answer checked against an in-process run"
+"$IRIS" profile --url "http://127.0.0.1:$port" --model "$(basename "$bundle4")" --input .build/corpus/corpus.jsonl \
+  --concurrency 1 --warmup 0 --requests 3 --max-tokens 10 --temperature 0 --top-k 1 \
+  --bundle "$bundle4" --tokenizer .build/tokenizer/phi4 \
+  --source "" --out "$work/profile-phi4" >"$work/profile-phi4.log" 2>&1 || { cat "$work/profile-phi4.log" >&2; exit 1; }
+grep -E '^- (Parity|Result)' "$work/profile-phi4/report.md"

@@ -518,7 +518,12 @@ func (e *env) gauges() {
 			e.ask(loaded.url(e.port), 150+i, map[string]any{"max_tokens": 1500, "ignore_eos": true})
 		})
 	}
-	time.Sleep(time.Second) // the EPP scrapes every 50 ms
+	// Wait until the server shows its queue, then for two of the EPP's 50 ms scrapes: the EPP's
+	// view is another process's timer, with nothing to wait on but its period.
+	for deadline := time.Now().Add(30 * time.Second); e.gauge(loaded, "iris_requests_queued") < 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
 	queued := e.gauge(loaded, "iris_requests_queued")
 	var routed []answer
 	for i := 40; i < 70; i++ {
@@ -574,9 +579,10 @@ func (e *env) kill() {
 			}
 		})
 	}
-	// Kill it while it is answering: 2 s in, at the first scrape that shows two running requests.
-	time.Sleep(2 * time.Second)
-	for deadline := time.Now().Add(20 * time.Second); e.gauge(victim, "iris_requests_running") < 2 && time.Now().Before(deadline); {
+	// Kill it while it is answering: once 8 answers are back (the phase's "before" requests), at
+	// the first scrape that shows two running requests.
+	answered := func() int { mu.Lock(); defer mu.Unlock(); return len(all) }
+	for deadline := time.Now().Add(60 * time.Second); (answered() < 8 || e.gauge(victim, "iris_requests_running") < 2) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	killed := time.Now()
@@ -693,7 +699,6 @@ func (e *env) drain() {
 			}
 		})
 	}
-	time.Sleep(time.Second)
 	for deadline := time.Now().Add(20 * time.Second); e.gauge(victim, "iris_requests_running") < 1 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -701,7 +706,7 @@ func (e *env) drain() {
 	if err := e.k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: victim.name, Namespace: namespace}}); err != nil {
 		e.t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the chart's preStop pause, as the kubelet runs it
 	terminated := time.Now()
 	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		e.t.Fatal(err)

@@ -169,6 +169,16 @@ type Iris struct {
 	// TimingsMS maps a pipeline stage (queue, decode_image, plan, pixels, vision, prefill,
 	// decode, ...) to its wall time in milliseconds.
 	TimingsMS map[string]float64 `json:"timings_ms"`
+	// Boxes are the boxes and points a grounding model's answer names, in the image's pixels;
+	// absent for a bundle whose model does not ground, [] when the answer names none.
+	Boxes []IrisBox `json:"boxes,omitzero"`
+}
+
+// IrisBox is one box ([x1, y1, x2, y2]) or point ([x, y]) of an answer, with its label.
+type IrisBox struct {
+	Label string    `json:"label"`
+	Box   []float64 `json:"box,omitempty"`
+	Point []float64 `json:"point,omitempty"`
 }
 
 // IrisImage identifies the request's image.

@@ -295,6 +295,12 @@ func irisOf(res *core.Result) *openai.Iris {
 	for _, t := range res.Timings {
 		out.TimingsMS[t.Stage] += t.Duration.Seconds() * 1e3
 	}
+	if res.Boxes != nil {
+		out.Boxes = make([]openai.IrisBox, len(res.Boxes))
+		for i, b := range res.Boxes {
+			out.Boxes[i] = openai.IrisBox{Label: b.Label, Box: b.Box, Point: b.Point}
+		}
+	}
 	for k, v := range out.TimingsMS {
 		out.TimingsMS[k] = math.Round(v*1e3) / 1e3 // microsecond resolution
 	}

@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,15 +59,21 @@ func postJSON(t *testing.T, h http.Handler, body string) (*http.Response, []byte
 	return resp, raw
 }
 
-// TestHTTPMatchesReference: the HTTP answer and usage equal transformers' greedy tokens for every
-// fixture case, and streaming gives the same text.
+// TestHTTPMatchesReference: the HTTP answer's token ids, text and usage equal the reference's
+// greedy tokens for every fixture case, streamed and not; a grounding model's iris.boxes equal
+// what the reference's parser reads in its answer, and come with the stream's finish chunk. The
+// LocateAnything models constructed to ground (locateanything-box, -point: random weights never
+// emit grounding tokens) answer with a labelled box or point on images of several sizes, so the
+// boxes are compared in each image's own pixels; swapped sides or the processor's resized size
+// give other numbers (core's TestDecodeBoxesGroundedGoldens shows it on the same goldens).
 func TestHTTPMatchesReference(t *testing.T) {
 	for _, model := range coretest.Models {
 		t.Run(model, func(t *testing.T) {
 			h := realServer(t, model)
 			for _, c := range coretest.Cases(t, model) {
 				t.Run(c.Name, func(t *testing.T) {
-					resp, raw := postJSON(t, h, e2eBody(model, c, nil))
+					ids := map[string]any{"return_token_ids": true}
+					resp, raw := postJSON(t, h, e2eBody(model, c, ids))
 					if resp.StatusCode != http.StatusOK {
 						t.Fatalf("status %d: %s", resp.StatusCode, raw)
 					}
@@ -79,11 +87,21 @@ func TestHTTPMatchesReference(t *testing.T) {
 					if cc.Usage.CompletionTokens != len(c.Tokens) || cc.Usage.PromptTokens != c.PromptTokens {
 						t.Fatalf("usage %+v, want prompt %d completion %d", cc.Usage, c.PromptTokens, len(c.Tokens))
 					}
-					resp, raw = postJSON(t, h, e2eBody(model, c, map[string]any{"stream": true}))
+					if !slices.Equal(cc.Choices[0].TokenIDs, c.Tokens) {
+						t.Fatalf("token_ids %v, the reference's %v", cc.Choices[0].TokenIDs, c.Tokens)
+					}
+					if err := sameBoxes(cc.Iris, c.Boxes); err != nil {
+						t.Fatal(err)
+					}
+					resp, raw = postJSON(t, h, e2eBody(model, c, map[string]any{"stream": true, "return_token_ids": true}))
 					if resp.StatusCode != http.StatusOK {
 						t.Fatalf("stream status %d: %s", resp.StatusCode, raw)
 					}
-					var streamed strings.Builder
+					var (
+						streamed    strings.Builder
+						streamedIDs []int32
+						finished    bool
+					)
 					for _, ev := range parseSSE(t, string(raw)) {
 						if ev.data == "[DONE]" {
 							continue
@@ -92,19 +110,48 @@ func TestHTTPMatchesReference(t *testing.T) {
 						if err := json.Unmarshal([]byte(ev.data), &chunk); err != nil {
 							t.Fatalf("chunk %q: %v", ev.data, err)
 						}
+						fin := slices.ContainsFunc(chunk.Choices, func(ch openai.ChunkChoice) bool { return ch.FinishReason != nil })
+						if chunk.Iris != nil != fin {
+							t.Fatalf("chunk with finish %v has iris %v: the iris object comes with the finish chunk", fin, chunk.Iris)
+						}
+						if fin { // the finish chunk
+							finished = true
+							if err := sameBoxes(chunk.Iris, c.Boxes); err != nil {
+								t.Fatalf("stream: %v", err)
+							}
+						}
 						for _, ch := range chunk.Choices {
 							if ch.Delta.Content != nil {
 								streamed.WriteString(*ch.Delta.Content)
 							}
+							streamedIDs = append(streamedIDs, ch.TokenIDs...)
 						}
 					}
-					if streamed.String() != c.Text {
-						t.Fatalf("streamed %q, transformers %q", streamed.String(), c.Text)
+					if !finished || streamed.String() != c.Text || !slices.Equal(streamedIDs, c.Tokens) {
+						t.Fatalf("streamed %q %v (finish chunk %v), the reference's %q %v", streamed.String(), streamedIDs, finished, c.Text, c.Tokens)
 					}
 				})
 			}
 		})
 	}
+}
+
+// sameBoxes compares an answer's iris.boxes with the reference's (nil: a model that does not
+// ground, whose answers carry no boxes key).
+func sameBoxes(iris *openai.Iris, want []coretest.Box) error {
+	if iris == nil {
+		return fmt.Errorf("no iris object")
+	}
+	if (iris.Boxes == nil) != (want == nil) || len(iris.Boxes) != len(want) {
+		return fmt.Errorf("iris.boxes %+v, the reference's parser reads %+v", iris.Boxes, want)
+	}
+	for i, b := range iris.Boxes {
+		w := want[i]
+		if b.Label != w.Label || !slices.Equal(b.Box, w.Box) || !slices.Equal(b.Point, w.Point) {
+			return fmt.Errorf("iris.boxes[%d] %+v, the reference's parser reads %+v", i, b, w)
+		}
+	}
+	return nil
 }
 
 // TestHTTPBoundsBeforeKernels: an over-long request is a 400 before any kernel runs; the next

@@ -3,12 +3,17 @@
 hub's preprocessor settings and chat template) and model on a seeded checkpoint of the family's
 shape sweep, on the committed case images (PNG files of many sizes) with their questions.
 
-  python3 scripts/reference/golden_served.py [--family qwen3_vl|internvl]
+  python3 scripts/reference/golden_served.py [--family qwen3_vl|internvl|phi4_multimodal]
 
 qwen3_vl: Qwen3VLProcessor and Qwen3VLForConditionalGeneration. internvl: InternVLProcessor
 (GotOcr2 tiles with max_patches 2, so that every prompt, up to three tiles of 256 tokens, fits
 the 1024-token context the tests serve with: one tile, two plus the thumbnail) and
 InternVLForConditionalGeneration, the tokenizer directory of internvl_tokenizer.py.
+phi4_multimodal: Phi4MultimodalProcessor (Phi4MultimodalImageProcessor with dynamic_hd 2, so that
+every prompt, the global view and one or two crops of up to 256 cells, fits the 1024-token context
+the tests serve with; the tokenizer and chat template of phi4_tokenizer.py) and
+Phi4MultimodalForCausalLM with eager attention (on SDPA an unpadded image's tower turns causal,
+families.md §11).
 
 Run with the reference stack (`just golden-served`). CI never runs this: core/coretest rebuilds the
 same checkpoint with the Go generator (fixture.WriteSeeded), builds an Iris bundle from it with
@@ -30,7 +35,9 @@ import numpy as np
 import torch
 from PIL import Image
 from safetensors.numpy import save_file
-from transformers import AutoProcessor, InternVLForConditionalGeneration, Qwen3VLForConditionalGeneration
+from transformers import (AutoProcessor, AutoTokenizer, InternVLForConditionalGeneration, Phi4MultimodalFeatureExtractor,
+                          Phi4MultimodalForCausalLM, Phi4MultimodalImageProcessor, Phi4MultimodalProcessor,
+                          Qwen3VLForConditionalGeneration)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_preprocess import FAMILIES  # noqa: E402 (the hub's processor settings and template)
@@ -50,7 +57,12 @@ SERVED = {
                  "tokenizer": os.path.join(ROOT, ".build", "tokenizer", "qwen3")},
     "internvl": {"model": "g2-h60-d12", "cls": InternVLForConditionalGeneration, "label": "InternVL3 (-hf)",
                  "tokenizer": os.path.join(ROOT, ".build", "tokenizer", "internvl3")},
+    # g4-h56-p57: untied, GQA 4, 8 of 14 head dims rotated, LongRoPE's derived attention factor
+    "phi4_multimodal": {"model": "g4-h56-p57", "cls": Phi4MultimodalForCausalLM, "label": "Phi-4-multimodal",
+                        "tokenizer": os.path.join(ROOT, ".build", "tokenizer", "phi4"), "attn": "eager", "pad": 199999},
 }
+# one or two crops and the global view: 817 image tokens at most (see the docstring)
+PHI4_DYNAMIC_HD = 2
 # up to 2 grid tiles (+ the thumbnail): 768 image tokens at most (see the docstring)
 INTERNVL_SERVED_PREPROCESSOR = dict(INTERNVL_PREPROCESSOR, max_patches=2)
 # Committed PNGs of many sizes (tiny, odd widths, wide, tall, large); their questions.
@@ -65,6 +77,15 @@ def write_checkpoint(family, model, d):
     tensors = {t["name"]: seeded_tensor(model["seed"], t["name"], t["shape"]) for t in model["tensors"]}
     save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
     tokenizer = SERVED[family]["tokenizer"]
+    if family == "phi4_multimodal":
+        ip = Phi4MultimodalImageProcessor(dynamic_hd=PHI4_DYNAMIC_HD)
+        cfg = json.loads(ip.to_json_string())
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+            json.dump(cfg, f)
+        for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+            with open(os.path.join(tokenizer, name), "rb") as src, open(os.path.join(d, name), "wb") as dst:
+                dst.write(src.read())
+        return cfg
     if family == "internvl":
         files = {"preprocessor_config.json": INTERNVL_SERVED_PREPROCESSOR, "processor_config.json": INTERNVL_PROCESSOR}
         for name, doc in files.items():
@@ -104,8 +125,19 @@ def main():
     cases = []
     with tempfile.TemporaryDirectory() as d:
         cfg = write_checkpoint(args.family, model, d)
-        proc = AutoProcessor.from_pretrained(d)
-        net = spec["cls"].from_pretrained(d, dtype=torch.float32).eval()
+        if args.family == "phi4_multimodal":
+            # the processor from its parts (its audio feature extractor unused): the saved
+            # preprocessor_config.json holds the image processor's settings alone
+            tok = AutoTokenizer.from_pretrained(d)
+            proc = Phi4MultimodalProcessor(image_processor=Phi4MultimodalImageProcessor(**{k: v for k, v in cfg.items() if k != "image_processor_type"}),
+                                           audio_processor=Phi4MultimodalFeatureExtractor(), tokenizer=tok,
+                                           chat_template=open(os.path.join(d, "chat_template.jinja")).read())
+            if proc.image_processor.backend != "torchvision" or proc.image_processor.dynamic_hd != PHI4_DYNAMIC_HD:
+                raise SystemExit(f"image processor: backend {proc.image_processor.backend}, dynamic_hd {proc.image_processor.dynamic_hd}")
+        else:
+            proc = AutoProcessor.from_pretrained(d)
+        kw = {"attn_implementation": spec["attn"]} if "attn" in spec else {}
+        net = spec["cls"].from_pretrained(d, dtype=torch.float32, **kw).eval()
         for name in IMAGES:
             with open(os.path.join(CASES, name + ".json")) as f:
                 case = json.load(f)
@@ -115,7 +147,7 @@ def main():
             inputs = proc(text=[prompt], images=[image], return_tensors="pt")
             with torch.no_grad():
                 gen = net.generate(**inputs, do_sample=False, num_beams=1, repetition_penalty=1.0,
-                                   max_new_tokens=MAX_NEW_TOKENS, eos_token_id=None, pad_token_id=PAD,
+                                   max_new_tokens=MAX_NEW_TOKENS, eos_token_id=None, pad_token_id=spec.get("pad", PAD),
                                    output_logits=True, return_dict_in_generate=True)
             n = inputs["input_ids"].shape[1]
             tokens = gen.sequences[0, n:].tolist()
@@ -124,6 +156,9 @@ def main():
                 raise SystemExit(f"{name}: {len(tokens)} tokens, greedy margin {margin:.3g}")
             if "image_grid_thw" in inputs:
                 grid = inputs["image_grid_thw"][0].tolist()
+            elif "image_pixel_values" in inputs:  # Phi-4's views: [views, 448 / 14, 448 / 14]
+                pv = inputs["image_pixel_values"]
+                grid = [pv.shape[1], pv.shape[3] // 14, pv.shape[4] // 14]
             else:  # tiles: [tiles, 448 / 14, 448 / 14]
                 pv = inputs["pixel_values"]
                 grid = [pv.shape[0], pv.shape[2] // 14, pv.shape[3] // 14]

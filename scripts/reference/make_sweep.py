@@ -4,7 +4,7 @@ shapes, whose weights come from a seeded generator instead of a committed file.
 
 One golden a family (--family): qwen2_5_vl (the default) writes
 core/internal/enginetest/testdata/sweep/golden.json, qwen3_vl writes .../sweep/qwen3_vl.json, internvl
-.../sweep/internvl.json.
+.../sweep/internvl.json, phi4_multimodal .../sweep/phi4_multimodal.json.
 
 Run with the reference stack (`just sweep-golden`, i.e. .build/refenv/bin/python). CI never runs
 this: it reads the goldens, regenerates each checkpoint with the same generator in Go
@@ -28,6 +28,15 @@ InternVL's prompts are the -hf chat template's rendering (no system turn, `<IMG_
 the image) with the processor's expansion `<img>` + `<IMG_CONTEXT>` x 256 a tile + `</img>`; the
 text between the spans is tokenized with the Qwen vocabulary (the InternVL3 -hf tokenizer's, whose
 added tokens `<img>` 151665, `</img>` 151666 and `<IMG_CONTEXT>` 151667 split it the same way).
+
+Phi-4-multimodal's images are the processor's views (the global view, then the crops row-major,
+448 pixels each) with each view's patch mask and, past one crop, its place on the canvas, recorded
+per image for the engine's model.Image; the reference gets them as image_pixel_values,
+image_attention_mask and image_sizes. Its prompts are Phi-4's chat format with the placeholder
+expanded to num_img_tokens, tokenized with .build/tokenizer/phi4; the models run eager attention
+(on the default SDPA path an unpadded image's tower turns causal, families.md §11), and their
+audio tower's tensors are left out of the checkpoints (the family binds none; transformers
+initialises them itself, unused by image prompts).
 
 The golden holds, per model: the config.json transformers writes, the tensor manifest (name,
 shape, float64 sum and sha256 of the little-endian float32 bytes), and per case the greedy tokens
@@ -59,6 +68,8 @@ from transformers import (
     AutoTokenizer,
     InternVLConfig,
     InternVLForConditionalGeneration,
+    Phi4MultimodalConfig,
+    Phi4MultimodalForCausalLM,
     Qwen2_5_VLConfig,
     Qwen2_5_VLForConditionalGeneration,
     Qwen3VLConfig,
@@ -206,6 +217,63 @@ INTERNVL_MODELS = [
     ("g3-h54b", (2, 9, 3, None, 54, 83, 1e6, True), (2, 7, 4, 59, 1e-6)),
 ]
 
+# Phi-4-multimodal (families.md §4): its own seed and tokenizer (.build/tokenizer/phi4). An image
+# is the processor's views: the global view, then rows x cols crops row-major, each 448 pixels
+# (32x32 patches of 14, 3 x 14 x 14 values a row); the crops of the last column keep last_w
+# valid patch columns and those of the last row last_h valid patch rows (the padding of a canvas
+# the image does not fill: masked keys, stretched positions, a pooled cell half padding when the
+# count is odd). Unpadded images are included: on transformers' default SDPA path their tower
+# would turn causal (families.md §11), so the goldens run eager attention.
+PHI4_SEED = 20261401
+PHI4_TOKENIZER_DIR = os.path.join(ROOT, ".build", "tokenizer", "phi4")
+PHI4_VIEW = 32  # patches a side
+PHI4_IMAGE_TOKEN = "<|image|>"
+PHI4_IMAGE_TOKEN_ID = 200010
+# (name, rows, cols, last_w, last_h)
+PHI4_IMAGES = [
+    ("one_crop_padded", 1, 1, 32, 24),
+    ("one_crop_full", 1, 1, 32, 32),
+    ("wide_1x3", 1, 3, 19, 32),
+    ("tall_3x1", 3, 1, 32, 7),
+    ("grid_2x2_full", 2, 2, 32, 32),
+    ("grid_3x3", 3, 3, 13, 27),
+]
+PHI4_QUESTIONS = {
+    "one_crop_padded": "What is it?",
+    "one_crop_full": "Describe the picture in one sentence.",
+    "wide_1x3": "Read the text in the banner.",
+    "tall_3x1": "What colour is the tower?",
+    "grid_2x2_full": "How many windows are there?",
+    "grid_3x3": "List every object you can find, from left to right, with its colour. 这是什么？",
+}
+
+# name: text (layers, heads, kv_heads, hidden, intermediate, partial_rotary_factor, rope, tied),
+#       vision (depth, heads, head_dim, intermediate, feature_layer).
+# head_dim = hidden / heads; rotated dims = int(head_dim * partial) (even), short and long factors
+# one per rotated pair. rope: None (default RoPE, no factors) or (short, long, extra keys): the
+# attention factor is derived from max_position_embeddings 131072 / original 4096 (1.19024...)
+# unless extra gives one, another max_position_embeddings or another original_max_position_embeddings
+# (both the top level's and the rope dict's).
+def _factors(n, lo, hi):
+    return [round(lo + (hi - lo) * i / max(n - 1, 1), 4) for i in range(n)]
+
+
+PHI4_MODELS = [
+    ("g1-h48-p75", (2, 3, 3, 48, 80, 0.75, ("ramp", "long", {}), False), (2, 2, 16, 50, -2)),
+    ("g2-h64-p75", (2, 4, 2, 64, 96, 0.75, ("ramp", "long", {}), True), (3, 4, 16, 72, -2)),
+    ("g3-h72-p50", (1, 6, 2, 72, 101, 0.5, ("ramp", "flat", {}), False), (4, 3, 12, 60, -2)),
+    ("g4-h64-full", (2, 8, 2, 64, 94, 1.0, ("ramp", "long", {}), False), (2, 1, 24, 40, -2)),
+    ("g8-h128-p75", (2, 8, 1, 128, 77, 0.75, ("ramp", "long", {}), True), (3, 2, 20, 66, -2)),
+    ("g2-h40-default", (2, 4, 2, 40, 72, 0.6, None, False), (2, 3, 8, 45, -2)),
+    ("g2-h96-given", (2, 6, 3, 96, 110, 0.75, ("ramp", "long", {"attention_factor": 1.3}), False), (3, 2, 18, 58, -1)),
+    ("g5-h80-max", (2, 5, 1, 80, 85, 0.5, ("flat", "long", {"max_position_embeddings": 32768}), True), (4, 4, 8, 70, -3)),
+    ("g4-h56-p57", (3, 4, 1, 56, 90, 0.5714285714285714, ("ramp", "long", {}), False), (2, 2, 14, 33, -2)),
+    # original_max_position_embeddings 512: every prompt but one_crop_padded's (484 + 8 tokens)
+    # passes it, so transformers prefills and decodes those with the long factors
+    ("g3-h48-o512", (2, 6, 2, 48, 70, 0.75, ("ramp", "long", {"original_max_position_embeddings": 512}), False), (2, 2, 12, 40, -2)),
+]
+
+
 def sha256_f32(a):
     return hashlib.sha256(np.ascontiguousarray(a, dtype="<f4").tobytes()).hexdigest()
 
@@ -323,6 +391,120 @@ def internvl_config(text, vision):
     )
 
 
+def phi4_config(text, vision):
+    layers, heads, kv, hidden, inter, partial, rope, tie = text
+    depth, vheads, vhd, vinter, feature = vision
+    hd = hidden // heads
+    rot = int(hd * partial)
+    if hidden % heads or rot % 2 or rot <= 0:
+        raise SystemExit(f"head_dim {hd} of hidden {hidden} over {heads} heads, {rot} rotated dims: whole, even")
+    half = rot // 2
+    params = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": partial}
+    extra = {}
+    if rope is not None:
+        short, long, extra = rope
+        params = {
+            "rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": partial,
+            "short_factor": _factors(half, 1.0, 2.5) if short == "ramp" else [1.25] * half,
+            "long_factor": _factors(half, 1.0, 40.0) if long == "long" else [3.0] * half,
+            "original_max_position_embeddings": extra.get("original_max_position_embeddings", 4096),
+        }
+        if "attention_factor" in extra:
+            params["attention_factor"] = extra["attention_factor"]
+    return Phi4MultimodalConfig(
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=200064,
+        max_position_embeddings=extra.get("max_position_embeddings", 131072),
+        original_max_position_embeddings=extra.get("original_max_position_embeddings", 4096),
+        rope_parameters=params,
+        tie_word_embeddings=tie,
+        vision_config=dict(
+            hidden_size=vheads * vhd,
+            intermediate_size=vinter,
+            num_hidden_layers=depth,
+            num_attention_heads=vheads,
+            feature_layer=feature,
+        ),
+        # the smallest audio tower the config takes: not run (image prompts), its tensors left
+        # out of the checkpoint (make_model)
+        audio_config=dict(hidden_size=32, intermediate_size=64, num_blocks=1, num_attention_heads=2,
+                          nemo_conv_channels=32, ext_pw_out_channel=32, depthwise_separable_out_channel=32),
+    )
+
+
+def phi4_views(rows, cols, last_w, last_h):
+    """Each view's patch mask [x, y, w, h] (the global view first, then the crops row-major) and,
+    for more than one crop, each view's place on the canvas in patches (the global view's the zero
+    rectangle): what the plugin's plan gives the engine."""
+    masks = [[0, 0, PHI4_VIEW, PHI4_VIEW]]
+    tiles = [[0, 0, 0, 0]]
+    for r in range(rows):
+        for c in range(cols):
+            masks.append([0, 0, last_w if c == cols - 1 else PHI4_VIEW, last_h if r == rows - 1 else PHI4_VIEW])
+            tiles.append([c * PHI4_VIEW, r * PHI4_VIEW, PHI4_VIEW, PHI4_VIEW])
+    return masks, (tiles if rows * cols > 1 else None)
+
+
+def phi4_tokens(rows, cols, last_w, last_h):
+    """num_img_tokens: 256 + 16 (the global view's rows and separators) + 1 + the stitched crops'
+    kept cells with a separator after each row."""
+    kept = lambda n: (n + 1) // 2  # noqa: E731  (mask[0::2, 0::2])
+    h = (rows - 1) * (PHI4_VIEW // 2) + kept(last_h)
+    w = (cols - 1) * (PHI4_VIEW // 2) + kept(last_w)
+    side = PHI4_VIEW // 2
+    return h * (w + 1) + 1 + side * (side + 1)
+
+
+def phi4_inputs_of(spec, pixels):
+    """The processor's image inputs for the views' pixel rows."""
+    _, rows, cols, last_w, last_h = spec
+    views = 1 + rows * cols
+    masks, _ = phi4_views(rows, cols, last_w, last_h)
+    am = torch.zeros(1, views, PHI4_VIEW, PHI4_VIEW, dtype=torch.long)
+    for v, (x, y, w, h) in enumerate(masks):
+        am[0, v, y : y + h, x : x + w] = 1
+    pv = internvl_tiles(pixels, [views, PHI4_VIEW, PHI4_VIEW]).unsqueeze(0)
+    return {
+        "image_pixel_values": pv,
+        "image_attention_mask": am,
+        "image_sizes": torch.tensor([[448 * rows, 448 * cols]]),
+    }
+
+
+PHI4_SPECS = {im[0]: im for im in PHI4_IMAGES}
+
+
+def phi4_inputs(ids, pixels, grid, image):
+    return phi4_inputs_of(PHI4_SPECS[image], pixels)
+
+
+def phi4_vision(model, pixels, grid, image):
+    """The engine's EncodeVision rows: Phi4MultimodalImageEmbedding's projected rows in the
+    order they fill the image's placeholders (sub-crop rows, glb_GN, global rows)."""
+    spec = PHI4_SPECS[image]
+    n = phi4_tokens(*spec[1:])
+    emb = model.model.embed_tokens_extend.image_embed
+    hidden = model.config.hidden_size
+    out = emb(torch.full((1, n), PHI4_IMAGE_TOKEN_ID), torch.zeros(1, n, hidden), **phi4_inputs_of(spec, pixels))
+    return out[0]
+
+
+def phi4_summary(text, vision):
+    layers, heads, kv, hidden, inter, partial, rope, tie = text
+    depth, vheads, vhd, vinter, feature = vision
+    return {
+        "layers": layers, "heads": heads, "kv_heads": kv, "head_dim": hidden // heads, "hidden": hidden,
+        "intermediate": inter, "partial_rotary_factor": partial, "rotated_dims": int(hidden // heads * partial),
+        "rope": "default" if rope is None else {"short": rope[0], "long": rope[1], **rope[2]}, "tied": tie,
+        "vision_depth": depth, "vision_heads": vheads, "vision_hidden": vheads * vhd,
+        "vision_intermediate": vinter, "feature_layer": feature,
+    }
+
+
 def qwen25_vision(model, pixels, grid):
     v = model.model.get_image_features(torch.from_numpy(pixels), torch.tensor([grid])).pooler_output
     return torch.cat(v, dim=0)
@@ -418,6 +600,15 @@ class Family:
     # the prompt cases (build_cases) and the model's inputs beside input_ids (qwen_inputs)
     cases: callable = None
     inputs: callable = None
+    # the tokenizer's directory, generate's pad id, transformers' attention implementation
+    tokenizer: str = TOKENIZER_DIR
+    pad_id: int = 151643
+    attn: str = None
+    # per image name: its views' patch masks and tile places ([x, y, w, h] lists, None for
+    # none), recorded in the golden for the engine's model.Image
+    views: callable = None
+    # a checkpoint tensor the sweep leaves out (names the family binds none of)
+    skip: callable = None
 
     def grids(self):
         """(name, [t, h, w]) of every image."""
@@ -428,7 +619,7 @@ FAMILIES = {
     "qwen2_5_vl": Family(
         out=OUT, generator="scripts/reference/make_sweep.py", seed=SEED,
         system=SYSTEM, template=QWEN2_VL_TEMPLATE, images=IMAGES, questions=QUESTIONS, models=MODELS,
-        config=make_config, model_class=Qwen2_5_VLForConditionalGeneration, vision=qwen25_vision,
+        config=make_config, model_class=Qwen2_5_VLForConditionalGeneration, vision=lambda m, p, g, _: qwen25_vision(m, p, g),
         summary=qwen25_summary, patch_dim=3 * 2 * 14 * 14,
     ),
     # No default system turn (families.md §2.4).
@@ -436,7 +627,7 @@ FAMILIES = {
         out=os.path.join(SWEEP_DIR, "qwen3_vl.json"), generator="scripts/reference/make_sweep.py --family qwen3_vl",
         seed=QWEN3_SEED, system="", template=QWEN3_VL_TEMPLATE, images=QWEN3_IMAGES,
         questions=QWEN3_QUESTIONS, models=QWEN3_MODELS, config=qwen3_config,
-        model_class=Qwen3VLForConditionalGeneration, vision=qwen3_vision, summary=qwen3_summary,
+        model_class=Qwen3VLForConditionalGeneration, vision=lambda m, p, g, _: qwen3_vision(m, p, g), summary=qwen3_summary,
         patch_dim=3 * 2 * 16 * 16,
     ),
     # No system turn; tiles of 448 pixels, Conv2d patches of 14 (families.md §3).
@@ -444,8 +635,21 @@ FAMILIES = {
         out=os.path.join(SWEEP_DIR, "internvl.json"), generator="scripts/reference/make_sweep.py --family internvl",
         seed=INTERNVL_SEED, system="", template=INTERNVL_TEMPLATE, images=INTERNVL_IMAGES,
         questions=INTERNVL_QUESTIONS, models=INTERNVL_MODELS, config=internvl_config,
-        model_class=InternVLForConditionalGeneration, vision=internvl_vision, summary=internvl_summary,
-        patch_dim=3 * 14 * 14, cases=lambda fam, tok: internvl_cases(fam, tok), inputs=internvl_inputs,
+        model_class=InternVLForConditionalGeneration, vision=lambda m, p, g, _: internvl_vision(m, p, g),
+        summary=internvl_summary, patch_dim=3 * 14 * 14, cases=lambda fam, tok: internvl_cases(fam, tok),
+        inputs=lambda ids, p, g, _: internvl_inputs(ids, p, g),
+    ),
+    # No system turn; the processor's views with their masks and places (families.md §4), eager
+    # attention (§11), the audio tower's tensors left out.
+    "phi4_multimodal": Family(
+        out=os.path.join(SWEEP_DIR, "phi4_multimodal.json"),
+        generator="scripts/reference/make_sweep.py --family phi4_multimodal", seed=PHI4_SEED, system="",
+        template=None, images=[(im[0], 1 + im[1] * im[2], PHI4_VIEW, PHI4_VIEW) for im in PHI4_IMAGES],
+        questions=PHI4_QUESTIONS, models=PHI4_MODELS, config=phi4_config, model_class=Phi4MultimodalForCausalLM,
+        vision=phi4_vision, summary=phi4_summary, patch_dim=3 * 14 * 14, cases=lambda fam, tok: phi4_cases(fam, tok),
+        inputs=phi4_inputs, tokenizer=PHI4_TOKENIZER_DIR, pad_id=199999, attn="eager",
+        views=lambda image: phi4_views(*PHI4_SPECS[image][1:]),
+        skip=lambda name: ".audio_embed." in name,
     ),
 }
 
@@ -510,10 +714,36 @@ def internvl_cases(fam, tok):
     return cases
 
 
+def phi4_cases(fam, tok):
+    """Phi-4's chat format (the tokenizer's template: <|user|>, the parts in order, <|end|>,
+    <|assistant|>), the image placeholder expanded to num_img_tokens as Phi4MultimodalProcessor
+    does; the text on either side tokenized with the Phi-4 tokenizer."""
+    cases = []
+    for image, rows, cols, last_w, last_h in PHI4_IMAGES:
+        n = phi4_tokens(rows, cols, last_w, last_h)
+        for order in ORDERS:
+            q = fam.questions[image]
+            parts = [{"type": "image"}, {"type": "text", "text": q}]
+            if order != "image_first":
+                parts.reverse()
+            rendered = tok.apply_chat_template([{"role": "user", "content": parts}], tokenize=False, add_generation_prompt=True)
+            body = PHI4_IMAGE_TOKEN + q if order == "image_first" else q + PHI4_IMAGE_TOKEN
+            prompt = "<|user|>" + body + "<|end|><|assistant|>"
+            if rendered != prompt:
+                raise SystemExit(f"{image}/{order}: the chat template renders {rendered!r}, not {prompt!r}")
+            before, after = prompt.split(PHI4_IMAGE_TOKEN)
+            text_before, text_after = tok(before)["input_ids"], tok(after)["input_ids"]
+            if PHI4_IMAGE_TOKEN_ID in text_before + text_after:
+                raise SystemExit(f"{image}/{order}: the text tokenized to the image placeholder")
+            ids = text_before + [PHI4_IMAGE_TOKEN_ID] * n + text_after
+            cases.append({"name": f"{image}/{order}", "image": image, "order": order, "prompt": prompt, "input_ids": ids})
+    return cases
+
+
 def run_case(fam, model, case, pixels, grid):
     ids = torch.tensor([case["input_ids"]])
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    inputs.update((fam.inputs or qwen_inputs)(ids, pixels, grid))
+    inputs.update((fam.inputs or (lambda ids, p, g, _: qwen_inputs(ids, p, g)))(ids, pixels, grid, case["image"]))
     # Ignore-EOS semantics, as make_fixtures.py: EOS is cleared from the generation config.
     saved = model.generation_config.eos_token_id
     model.generation_config.eos_token_id = None
@@ -525,7 +755,7 @@ def run_case(fam, model, case, pixels, grid):
                 num_beams=1,
                 repetition_penalty=1.0,
                 max_new_tokens=MAX_NEW_TOKENS,
-                pad_token_id=151643,
+                pad_token_id=fam.pad_id,
                 output_logits=True,
                 return_dict_in_generate=True,
             )
@@ -563,6 +793,9 @@ def make_model(fam, index, name, text, vision, cases, pixels, work):
     fam.model_class(config).save_pretrained(model_dir)
     st = os.path.join(model_dir, "model.safetensors")
     shapes = read_header(st)
+    skipped = sorted(n for n in shapes if fam.skip is not None and fam.skip(n))
+    for n in skipped:
+        del shapes[n]
     tensors, manifest = {}, []
     for tname in sorted(shapes):
         t = seeded_tensor(seed, tname, shapes[tname])
@@ -570,9 +803,15 @@ def make_model(fam, index, name, text, vision, cases, pixels, work):
         manifest.append({"name": tname, "shape": shapes[tname], "sum": float(np.sum(t, dtype=np.float64)), "sha256": sha256_f32(t)})
     save_file(tensors, st, metadata={"format": "pt"})
     del tensors
-    model, info = fam.model_class.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True)
-    if any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")):
+    kw = {"attn_implementation": fam.attn} if fam.attn else {}
+    model, info = fam.model_class.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True, **kw)
+    if sorted(info["missing_keys"]) != skipped or info["unexpected_keys"] or info["mismatched_keys"]:
         raise SystemExit(f"{name}: loading the seeded weights: {info}")
+    if fam.attn:
+        for mod in model.modules():
+            c = getattr(mod, "config", None)
+            if c is not None and c._attn_implementation != fam.attn:
+                raise SystemExit(f"{name}: {type(mod).__name__} runs {c._attn_implementation} attention, not {fam.attn}")
     model.eval()
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg_json = json.load(f)
@@ -580,7 +819,7 @@ def make_model(fam, index, name, text, vision, cases, pixels, work):
     vision_out = []
     with torch.no_grad():
         for image, grid in fam.grids():
-            v = fam.vision(model, pixels[image], grid).double().numpy()
+            v = fam.vision(model, pixels[image], grid, image).double().numpy()
             vision_out.append({"image": image, "rows": v.shape[0], "dim": v.shape[1], "sum": float(v.sum()), "sumabs": float(np.abs(v).sum())})
     results = []
     grids = dict(fam.grids())
@@ -618,13 +857,19 @@ def main():
         ap.error("--check needs --only")
     fam = FAMILIES[args.family]
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    tok = AutoTokenizer.from_pretrained(TOKENIZER_DIR)
+    tok = AutoTokenizer.from_pretrained(fam.tokenizer)
     cases = build_cases(fam, tok)
     pixels, images = {}, []
     for image, grid in fam.grids():
         px = seeded_pixels(fam.seed, image, grid[0] * grid[1] * grid[2], fam.patch_dim)
         pixels[image] = px
-        images.append({"name": image, "grid": grid, "sha256": sha256_f32(px)})
+        rec = {"name": image, "grid": grid, "sha256": sha256_f32(px)}
+        if fam.views is not None:
+            masks, tiles = fam.views(image)
+            rec["masks"] = masks
+            if tiles is not None:
+                rec["tiles"] = tiles
+        images.append(rec)
     only = set(args.only.split(",")) if args.only else None
     if only is not None and only - {m[0] for m in fam.models}:
         raise SystemExit(f"--only: no model {sorted(only - {m[0] for m in fam.models})} in the {args.family} sweep")
@@ -655,6 +900,7 @@ def main():
             "torch": torch.__version__,
             "max_new_tokens": MAX_NEW_TOKENS,
             "semantics": "fp32 reference from seeded F32 weights; greedy, repetition_penalty 1.0, EOS never stops",
+            **({"attn_implementation": fam.attn} if fam.attn else {}),
         },
         "seed": fam.seed,
         "pixel_rule": "0.15 + 1.95u under the name pixels/<image>",

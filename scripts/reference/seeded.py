@@ -16,9 +16,12 @@ weights come from this generator, written bit-identically in Go
                1 + 0.1u                    the other 1-D weights (RMSNorm and LayerNorm gains,
                                            Qwen3-VL's q_norm and k_norm)
                u * sqrt(3)                 embed_tokens (unit-variance rows)
-               0.5u                        InternViT's cls_token and position_embeddings (the
-                                           fan-in rule would make a position table of 1025 rows
-                                           vanish next to the patches)
+               0.5u                        InternViT's cls_token and position_embeddings, MoonViT's
+                                           patch_embed.pos_emb.weight, Phi-4's SigLIP
+                                           position_embedding.weight and its sub/global separators
+                                           (*_img_feature_extensor): the fan-in rule would make a
+                                           position table vanish next to the patches, and the
+                                           separators next to the pooled cells
                u * 4 * sqrt(3 / hidden)    lm_head: logits of std ~4, as tied ones have, so greedy
                                            margins stay far above float32 rounding
                u * sqrt(3 / fan_in)        other matrices, fan_in = product of the dims after the
@@ -59,6 +62,9 @@ M64 = (1 << 64) - 1
 # The final RMSNorm gain, zero-mean (see the module doc), by checkpoint layout.
 FINAL_NORMS = ("model.norm.weight", "model.language_model.norm.weight", "language_model.model.norm.weight")
 LM_HEADS = ("lm_head.weight", "language_model.lm_head.weight")
+# Tensors added to or placed among activations of unit scale, 0.5u (see the module doc).
+HALF_SCALE = ("embeddings.cls_token", "embeddings.position_embeddings", "patch_embed.pos_emb.weight",
+              "embeddings.position_embedding.weight", "_img_feature_extensor")
 
 
 def fnv1a64(s):
@@ -91,7 +97,7 @@ def seeded_tensor(seed, name, shape):
         v = np.float32(0.05) * u
     elif name in FINAL_NORMS:
         v = np.float32(math.sqrt(3.0)) * u
-    elif name.endswith("embeddings.cls_token") or name.endswith("embeddings.position_embeddings"):
+    elif name.endswith(HALF_SCALE):
         v = np.float32(0.5) * u
     elif len(shape) == 1:
         v = np.float32(1) + np.float32(0.1) * u

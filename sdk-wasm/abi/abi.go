@@ -18,7 +18,8 @@
 // what a family of padded crops needs: a patch mask ([View.Mask], the patches the encoder
 // attends to), a float resize of the normalised canvas ([View.FloatResize]) and separator
 // tokens in the image span ([Plan.SeparatorTokens]), Phi-4-multimodal's HD crops and global
-// view. Everything else is ABI 1, unchanged: the exports, the memory protocol, the single-view
+// view. Wire minor 4 adds a first resize before a view's resize ([View.PreResize]):
+// LocateAnything's token-limit shrink followed by its stretch to multiples of 28. Everything else is ABI 1, unchanged: the exports, the memory protocol, the single-view
 // plan and the single span. A plugin says which vocabulary it speaks in [Description.ABI]; a
 // host that speaks 2 serves both.
 //

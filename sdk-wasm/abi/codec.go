@@ -42,7 +42,9 @@ var ErrMalformed = errors.New("malformed message")
 //	minor 3  View.Mask and View.FloatResize (each a presence byte, then the value) at the end
 //	         of every view, and Plan.SeparatorTokens after the views of a plan that has any (a
 //	         plan without views is the same bytes as at minor 2)
-const Minor = 3
+//	minor 4  View.PreResize (a presence byte, then the value) at the end of every view (a plan
+//	         without views is the same bytes as at minor 2 and 3)
+const Minor = 4
 
 // Message kinds.
 const (
@@ -263,6 +265,19 @@ func (w *writer) plan(p *Plan) {
 	case w.minor < 3 && p.needsMinor3():
 		w.fail("a plan with patch masks, float resizes or separator tokens needs wire minor 3, the peer speaks %d", w.minor)
 	}
+	if w.minor < 4 && p.needsMinor4() {
+		w.fail("a plan with a view resized twice (pre-resize) needs wire minor 4, the peer speaks %d", w.minor)
+	}
+}
+
+// needsMinor4 reports whether the plan uses a field of wire minor 4.
+func (p *Plan) needsMinor4() bool {
+	for i := range p.Views {
+		if p.Views[i].PreResize != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // needsMinor3 reports whether the plan uses a field of wire minor 3.
@@ -337,6 +352,9 @@ func (w *writer) view(v *View) {
 	if w.minor >= 3 {
 		w.rect(v.Mask)
 		w.resize(v.FloatResize)
+	}
+	if w.minor >= 4 {
+		w.resize(v.PreResize)
 	}
 }
 
@@ -653,6 +671,9 @@ func (r *reader) plan(p *Plan, minor int) {
 			if minor >= 3 {
 				v.Mask = r.rect()
 				v.FloatResize = r.resize()
+			}
+			if minor >= 4 {
+				v.PreResize = r.resize()
 			}
 		}
 		if minor >= 3 {

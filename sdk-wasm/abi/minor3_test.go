@@ -78,7 +78,7 @@ func TestMinor3RoundTrip(t *testing.T) {
 func TestMinor3KeepsOlderBytes(t *testing.T) {
 	single := samplePlan()
 	b2, err2 := EncodeAt(&single, 2)
-	b3, err3 := Encode(&single)
+	b3, err3 := EncodeAt(&single, 3)
 	if err2 != nil || err3 != nil || !bytes.Equal(b2[2:], b3[2:]) || b3[1] != 3 {
 		t.Fatalf("a plan without views: minor 2 %x (%v), minor 3 %x (%v)", b2, err2, b3, err3)
 	}
@@ -88,7 +88,7 @@ func TestMinor3KeepsOlderBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// minor 2 as it was: the view fields up to image tokens, nothing after the last view
-	cur, _ := Encode(&views)
+	cur, _ := EncodeAt(&views, 3)
 	if len(cur) != len(old)+2*len(views.Views)+1 {
 		t.Errorf("views at minor 3: %d bytes, minor 2: %d; want two presence bytes a view and a separator count", len(cur), len(old))
 	}

@@ -151,13 +151,14 @@ type Plan struct {
 }
 
 // View is one picture cut from the image (ABI 2), e.g. one 448×448 tile of InternVL's grid or
-// its thumbnail. The host applies, in order: Crop (source pixels), Resize, Region (a rectangle
+// its thumbnail. The host applies, in order: Crop (source pixels), PreResize, Resize, Region (a rectangle
 // of the resized image: tiles cut from one canvas resized once; the host resizes each distinct
 // (Crop, Resize) pair once), Pad, Normalize, FloatResize (of the normalised canvas), patchify.
 //
 // Wire minor 3 adds two fields: Mask, the patches the vision encoder attends to (a crop padded
 // past the image's edge masks its padding), and FloatResize, a resize of the normalised float
 // canvas (Phi-4-multimodal's global view is its padded, normalised canvas shrunk to 448×448).
+// Wire minor 4 adds PreResize, a first resize before Resize.
 type View struct {
 	// Crop, when set, keeps only this region of the source.
 	Crop *Rect `json:"crop,omitempty"`
@@ -187,6 +188,11 @@ type View struct {
 	// combination FilterBicubic (a = −0.75, align_corners false), FlavorTorchvision, Antialias
 	// false (what transformers' torchvision backend does to a float image with antialias=False).
 	FloatResize *Resize `json:"float_resize,omitempty"`
+	// PreResize (wire minor 4), when set, scales the (cropped) image once before Resize, which
+	// must then be set too, with an 8-bit image in between: a reference that resizes twice
+	// (LocateAnything shrinks an image past its token limit, then stretches the result to
+	// multiples of 28) is reproduced only by both resizes, each rounding to 8 bits.
+	PreResize *Resize `json:"pre_resize,omitempty"`
 }
 
 // Padded returns the size of the view after crop, resize, region and pad, for a source of size

@@ -22,9 +22,9 @@ const (
 	// MaxSpans bounds Frame.Spans (ABI 2): at most one span per view.
 	MaxSpans = MaxViews
 	// MaxViewPixels bounds the sum of the views' canvas areas (a view with a FloatResize counts
-	// its padded canvas and its resized one), so that a plan of many views costs the host no
-	// more pixel work than the largest single-view plan would (MaxSide² = 2^30 pixels at most,
-	// whatever the view count).
+	// its padded canvas and its resized one, a view with a PreResize its first resize's image
+	// too), so that a plan of many views costs the host no more pixel work than the largest
+	// single-view plan would (MaxSide² = 2^30 pixels at most, whatever the view count).
 	MaxViewPixels = MaxSide * MaxSide
 )
 
@@ -92,6 +92,9 @@ func (p *Plan) validateViews() error {
 		if v.FloatResize != nil {
 			area += v.FloatResize.Width * v.FloatResize.Height
 		}
+		if v.PreResize != nil {
+			area += v.PreResize.Width * v.PreResize.Height
+		}
 		if tokens > MaxImageTokens || area > MaxViewPixels {
 			return invalid("views 0 to %d already make %d image tokens (at most %d) over %d canvas pixels (at most %d)",
 				i, tokens, MaxImageTokens, area, MaxViewPixels)
@@ -109,6 +112,14 @@ func (p *Plan) validateViews() error {
 func (v *View) validate(src Size) error {
 	if err := checkCrop(v.Crop, src); err != nil {
 		return err
+	}
+	if v.PreResize != nil {
+		if v.Resize == nil {
+			return invalid("a pre-resize without a resize (one resize is Resize)")
+		}
+		if err := checkResize(v.PreResize); err != nil {
+			return fmt.Errorf("pre-resize: %w", err)
+		}
 	}
 	if err := checkResize(v.Resize); err != nil {
 		return err

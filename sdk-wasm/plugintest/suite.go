@@ -65,6 +65,9 @@ type WantView struct {
 	// Mask, when set, is the view's patch mask (abi.View.PatchMask: the whole grid when the plan
 	// has none).
 	Mask *abi.Rect `json:"mask,omitempty"`
+	// PreResize, when set, is the size of the view's first resize (abi.View.PreResize); {0, 0}
+	// means the view is resized at most once.
+	PreResize *abi.Size `json:"pre_resize,omitempty"`
 }
 
 // check compares the view v of a plan for an image of size src with w.
@@ -117,6 +120,15 @@ func (w *WantView) check(v *abi.View, src abi.Size) error {
 	}
 	if w.Mask != nil && v.PatchMask() != *w.Mask {
 		return errorf("patch mask %+v, want %+v", v.PatchMask(), *w.Mask)
+	}
+	if w.PreResize != nil {
+		var got abi.Size
+		if r := v.PreResize; r != nil {
+			got = abi.Size{Width: r.Width, Height: r.Height}
+		}
+		if got != *w.PreResize {
+			return errorf("pre-resize to %+v, want %+v", got, *w.PreResize)
+		}
 	}
 	return nil
 }

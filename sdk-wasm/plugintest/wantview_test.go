@@ -41,3 +41,30 @@ func TestWantViewMinor3(t *testing.T) {
 		})
 	}
 }
+
+// TestWantViewPreResize: a want's pre-resize is compared by size, {0, 0} for none.
+func TestWantViewPreResize(t *testing.T) {
+	src := abi.Size{Width: 4000, Height: 3000}
+	twice := abi.View{PreResize: &abi.Resize{Width: 1847, Height: 1385}, Resize: &abi.Resize{Width: 1848, Height: 1400}}
+	once := abi.View{Resize: &abi.Resize{Width: 1848, Height: 1400}}
+	resized := abi.Size{Width: 1848, Height: 1400}
+	for _, tc := range []struct {
+		name string
+		v    abi.View
+		want WantView
+		err  string
+	}{
+		{"as planned", twice, WantView{Resized: resized, PreResize: &abi.Size{Width: 1847, Height: 1385}}, ""},
+		{"another size", twice, WantView{Resized: resized, PreResize: &abi.Size{Width: 1848, Height: 1385}}, "pre-resize to"},
+		{"missing", once, WantView{Resized: resized, PreResize: &abi.Size{Width: 1847, Height: 1385}}, "pre-resize to {Width:0 Height:0}"},
+		{"unwanted", twice, WantView{Resized: resized, PreResize: &abi.Size{}}, "pre-resize to {Width:1847 Height:1385}"},
+		{"not checked", twice, WantView{Resized: resized}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.want.check(&tc.v, src)
+			if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("got %v, want %q", err, tc.err)
+			}
+		})
+	}
+}

@@ -34,7 +34,7 @@ func Check(cfg *model.Config, lim model.Limits, req *Request) error {
 	}
 	// An image's placeholders may lie in several runs (a frame of several image spans, plugin
 	// ABI 2: special tokens between them): runs go to the images in order until each has its
-	// grid's tokens. The rows fill the placeholders in order either way.
+	// tokens (model.ImageTokens: the grid's, or its family's count of a masked image). The rows fill the placeholders in order either way.
 	next := 0
 	for i, img := range req.Images {
 		g := img.Grid
@@ -53,13 +53,20 @@ func Check(cfg *model.Config, lim model.Limits, req *Request) error {
 		if err := img.CheckMasks(); err != nil {
 			return fmt.Errorf("image %d: %w", i, err)
 		}
-		need, got := cfg.ImageTokens(img), 0
+		if err := img.CheckTiles(); err != nil {
+			return fmt.Errorf("image %d: %w", i, err)
+		}
+		need, err := model.ImageTokens(cfg, &img)
+		if err != nil {
+			return fmt.Errorf("image %d: %w", i, err)
+		}
+		got := 0
 		for got < need && next < len(runs) {
 			got += runs[next]
 			next++
 		}
 		if got != need {
-			return fmt.Errorf("image %d: %d placeholder tokens, grid %v needs %d: %w", i, got, g, need, ml.ErrInvalidInput)
+			return fmt.Errorf("image %d: %d placeholder tokens, the image (grid %v) needs %d: %w", i, got, g, need, ml.ErrInvalidInput)
 		}
 		if e := img.Embeddings; e != nil {
 			if !e.Fits(got, cfg.EmbedDim()) {
@@ -72,8 +79,15 @@ func Check(cfg *model.Config, lim model.Limits, req *Request) error {
 	if next != len(runs) {
 		return fmt.Errorf("%d image placeholder runs, %d of them for %d images: %w", len(runs), next, len(req.Images), ml.ErrInvalidInput)
 	}
-	if total := len(req.IDs) + req.MaxNewTokens; total > lim.ContextLength {
+	total := len(req.IDs) + req.MaxNewTokens
+	if total > lim.ContextLength {
 		return &model.BoundsError{Err: model.ErrContextExceeded, What: "prompt plus max new tokens", Got: total, Limit: lim.ContextLength}
+	}
+	// LongRoPE: a prompt within original_max_position_embeddings runs the short factors and may
+	// not grow past it (model.TextConfig.LongRoPE: the reference's switch there is not followed)
+	if t := &cfg.Text; len(t.RopeLongFactors) > 0 && len(req.IDs) <= t.RopeOriginalMax && total > t.RopeOriginalMax {
+		return &model.BoundsError{Err: model.ErrContextExceeded,
+			What: "prompt plus max new tokens of a prompt within original_max_position_embeddings (LongRoPE's short factors)", Got: total, Limit: t.RopeOriginalMax}
 	}
 	return nil
 }

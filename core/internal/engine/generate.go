@@ -37,7 +37,7 @@ const (
 
 // Request is one generation: a tokenized prompt whose image placeholder runs match Images.
 type Request struct {
-	// IDs is the prompt, each image already expanded to Grid.Tokens placeholder ids.
+	// IDs is the prompt, each image already expanded to its placeholder ids (model.ImageTokens).
 	IDs    []int32
 	Images []model.Image
 	// MaxNewTokens caps the generated tokens (a sampled stop token does not count).
@@ -176,7 +176,7 @@ func generate(ctx context.Context, m model.Model, req Request, d driver) (*Resul
 	}
 	res.Timings.Vision = time.Since(start)
 
-	pos, err := model.PromptPositions(cfg, req.IDs, req.Images)
+	pos, err := model.PromptPositionsOf(cfg, req.IDs, req.Images)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,11 @@ func generate(ctx context.Context, m model.Model, req Request, d driver) (*Resul
 	for i, e := range embeds {
 		tokens[i] = e.Tokens
 	}
-	for _, c := range prefillChunks(req.IDs, cfg.ImageTokenID, d.chunk, tokens) {
+	margin := 0
+	if cfg.Text.BidirectionalImage {
+		margin = 1 // <|vision_start|> and <|vision_end|> belong to the image's block
+	}
+	for _, c := range prefillChunks(req.IDs, cfg.ImageTokenID, d.chunk, margin, tokens) {
 		in := model.Input{Seq: seq, IDs: req.IDs[c.from:c.to], Positions: pos.Slice(c.from, c.to), Logits: logits && c.to == len(req.IDs)}
 		in.Images = embeds[image : image+c.images]
 		image += c.images
@@ -282,10 +286,11 @@ func generate(ctx context.Context, m model.Model, req Request, d driver) (*Resul
 type chunk struct{ from, to, images int }
 
 // prefillChunks cuts a prompt into pieces of at most limit tokens (all of it when limit <= 0),
-// never inside an image: from its first placeholder to its last (an image's placeholders may lie
-// in several runs, tokens[i] of them in all for image i), a unit that a piece holds whole, alone
-// when it is longer than limit.
-func prefillChunks(ids []int32, imageID int32, limit int, tokens []int) []chunk {
+// never inside an image: from margin tokens before its first placeholder to margin tokens after
+// its last (an image's placeholders may lie in several runs, tokens[i] of them in all for image
+// i; margin 1 keeps a bidirectional block, <|vision_start|> ... <|vision_end|>, whole), a unit
+// that a piece holds whole, alone when it is longer than limit.
+func prefillChunks(ids []int32, imageID int32, limit, margin int, tokens []int) []chunk {
 	if limit <= 0 {
 		limit = len(ids)
 	}
@@ -293,8 +298,11 @@ func prefillChunks(ids []int32, imageID int32, limit int, tokens []int) []chunk 
 	c := chunk{}
 	image := 0
 	for i := 0; i < len(ids); {
-		// the next unit: one text token, or a whole image
+		// the next unit: one text token, or a whole image with its margin
 		j, isImage := i+1, ids[i] == imageID
+		if !isImage && margin > 0 && image < len(tokens) && i+margin < len(ids) && ids[i+margin] == imageID {
+			isImage = true // the image's block begins here
+		}
 		if isImage {
 			for left := tokens[image]; ; j++ {
 				if ids[j-1] == imageID {
@@ -304,6 +312,7 @@ func prefillChunks(ids []int32, imageID int32, limit int, tokens []int) []chunk 
 					break
 				}
 			}
+			j = min(j+margin, len(ids))
 		}
 		if j-c.from > limit && i > c.from {
 			c.to = i

@@ -21,21 +21,27 @@ func TestPrefillChunks(t *testing.T) {
 		ids    []int32
 		tokens []int // per image
 		limit  int
+		margin int // tokens of an image's block before and after its placeholders
 		want   []chunk
 	}{
-		{"whole", []int32{1, 2, I, I, 3}, []int{2}, 0, []chunk{{0, 5, 1}}},
-		{"text only", []int32{1, 2, 3, 4, 5}, nil, 2, []chunk{{0, 2, 0}, {2, 4, 0}, {4, 5, 0}}},
-		{"image not split", []int32{1, I, I, I, 2, 3}, []int{3}, 3, []chunk{{0, 1, 0}, {1, 4, 1}, {4, 6, 0}}},
-		{"image longer than the limit", []int32{1, I, I, I, I, I, 2}, []int{5}, 2, []chunk{{0, 1, 0}, {1, 6, 1}, {6, 7, 0}}},
-		{"image fills the piece", []int32{I, I, 1, 2, I, 3}, []int{2, 1}, 2, []chunk{{0, 2, 1}, {2, 4, 0}, {4, 6, 1}}},
-		{"two images in one piece", []int32{I, 1, I, 2}, []int{1, 1}, 8, []chunk{{0, 4, 2}}},
-		{"limit one", []int32{1, I, I, 2}, []int{2}, 1, []chunk{{0, 1, 0}, {1, 3, 1}, {3, 4, 0}}},
-		{"an image in two spans", []int32{1, I, I, 5, 6, I, 2, I}, []int{3, 1}, 2, []chunk{{0, 1, 0}, {1, 6, 1}, {6, 8, 1}}},
-		{"adjacent runs of two images", []int32{I, I, I}, []int{1, 2}, 1, []chunk{{0, 1, 1}, {1, 3, 1}}},
+		{"whole", []int32{1, 2, I, I, 3}, []int{2}, 0, 0, []chunk{{0, 5, 1}}},
+		{"text only", []int32{1, 2, 3, 4, 5}, nil, 2, 0, []chunk{{0, 2, 0}, {2, 4, 0}, {4, 5, 0}}},
+		{"image not split", []int32{1, I, I, I, 2, 3}, []int{3}, 3, 0, []chunk{{0, 1, 0}, {1, 4, 1}, {4, 6, 0}}},
+		{"image longer than the limit", []int32{1, I, I, I, I, I, 2}, []int{5}, 2, 0, []chunk{{0, 1, 0}, {1, 6, 1}, {6, 7, 0}}},
+		{"image fills the piece", []int32{I, I, 1, 2, I, 3}, []int{2, 1}, 2, 0, []chunk{{0, 2, 1}, {2, 4, 0}, {4, 6, 1}}},
+		{"two images in one piece", []int32{I, 1, I, 2}, []int{1, 1}, 8, 0, []chunk{{0, 4, 2}}},
+		{"limit one", []int32{1, I, I, 2}, []int{2}, 1, 0, []chunk{{0, 1, 0}, {1, 3, 1}, {3, 4, 0}}},
+		{"an image in two spans", []int32{1, I, I, 5, 6, I, 2, I}, []int{3, 1}, 2, 0, []chunk{{0, 1, 0}, {1, 6, 1}, {6, 8, 1}}},
+		{"adjacent runs of two images", []int32{I, I, I}, []int{1, 2}, 1, 0, []chunk{{0, 1, 1}, {1, 3, 1}}},
+		// a bidirectional block (margin 1: <|vision_start|> 7, <|vision_end|> 8) stays whole
+		{"block kept whole", []int32{1, 2, 7, I, I, 8, 3}, []int{2}, 2, 1, []chunk{{0, 2, 0}, {2, 6, 1}, {6, 7, 0}}},
+		{"block after a cut text", []int32{1, 7, I, I, 8, 3, 4}, []int{2}, 3, 1, []chunk{{0, 1, 0}, {1, 5, 1}, {5, 7, 0}}},
+		{"block fits with text", []int32{1, 7, I, 8, 3, 4}, []int{1}, 4, 1, []chunk{{0, 4, 1}, {4, 6, 0}}},
+		{"block at the prompt's start and end", []int32{7, I, 8}, []int{1}, 1, 1, []chunk{{0, 3, 1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := prefillChunks(tt.ids, I, tt.limit, tt.tokens); !slices.Equal(got, tt.want) {
+			if got := prefillChunks(tt.ids, I, tt.limit, tt.margin, tt.tokens); !slices.Equal(got, tt.want) {
 				t.Errorf("prefillChunks = %v, want %v", got, tt.want)
 			}
 		})

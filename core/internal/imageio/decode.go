@@ -20,6 +20,23 @@ type RGB = pixels.RGB
 // truncated body is an *Error with CodeCorrupt; an unsupported coding feature one with
 // CodeFormat.
 func Decode(ctx context.Context, data []byte, hdr Header) (*RGB, error) {
+	return DecodeWith(ctx, data, hdr, Options{})
+}
+
+// Options choose how a reference other than transformers' load_image reads an image file.
+type Options struct {
+	// OverWhite composites transparent pixels on white, as a loader that opens with PIL, converts
+	// "P" to "RGBA" and pastes "RGBA" on a white "RGB" image with the alpha band as the mask
+	// does (Lance's get_video_tensor_online): an 8-bit RGBA PNG, and a palette PNG with a tRNS
+	// chunk (its alphas by index), become round((255*(255-a) + c*a) / 255) per channel in PIL's
+	// integer arithmetic; other colour models convert as Decode does (grey+alpha drops it, a
+	// tRNS colour key of RGB or grey images is ignored, as convert("RGB") does).
+	OverWhite bool
+}
+
+// DecodeWith is Decode reading the file as opts say. The orientation applied is hdr's: a
+// reference that ignores EXIF orientation takes Header.Stored's header.
+func DecodeWith(ctx context.Context, data []byte, hdr Header, opts Options) (*RGB, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("decoding image: %w", err)
 	}
@@ -34,7 +51,7 @@ func Decode(ctx context.Context, data []byte, hdr Header) (*RGB, error) {
 		}
 		img, err = decodeJPEGRGB(ctx, data, hdr.jpeg)
 	case FormatPNG:
-		img, err = decodePNG(ctx, data)
+		img, err = decodePNG(ctx, data, opts.OverWhite)
 	default:
 		return nil, refuse(CodeFormat, "the image is neither PNG nor JPEG")
 	}

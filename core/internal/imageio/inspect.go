@@ -110,6 +110,16 @@ func (h *Header) apply(lim Limits) error {
 	return nil
 }
 
+// Stored is h for a reader that ignores EXIF orientation (PIL's Image.open without
+// exif_transpose): the stored width and height, orientation 1.
+func (h Header) Stored() Header {
+	if h.Orientation >= 5 {
+		h.Width, h.Height = h.Height, h.Width
+	}
+	h.Orientation = 1
+	return h
+}
+
 // orient sets Width and Height from the stored size and the orientation.
 func (h *Header) orient(w, ht, orientation int) {
 	h.Orientation = orientation

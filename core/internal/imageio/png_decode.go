@@ -30,13 +30,19 @@ type pngInfo struct {
 	palette      [256][3]byte
 	idat         []byte
 	channels     int // samples per pixel
+	// alpha are the palette entries' alphas from a tRNS chunk before the image data (255 where
+	// it says nothing), read with overWhite: composite RGBA and palette pixels on white.
+	alpha     [256]byte
+	trns      int // alphas the tRNS chunk gave
+	overWhite bool
 }
 
-func decodePNG(ctx context.Context, data []byte) (*RGB, error) {
+func decodePNG(ctx context.Context, data []byte, overWhite bool) (*RGB, error) {
 	info, err := readPNGChunks(data)
 	if err != nil {
 		return nil, err
 	}
+	info.overWhite = overWhite
 	zr, err := zlib.NewReader(bytes.NewReader(info.idat))
 	if err != nil {
 		return nil, refuse(CodeCorrupt, "the PNG image data is not a zlib stream")
@@ -69,6 +75,9 @@ var adam7 = [7][4]int{{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4}, {0
 func readPNGChunks(data []byte) (*pngInfo, error) {
 	p := len(pngSignature)
 	var info pngInfo
+	for i := range info.alpha {
+		info.alpha[i] = 255
+	}
 	var idat [][]byte
 	sawIHDR, inIDAT, doneIDAT := false, false, false
 	for {
@@ -114,6 +123,16 @@ func readPNGChunks(data []byte) (*pngInfo, error) {
 			case "PLTE":
 				for i := 0; i < n/3 && i < 256; i++ {
 					info.palette[i] = [3]byte{body[3*i], body[3*i+1], body[3*i+2]}
+				}
+			case "tRNS":
+				// PngStream.chunk_tRNS keeps, for a palette image, one alpha per entry (or the
+				// index of its one transparent entry: the same alphas); convert("RGBA") applies
+				// them (putpalettealphas)
+				if !doneIDAT && info.ctype == 3 {
+					for i := 0; i < n && i < 256; i++ {
+						info.alpha[i] = body[i]
+					}
+					info.trns = n
 				}
 			case "IEND":
 				doneIDAT = true
@@ -232,14 +251,25 @@ func abs(x int) int {
 	return x
 }
 
+// overWhite is PIL's paste of c on white through a mask of a (paste_mask_L's BLEND with
+// DIV255: (t + 128 + ((t + 128) >> 8)) >> 8 of t = 255*(255-a) + c*a).
+func overWhite(c, a byte) byte {
+	t := 255*(255-int(a)) + int(c)*int(a) + 128
+	return byte(((t >> 8) + t) >> 8)
+}
+
 // convertRow writes pw pixels of an unfiltered row to img row y, columns x0, x0+dx, ...
 // as PIL's convert("RGB") sees them: grey scaled to 8 bits and replicated, palette looked up,
-// alpha dropped.
+// alpha dropped; with overWhite, RGBA and palette pixels composited on white by their alpha.
 func (info *pngInfo) convertRow(img *RGB, row []byte, pw, x0, y, dx int) {
 	out := img.Row(y)
 	put := func(i int, r, g, b byte) {
 		x := 3 * (x0 + i*dx)
 		out[x], out[x+1], out[x+2] = r, g, b
+	}
+	if info.overWhite && (info.ctype == 3 && info.trns > 0 || info.ctype == 6) {
+		info.convertOverWhite(row, pw, put)
+		return
 	}
 	switch {
 	case info.depth < 8:
@@ -271,5 +301,25 @@ func (info *pngInfo) convertRow(img *RGB, row []byte, pw, x0, y, dx int) {
 		for i := range pw {
 			put(i, row[i*c], row[i*c+1], row[i*c+2])
 		}
+	}
+}
+
+// convertOverWhite is convertRow for a palette image with a tRNS chunk (its entries' alphas) or
+// an 8-bit RGBA image, composited on white.
+func (info *pngInfo) convertOverWhite(row []byte, pw int, put func(i int, r, g, b byte)) {
+	if info.ctype == 6 {
+		for i := range pw {
+			px := row[4*i : 4*i+4]
+			a := px[3]
+			put(i, overWhite(px[0], a), overWhite(px[1], a), overWhite(px[2], a))
+		}
+		return
+	}
+	per := 8 / info.depth
+	mask := byte(1<<info.depth - 1)
+	for i := range pw {
+		v := row[i/per] >> (8 - info.depth*(i%per+1)) & mask
+		p, a := info.palette[v], info.alpha[v]
+		put(i, overWhite(p[0], a), overWhite(p[1], a), overWhite(p[2], a))
 	}
 }

@@ -15,8 +15,8 @@ import (
 type Checkpoint struct {
 	tensors map[string]ckTensor
 	maps    [][]byte
-	// joined holds the tensors Loader.Matrices joined in host memory that a backend uses in
-	// place: they live as long as the shards' maps (a backend that copied them lets them go)
+	// joined holds the tensors Loader.Matrices joined (or the Permuted binds reordered) in host
+	// memory, which a backend may use in place: they live as long as the shards' maps
 	joined [][]byte
 }
 
@@ -118,7 +118,7 @@ func (l *Loader) find(prefixes []string, name string) (ckTensor, string, bool) {
 	return ckTensor{}, prefixes[0] + name, false
 }
 
-func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(stored DType) DType, matrix bool) Tensor {
+func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(stored DType) DType, matrix bool, perm []int) Tensor {
 	if l.err != nil {
 		return Tensor{}
 	}
@@ -138,13 +138,17 @@ func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(st
 		return Tensor{}
 	}
 	var shapeOK bool
-	if matrix { // trailing dimensions flatten into cols (a Conv3d kernel); leading ones of size 1
+	if matrix { // trailing dimensions flatten into cols (a Conv3d kernel), or leading ones into rows; leading ones of size 1
 		// may go (a [1, 1025, hidden] position table, a [1, 1, hidden] CLS token)
 		shape := t.Shape
 		for len(shape) > 2 && shape[0] == 1 && shape[0] != int64(rows) {
 			shape = shape[1:]
 		}
 		shapeOK = len(shape) >= 2 && shape[0] == int64(rows) && t.Numel() == int64(rows)*int64(cols)
+		// or leading dimensions flatten into rows (a [64, 64, hidden] position table)
+		if n := len(shape); !shapeOK && n > 2 && shape[n-1] == int64(cols) && t.Numel() == int64(rows)*int64(cols) {
+			shapeOK = true
+		}
 	} else {
 		shapeOK = len(t.Shape) == 1 && t.Shape[0] == int64(cols)
 	}
@@ -155,7 +159,17 @@ func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(st
 	if t.Dtype == "F16" {
 		stored = F32 // widened
 	}
-	out, err := l.b.Load(t.data, t.Dtype, rows, cols, dt(stored))
+	data := t.data
+	if perm != nil {
+		var err error
+		if data, err = permute(t.data, perm, rows, cols, matrix); err != nil {
+			l.err = fmt.Errorf("tensor %s: %w", full, err)
+			return Tensor{}
+		}
+		// kept with the checkpoint: a backend may use the bytes in place, as a mapped file's
+		l.ck.joined = append(l.ck.joined, data)
+	}
+	out, err := l.b.Load(data, t.Dtype, rows, cols, dt(stored))
 	if err != nil {
 		l.err = fmt.Errorf("loading tensor %s: %w", full, err)
 		return Tensor{}
@@ -167,14 +181,51 @@ func (l *Loader) load(prefixes []string, name string, rows, cols int, dt func(st
 // Matrix binds a rows x cols weight (out x in features), kept in the type the backend computes
 // products with (MatrixType).
 func (l *Loader) Matrix(prefixes []string, name string, rows, cols int) Tensor {
-	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true)
+	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true, nil)
+}
+
+// PermutedMatrix binds a rows x cols weight as Matrix does with its rows reordered: row i is the
+// stored row perm[i] (len(perm) == rows). A head-dim permutation of q and k's outputs, applied
+// alike to both, leaves every attention score as it was: an interleaved rotary embedding (pairs of
+// adjacent dimensions) then runs as the half-split one.
+func (l *Loader) PermutedMatrix(prefixes []string, name string, rows, cols int, perm []int) Tensor {
+	return l.load(prefixes, name, rows, cols, l.b.MatrixType, true, perm)
+}
+
+// PermutedVector binds an n-value weight as Vector does with its values reordered: value i is
+// the stored value perm[i] (a bias of the outputs PermutedMatrix reorders).
+func (l *Loader) PermutedVector(prefixes []string, name string, n int, perm []int) Tensor {
+	return l.load(prefixes, name, 1, n, func(DType) DType { return l.b.DType() }, false, perm)
+}
+
+// permute returns a copy of a rows x cols tensor's bytes with its rows (a matrix) or values (a
+// vector) in the order perm gives.
+func permute(data []byte, perm []int, rows, cols int, matrix bool) ([]byte, error) {
+	units := cols
+	if matrix {
+		units = rows
+	}
+	if len(perm) != units || len(data)%units != 0 {
+		return nil, fmt.Errorf("a permutation of %d for %d units of %d bytes", len(perm), units, len(data))
+	}
+	size := len(data) / units
+	seen := make([]bool, units)
+	out := make([]byte, len(data))
+	for i, src := range perm {
+		if src < 0 || src >= units || seen[src] {
+			return nil, fmt.Errorf("permutation %v is not one of %d units", perm, units)
+		}
+		seen[src] = true
+		copy(out[i*size:(i+1)*size], data[src*size:(src+1)*size])
+	}
+	return out, nil
 }
 
 // MatrixF32 binds a rows x cols weight kept in F32 whatever type the backend computes products
 // with: a weight the reference multiplies in F32 (a mixture of experts' router, whose logits
 // transformers computes from hidden_states.float() and weight.float()).
 func (l *Loader) MatrixF32(prefixes []string, name string, rows, cols int) Tensor {
-	return l.load(prefixes, name, rows, cols, func(DType) DType { return F32 }, true)
+	return l.load(prefixes, name, rows, cols, func(DType) DType { return F32 }, true, nil)
 }
 
 // Matrices binds several 2-D rows x cols weights as one tensor, returning a view of each one's rows
@@ -290,11 +341,11 @@ func (l *Loader) ConvTaps(prefixes []string, name string, out, in, kh, kw int) T
 // Rows binds a rows x cols weight that ops copy rows of (Gather: a token to place) rather than
 // multiply by, in the backend's activation type (a backend may keep matrices in another).
 func (l *Loader) Rows(prefixes []string, name string, rows, cols int) Tensor {
-	return l.load(prefixes, name, rows, cols, func(DType) DType { return l.b.DType() }, true)
+	return l.load(prefixes, name, rows, cols, func(DType) DType { return l.b.DType() }, true, nil)
 }
 
 // Vector binds an n-value weight (a norm's scale, a bias) as a 1 x n tensor of the backend's
 // activation type.
 func (l *Loader) Vector(prefixes []string, name string, n int) Tensor {
-	return l.load(prefixes, name, 1, n, func(DType) DType { return l.b.DType() }, false)
+	return l.load(prefixes, name, 1, n, func(DType) DType { return l.b.DType() }, false, nil)
 }

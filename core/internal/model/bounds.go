@@ -27,15 +27,13 @@ type Limits struct {
 	MaxGridSide     int
 }
 
-// DefaultLimits are the model's own ceilings: its max_position_embeddings (with LongRoPE, its
-// original_max_position_embeddings), and the Qwen2-VL processor's default max_pixels (12845056 =
-// 16384 merged tokens of 28x28 pixels).
+// DefaultLimits are the model's own ceilings: its max_position_embeddings (with LongRoPE's short
+// factors alone, its original_max_position_embeddings: TextConfig.LongRoPE), and the Qwen2-VL
+// processor's default max_pixels (12845056 = 16384 merged tokens of 28x28 pixels).
 func DefaultLimits(cfg *Config) Limits {
 	patches := 12845056 / (cfg.Vision.PatchSize * cfg.Vision.PatchSize)
 	ctx := cfg.Text.MaxPositions
-	if t := &cfg.Text; len(t.RopeFactors) > 0 && t.RopeOriginalMax > 0 {
-		// LongRoPE: past original_max_position_embeddings the reference switches a pass to the
-		// long factors and recomputes the sequence; the engine runs the short factors only
+	if t := &cfg.Text; len(t.RopeFactors) > 0 && len(t.RopeLongFactors) == 0 && t.RopeOriginalMax > 0 {
 		ctx = min(ctx, t.RopeOriginalMax)
 	}
 	return Limits{

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
 // ErrUnsupported reports a checkpoint whose model type or graph option no backend implements.
@@ -35,19 +37,6 @@ type Config struct {
 	Family any
 }
 
-// ImageTokens is the number of prompt placeholders img becomes: the family's count
-// (ConfigDefaults.ImageTokens: learned separators, views of several sizes told apart by their
-// patch masks), else Grid.Tokens of the vision merge size.
-func (c *Config) ImageTokens(img Image) int {
-	familiesMu.RLock()
-	count := families[c.ModelType].ImageTokens
-	familiesMu.RUnlock()
-	if count != nil {
-		return count(c, img)
-	}
-	return img.Grid.Tokens(c.Vision.MergeSize)
-}
-
 // TextConfig is the decoder: GQA attention with sectioned multimodal RoPE and a SwiGLU MLP.
 type TextConfig struct {
 	Hidden       int
@@ -66,8 +55,16 @@ type TextConfig struct {
 	// follows axis a (Qwen3-VL), the rest t.
 	MRopeSection     [3]int
 	MRopeInterleaved bool
-	// QKNorm applies an RMSNorm over each head of q and k before RoPE (Qwen3).
+	// QKNorm applies an RMSNorm over each head of q and k before RoPE (Qwen3, Lance).
 	QKNorm bool
+	// BidirectionalImage makes each image's block (its placeholders and the one token on each
+	// side: <|vision_start|> ... <|vision_end|>) attend to all of itself in prefill, and causally
+	// to what precedes it (Lance's prefill of the vision split with is_causal=False).
+	BidirectionalImage bool
+	// OutputVocab, when in (0, Vocab), is the first id never predicted: the logits of the
+	// embedding rows past the tokenizer's vocabulary are -inf (Lance's
+	// pred_logits[:, len(tokenizer):] = -inf). Config key output_vocab_size; 0: every id.
+	OutputVocab int
 	// Rope1D is plain 1-D RoPE (InternVL's Qwen2): every frequency follows the token's index
 	// (MRopeSection is {HeadDim/2, 0, 0}, and PromptPositions gives all three rows the index).
 	Rope1D bool
@@ -79,10 +76,25 @@ type TextConfig struct {
 	RotaryDims int
 	// RopeFactors divide the rotary frequencies one by one (LongRoPE's short_factor: the factors of
 	// a pass whose positions stay within RopeOriginalMax), and RopeScale multiplies cos and sin
-	// (LongRoPE's attention factor); nil and 0 for plain RoPE.
+	// (LongRoPE's attention factor); nil and 0 for plain RoPE. RopeLongFactors (long_factor) are
+	// the factors of a sequence that runs past RopeOriginalMax (LongRoPE.Long); nil: none given,
+	// and no sequence may pass RopeOriginalMax.
 	RopeFactors     []float64
+	RopeLongFactors []float64
 	RopeScale       float64
 	RopeOriginalMax int
+}
+
+// LongRoPE tells, for a decoder with LongRoPE's long factors, whether a sequence of capacity
+// tokens runs them. transformers switches a forward pass to the long factors when its largest
+// position reaches original_max_position_embeddings (longrope_frequency_update), so a prompt
+// longer than that is prefilled, and decoded, with the long factors throughout; a prompt within
+// it keeps the short ones, and may not grow past it (engine.Check refuses such a request: there
+// transformers 5.17 drops the cache and decodes on without the context). A sequence is made
+// with capacity = prompt + new tokens, so past RopeOriginalMax it holds a prompt past it.
+// Without long factors (or without LongRoPE) it is false.
+func (t *TextConfig) LongRoPE(capacity int) bool {
+	return len(t.RopeLongFactors) > 0 && t.RopeOriginalMax > 0 && capacity > t.RopeOriginalMax
 }
 
 // Rotated is the number of leading dimensions of a head that rotate.
@@ -118,12 +130,20 @@ type VisionConfig struct {
 	// (Qwen3-VL's num_position_embeddings), or one row a patch of the one grid the tower takes
 	// (InternViT: (image_size/patch_size)^2, its CLS row apart); 0: none.
 	PosEmbeddings int
+	// PosGrid is the learned position table's {height, width} when it is not square (MoonViT's
+	// init_pos_emb_height x init_pos_emb_width, resampled bicubic to each grid); PosEmbeddings is
+	// then their product. Zero: a square table of PosEmbeddings rows.
+	PosGrid [2]int
 	// FixedGrid is the grid side, in patches, of every frame the tower takes (InternViT: one
 	// 448-pixel tile of 32x32 patches a frame, Grid.T tiles an image); 0: any grid.
 	FixedGrid int
 	// Deepstack are the blocks whose output feeds a merger of its own, added to the decoder's
 	// hidden states at the image tokens after decoder layer i (deepstack_visual_indexes).
-	Deepstack       []int
+	Deepstack []int
+	// FeatureBlocks is how many blocks run before the features are taken, when a feature layer
+	// before the last is the tower's output (Phi-4-multimodal's hidden_states[-2]: Depth-1 of
+	// its blocks); 0: all Depth.
+	FeatureBlocks   int
 	Act             string
 	TokensPerSecond int
 }
@@ -149,26 +169,33 @@ type ConfigDefaults struct {
 	WindowSize                      int
 	FullAtt                         []int
 	// HeadDimKey honours the text config's head_dim (else hidden_size / num_attention_heads);
-	// BiasKey reads attention_bias (else QKVBias); QKNorm is the family's per-head q/k norm.
-	HeadDimKey, BiasKey, QKNorm bool
+	// BiasKey reads attention_bias (else QKVBias); QKNorm is the family's per-head q/k norm;
+	// BidirectionalImage its image blocks' attention (TextConfig.BidirectionalImage).
+	HeadDimKey, BiasKey, QKNorm, BidirectionalImage bool
 	// VisionAct is the vision MLP activation the family runs ("silu" when empty).
 	VisionAct string
 	// PosEmbeddings is num_position_embeddings when absent.
 	PosEmbeddings int
 	// Rope1D: the decoder's rotary embedding is plain 1-D (TextConfig.Rope1D).
 	Rope1D bool
+	// MaxPositions is max_position_embeddings when absent (32768 when 0); RopeOriginalMax is the
+	// config class's own original_max_position_embeddings (Phi-3's 4096), which then wins over a
+	// rope dict's (standardize_rope_params gives the top-level attribute priority).
+	MaxPositions, RopeOriginalMax int
 	// TieTop: the top level's tie_word_embeddings alone decides, true when absent
 	// (InternVLConfig; the text config's value is not forwarded).
 	TieTop bool
-	// ImageTokens, when set, counts an image's prompt placeholders in place of Grid.Tokens
-	// (Config.ImageTokens); it returns 0 for an image the family cannot take, which no prompt
-	// then matches.
-	ImageTokens func(cfg *Config, img Image) int
 	// Vision, when set, reads the tower's keys in place of the Qwen layout (depth, num_heads,
 	// out_hidden_size, ...): it fills cfg.Vision from vision_config and the top level (where a
 	// family keeps its projector's keys), may set the special token ids, and refuses what the
 	// family does not implement with ErrUnsupported. It runs after the text keys are read.
 	Vision func(top, vision ConfigSection, cfg *Config) error
+	// ImageTokens, when set, counts the prompt placeholder tokens of an image the family lays
+	// out by its patch masks and tile places (Phi-4-multimodal: the kept cells of its stitched
+	// crops, a separator after each row, the global view's rows), refusing an image it cannot
+	// lay out with ml.ErrInvalidInput; absent, an image is Grid.Tokens(MergeSize) tokens and
+	// takes no patch masks.
+	ImageTokens func(cfg *Config, img *Image) (int, error)
 }
 
 func (d ConfigDefaults) visionAct() string {
@@ -292,6 +319,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	t.KVHeads = t.Heads
 	opt(text, "num_key_value_heads", &t.KVHeads)
 	t.MaxPositions = 32768
+	if fam.MaxPositions > 0 {
+		t.MaxPositions = fam.MaxPositions
+	}
 	opt(text, "max_position_embeddings", &t.MaxPositions)
 	t.RMSNormEps = fam.TextEps
 	opt(text, "rms_norm_eps", &t.RMSNormEps)
@@ -302,6 +332,8 @@ func ParseConfig(data []byte) (*Config, error) {
 		opt(text, "attention_bias", &t.QKVBias)
 	}
 	t.QKNorm = fam.QKNorm
+	t.BidirectionalImage = fam.BidirectionalImage
+	opt(text, "output_vocab_size", &t.OutputVocab)
 	if fam.HeadDimKey {
 		opt(text, "head_dim", &t.HeadDim)
 	}
@@ -313,7 +345,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	t.Rope1D = fam.Rope1D
 	partial := 1.0
 	opt(text, "partial_rotary_factor", &partial)
-	origMax := 0
+	// original_max_position_embeddings: a top-level value (or the config class's default) wins
+	// over the rope dict's
+	origMax := fam.RopeOriginalMax
 	opt(text, "original_max_position_embeddings", &origMax)
 	for _, key := range []string{"rope_scaling", "rope_parameters"} {
 		var rope ConfigSection
@@ -339,13 +373,14 @@ func ParseConfig(data []byte) (*Config, error) {
 				errs = append(errs, fmt.Errorf("%s: mrope_section on a decoder with 1-D rotary positions: %w", key, ErrUnsupported))
 			}
 		}
-		if t.Rope1D { // plain RoPE: the default frequencies
+		if t.Rope1D { // 1-D RoPE: the default frequencies, or LongRoPE's short factors
 			for _, k := range []string{"rope_type", "type"} {
 				// dynamic NTK (InternVL3's Qwen2 configs) keeps the default frequencies up to
-				// max_position_embeddings (dynamic_rope_update rescales only past it), which
+				// max_position_embeddings (dynamic_rope_update rescales only past it), as
+				// LongRoPE keeps its short factors up to original_max_position_embeddings: either
 				// bounds every context (DefaultLimits, the bundles)
 				var kind string
-				if opt(rope, k, &kind); kind != "" && kind != "default" && kind != "dynamic" {
+				if opt(rope, k, &kind); kind != "" && kind != "default" && kind != "dynamic" && kind != "longrope" {
 					errs = append(errs, fmt.Errorf("%s.%s %q: %w", key, k, kind, ErrUnsupported))
 				}
 			}
@@ -451,15 +486,19 @@ func finishConfig(cfg *Config, partial float64, errs []error) (*Config, error) {
 
 // longRope reads LongRoPE's parameters (_compute_longrope_parameters): the short factors (those of
 // a context within original_max_position_embeddings) and the attention factor, given or derived
-// from max_position_embeddings / original_max_position_embeddings.
+// from max_position_embeddings / original_max_position_embeddings. origMax is the top level's
+// original_max_position_embeddings (0: absent), which wins over the rope dict's.
 func longRope(rope ConfigSection, t *TextConfig, origMax int, errs *[]error) {
 	opt := func(key string, dst any) {
 		if _, err := rope.Get(key, dst); err != nil {
 			*errs = append(*errs, err)
 		}
 	}
-	opt("original_max_position_embeddings", &origMax)
+	if origMax <= 0 {
+		opt("original_max_position_embeddings", &origMax)
+	}
 	opt("short_factor", &t.RopeFactors)
+	opt("long_factor", &t.RopeLongFactors)
 	var factor, attn float64
 	opt("factor", &factor)
 	opt("attention_factor", &attn)
@@ -525,6 +564,9 @@ func (c *Config) Validate() error {
 	if t.Heads%t.KVHeads != 0 {
 		bad("num_attention_heads %d not a multiple of num_key_value_heads %d", t.Heads, t.KVHeads)
 	}
+	if t.OutputVocab < 0 || t.OutputVocab > t.Vocab {
+		bad("output_vocab_size %d outside the vocabulary of %d", t.OutputVocab, t.Vocab)
+	}
 	if r := t.Rotated(); r <= 0 || r%2 != 0 || r > t.HeadDim {
 		bad("%d rotated dimensions of a head of %d (partial_rotary_factor)", r, t.HeadDim)
 	}
@@ -533,6 +575,9 @@ func (c *Config) Validate() error {
 	}
 	if n := len(t.RopeFactors); n > 0 && n != t.Rotated()/2 {
 		bad("%d rope factors for %d rotary frequencies", n, t.Rotated()/2)
+	}
+	if n := len(t.RopeLongFactors); n > 0 && n != t.Rotated()/2 {
+		bad("%d long rope factors for %d rotary frequencies", n, t.Rotated()/2)
 	}
 	if t.Rope1D && (t.MRopeSection != [3]int{t.Rotated() / 2, 0, 0} || t.MRopeInterleaved) {
 		bad("1-D rotary positions with mrope_section %v (interleaved %v)", t.MRopeSection, t.MRopeInterleaved)
@@ -543,7 +588,11 @@ func (c *Config) Validate() error {
 	if v.Act != fam.visionAct() {
 		bad("vision hidden_act %q (%s runs %s): %w", v.Act, c.ModelType, fam.visionAct(), ErrUnsupported)
 	}
-	if side := int(math.Sqrt(float64(v.PosEmbeddings))); v.PosEmbeddings < 0 || side*side != v.PosEmbeddings {
+	if g := v.PosGrid; g != [2]int{} {
+		if g[0] < 1 || g[1] < 1 || g[0]*g[1] != v.PosEmbeddings {
+			bad("a position table of %dx%d for %d position embeddings", g[0], g[1], v.PosEmbeddings)
+		}
+	} else if side := int(math.Sqrt(float64(v.PosEmbeddings))); v.PosEmbeddings < 0 || side*side != v.PosEmbeddings {
 		bad("num_position_embeddings %d is not a square", v.PosEmbeddings)
 	}
 	if v.FixedGrid < 0 || (v.FixedGrid > 0 && v.FixedGrid%v.MergeSize != 0) {
@@ -581,6 +630,23 @@ func (c *Config) Validate() error {
 		bad("image_token_id %d outside the vocabulary", c.ImageTokenID)
 	}
 	return errors.Join(errs...)
+}
+
+// ImageTokens is the number of prompt placeholder tokens img becomes under cfg: its family's
+// count (ConfigDefaults.ImageTokens) or Grid.Tokens(MergeSize). An image with patch masks is
+// refused (ml.ErrInvalidInput) by a family that counts no masks: its tower would attend to the
+// padding.
+func ImageTokens(cfg *Config, img *Image) (int, error) {
+	familiesMu.RLock()
+	count := families[cfg.ModelType].ImageTokens
+	familiesMu.RUnlock()
+	if count != nil {
+		return count(cfg, img)
+	}
+	if img.Masks != nil {
+		return 0, fmt.Errorf("patch masks on an image of the %s family, whose vision tower takes none: %w", cfg.ModelType, ml.ErrInvalidInput)
+	}
+	return img.Grid.Tokens(cfg.Vision.MergeSize), nil
 }
 
 // ConfigModelTypes lists the model types ParseConfig knows the defaults of, sorted.

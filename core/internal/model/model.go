@@ -58,6 +58,13 @@ type Image struct {
 	// and lays out its tokens by it; how many tokens an image becomes is then the family's
 	// count, not Grid.Tokens. nil: every patch of every frame is valid.
 	Masks []PatchRect
+	// Tiles, when set, holds one rectangle per frame (as Masks) saying where the frame was cut
+	// from the image's canvas, in patches: a tile of the canvas (columns [X, X+W) of rows [Y,
+	// Y+H) of the canvas' patch grid), or the zero rectangle for a frame that shows the whole
+	// canvas (an overview: Phi-4-multimodal's global view, InternVL's thumbnail). A family that
+	// lays its tokens out by the tiles' places (Phi-4 stitches its crops' features into one map)
+	// reads it; nil: the frames' places are not known.
+	Tiles []PatchRect
 	// Embeddings, when set, are reused instead of running the vision tower (a cache hit).
 	Embeddings *Embeddings
 }
@@ -93,6 +100,23 @@ func (img *Image) CheckMasks() error {
 	for t, r := range img.Masks {
 		if r.X < 0 || r.Y < 0 || r.W < 1 || r.H < 1 || r.X+r.W > g.W || r.Y+r.H > g.H {
 			return fmt.Errorf("frame %d: patch mask %+v outside the %dx%d frame: %w", t, r, g.H, g.W, ml.ErrInvalidInput)
+		}
+	}
+	return nil
+}
+
+// CheckTiles reports whether Tiles is nil or holds, for each of Grid.T frames, either the zero
+// rectangle (the whole canvas) or a non-empty rectangle at non-negative patch coordinates.
+func (img *Image) CheckTiles() error {
+	if img.Tiles == nil {
+		return nil
+	}
+	if len(img.Tiles) != img.Grid.T {
+		return fmt.Errorf("%d tile places for %d frames: %w", len(img.Tiles), img.Grid.T, ml.ErrInvalidInput)
+	}
+	for t, r := range img.Tiles {
+		if r != (PatchRect{}) && (r.X < 0 || r.Y < 0 || r.W < 1 || r.H < 1) {
+			return fmt.Errorf("frame %d: tile place %+v: %w", t, r, ml.ErrInvalidInput)
 		}
 	}
 	return nil

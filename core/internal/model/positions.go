@@ -6,13 +6,24 @@ import (
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
-// PromptPositions are the rotary positions of a prompt for cfg's decoder: multimodal
-// (Positions3D over the images' grids) or, for a decoder with plain 1-D RoPE
+// PromptPositions are the rotary positions of a prompt for cfg's decoder, from the images'
+// grids alone (images without patch masks or tile places): PromptPositionsOf on images of those
+// grids.
+func PromptPositions(cfg *Config, ids []int32, grids []Grid) (Positions, error) {
+	imgs := make([]Image, len(grids))
+	for i, g := range grids {
+		imgs[i].Grid = g
+	}
+	return PromptPositionsOf(cfg, ids, imgs)
+}
+
+// PromptPositionsOf are the rotary positions of a prompt for cfg's decoder: multimodal
+// (Positions3D, from the images' grids) or, for a decoder with plain 1-D RoPE
 // (TextConfig.Rope1D), the token index on all three rows with Delta 0 (image tokens are ordinary
-// positions; the placeholders must number the images' tokens, Config.ImageTokens, in as many runs
-// as the frame makes). Every caller (Generate, the fixtures, the GPU checks) computes positions
+// positions; the placeholders must number the images' tokens, ImageTokens, in as many runs as
+// the frame makes). Every caller (Generate, the fixtures, the GPU checks) computes positions
 // through it.
-func PromptPositions(cfg *Config, ids []int32, imgs []Image) (Positions, error) {
+func PromptPositionsOf(cfg *Config, ids []int32, imgs []Image) (Positions, error) {
 	merge := cfg.Vision.MergeSize
 	if !cfg.Text.Rope1D {
 		grids := make([]Grid, len(imgs))
@@ -27,7 +38,11 @@ func PromptPositions(cfg *Config, ids []int32, imgs []Image) (Positions, error) 
 		if merge <= 0 || g.T <= 0 || g.H <= 0 || g.W <= 0 || g.H%merge != 0 || g.W%merge != 0 {
 			return Positions{}, fmt.Errorf("image %d: grid %v not a positive multiple of merge %d: %w", i, g, merge, ml.ErrInvalidInput)
 		}
-		need += cfg.ImageTokens(imgs[i])
+		n, err := ImageTokens(cfg, &imgs[i])
+		if err != nil {
+			return Positions{}, fmt.Errorf("image %d: %w", i, err)
+		}
+		need += n
 	}
 	n := len(ids)
 	p := Positions{T: make([]int32, n), H: make([]int32, n), W: make([]int32, n)}

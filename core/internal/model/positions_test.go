@@ -3,6 +3,7 @@ package model_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/ml"
@@ -114,11 +115,7 @@ func TestPromptPositions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			imgs := make([]model.Image, len(tt.grids))
-			for i, g := range tt.grids {
-				imgs[i] = model.Image{Grid: g}
-			}
-			got, err := model.PromptPositions(tt.cfg, tt.ids, imgs)
+			got, err := model.PromptPositions(tt.cfg, tt.ids, tt.grids)
 			if tt.err {
 				if !errors.Is(err, ml.ErrInvalidInput) {
 					t.Errorf("err = %v, want ErrInvalidInput", err)
@@ -138,5 +135,62 @@ func TestPromptPositions(t *testing.T) {
 				t.Errorf("got %+v\nwant %+v", got, want)
 			}
 		})
+	}
+}
+
+// countedType is a model type of this test's whose family counts an image's tokens itself: one a
+// frame plus one.
+const countedType = "test_counted"
+
+func init() {
+	model.RegisterConfig(countedType, model.ConfigDefaults{ImageTokens: func(_ *model.Config, im *model.Image) (int, error) {
+		return im.Grid.T + 1, nil
+	}})
+}
+
+// TestImageTokens: an image is Grid.Tokens(merge) placeholders for a family that registers no
+// count, which then refuses patch masks (its tower would attend to the padding); a registered
+// count decides otherwise, positions and checks included. Tile places are checked per frame.
+func TestImageTokens(t *testing.T) {
+	plain := &model.Config{ModelType: "qwen2_5_vl", ImageTokenID: img, Text: model.TextConfig{Rope1D: true}, Vision: model.VisionConfig{MergeSize: 2}}
+	image := model.Image{Grid: model.Grid{T: 2, H: 4, W: 4}}
+	if n, err := model.ImageTokens(plain, &image); err != nil || n != 8 {
+		t.Errorf("a grid of 2x4x4 at merge 2: %d, %v; want 8", n, err)
+	}
+	masked := image
+	masked.Masks = []model.PatchRect{{W: 4, H: 4}, {W: 2, H: 4}}
+	if _, err := model.ImageTokens(plain, &masked); !errors.Is(err, ml.ErrInvalidInput) || !strings.Contains(err.Error(), "patch masks on an image of the qwen2_5_vl family") {
+		t.Errorf("masks on a family that counts none: %v", err)
+	}
+	// a family's own count (countedType's)
+	counted := *plain
+	counted.ModelType = countedType
+	if n, err := model.ImageTokens(&counted, &masked); err != nil || n != 3 {
+		t.Errorf("the family's count: %d, %v; want 3", n, err)
+	}
+	if _, err := model.PromptPositionsOf(&counted, []int32{1, img, img, img, 2}, []model.Image{masked}); err != nil {
+		t.Errorf("positions of 3 placeholders: %v", err)
+	}
+	if _, err := model.PromptPositionsOf(&counted, []int32{1, img, img, 2}, []model.Image{masked}); !errors.Is(err, ml.ErrInvalidInput) {
+		t.Errorf("positions of 2 placeholders for 3: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		tiles []model.PatchRect
+		want  string
+	}{
+		{"one short", []model.PatchRect{{}}, "1 tile places for 2 frames"},
+		{"empty", []model.PatchRect{{}, {X: 4, W: 0, H: 4}}, "frame 1: tile place"},
+		{"negative", []model.PatchRect{{}, {X: -4, W: 4, H: 4}}, "frame 1: tile place"},
+	} {
+		im := image
+		im.Tiles = tc.tiles
+		if err := im.CheckTiles(); !errors.Is(err, ml.ErrInvalidInput) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	image.Tiles = []model.PatchRect{{}, {X: 4, W: 4, H: 4}}
+	if err := image.CheckTiles(); err != nil {
+		t.Errorf("an overview and a tile: %v", err)
 	}
 }

@@ -69,5 +69,12 @@ func CheckImage(cfg *Config, lim Limits, img Image) error {
 	if len(img.Pixels) != g.Patches()*v.PatchDim() {
 		return fmt.Errorf("%d pixel values for grid %v: %w", len(img.Pixels), g, ml.ErrInvalidInput)
 	}
-	return img.CheckMasks()
+	if err := img.CheckMasks(); err != nil {
+		return err
+	}
+	if err := img.CheckTiles(); err != nil {
+		return err
+	}
+	_, err := ImageTokens(cfg, &img)
+	return err
 }

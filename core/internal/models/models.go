@@ -12,6 +12,9 @@ import (
 	"github.com/iris-vlm/iris/core/internal/models/deepseekocr2"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 	"github.com/iris-vlm/iris/core/internal/models/internvl"
+	"github.com/iris-vlm/iris/core/internal/models/lance"
+	"github.com/iris-vlm/iris/core/internal/models/locateanything"
+	"github.com/iris-vlm/iris/core/internal/models/phi4mm"
 	"github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	"github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
@@ -53,6 +56,24 @@ var families = map[string]Family{
 		ModelType: internvl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
 			return internvl.New(b, ck, cfg, lim, opts.model())
+		},
+	},
+	phi4mm.ModelType: {
+		ModelType: phi4mm.ModelType,
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
+			return phi4mm.New(b, ck, cfg, lim, opts.model())
+		},
+	},
+	locateanything.ModelType: {
+		ModelType: locateanything.ModelType,
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
+			return locateanything.New(b, ck, cfg, lim, opts.model())
+		},
+	},
+	lance.ModelType: {
+		ModelType: lance.ModelType,
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
+			return lance.New(b, ck, cfg, lim, opts.model())
 		},
 	},
 	qwen25vl.ModelType: {

@@ -227,7 +227,47 @@ func checkPhiViews(res *prep.Result, c *phiCase) []string {
 			diffs = append(diffs, fmt.Sprintf("view %d of %d: patch mask %+v, want %+v", i, n, mask, view.Mask))
 		}
 	}
-	return diffs
+	return append(diffs, checkPhiTiles(res, c)...)
+}
+
+// checkPhiTiles checks the views' places on the canvas (Result.Tiles): none for one crop; else
+// the global view the whole canvas and the crops whole views row-major on a grid, whose kept
+// cells (the masks' (n+1)/2 a side: mask[0::2, 0::2]), a separator after each row, the global
+// separator and the global view's 16 rows of 16 cells and a separator give num_img_tokens.
+func checkPhiTiles(res *prep.Result, c *phiCase) []string {
+	crops := len(c.Views) - 1
+	cols := 1
+	if res.Tiles == nil {
+		if crops > 1 {
+			return []string{fmt.Sprintf("%d crops without their places on the canvas", crops)}
+		}
+	} else {
+		if len(res.Tiles) != len(c.Views) || res.Tiles[0] != (abi.Rect{}) {
+			return []string{fmt.Sprintf("tiles %+v: one a view, the global view's the zero rectangle", res.Tiles)}
+		}
+		for _, r := range res.Tiles[1:] {
+			cols = max(cols, r.X/phiSide+1)
+		}
+		for i, r := range res.Tiles[1:] {
+			if want := (abi.Rect{X: i % cols * phiSide, Y: i / cols * phiSide, Width: phiSide, Height: phiSide}); r != want {
+				return []string{fmt.Sprintf("crop %d at %+v, want %+v (row-major, %d crops wide)", i, r, want, cols)}
+			}
+		}
+	}
+	rows := crops / cols
+	kept := func(n int) int { return (n + 1) / 2 }
+	h, w := 0, 0
+	for r := range rows {
+		h += kept(c.Views[1+r*cols].Mask.Height)
+	}
+	for k := range cols {
+		w += kept(c.Views[1+k].Mask.Width)
+	}
+	side := phiSide / 2
+	if got := h*(w+1) + 1 + side*(side+1); got != c.NumImgTokens {
+		return []string{fmt.Sprintf("%dx%d crops laid out as %d tokens, num_img_tokens %d", rows, cols, got, c.NumImgTokens)}
+	}
+	return nil
 }
 
 // mutated is a planner that changes the plugin's plans before prep executes them.

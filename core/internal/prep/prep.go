@@ -133,6 +133,12 @@ type Result struct {
 	// order (abi.View.PatchMask: the whole grid for a view that sets none): the patches of that
 	// frame of Grid the vision encoder attends to. nil when no view has a mask.
 	Masks []abi.Rect
+	// Tiles, for a plan of views some of which are cut from one canvas (a View.Region), hold
+	// each view's place on that canvas in patches, in view order: a region's corner over the
+	// patch size with the view's grid (a tile), the zero Rect for a view with no region (the
+	// whole canvas: an overview). nil when no view has a region, or when a region does not sit
+	// at whole patches of a view patchified as cut.
+	Tiles []abi.Rect
 	// InputIDs is the prompt; MMTokenTypeIDs marks each id 0 (text) or 1 (image placeholder).
 	InputIDs       []int32
 	MMTokenTypeIDs []int32
@@ -290,7 +296,7 @@ func (p *Preparer) pixels(ctx context.Context, src *pixels.RGB, plan *abi.Plan, 
 	if len(plan.Views) > 0 {
 		return p.views(src, plan, res, next)
 	}
-	img, err := cropResize(src, plan.Crop, plan.Resize, next)
+	img, err := cropResize(src, plan.Crop, next, plan.Resize)
 	if err != nil {
 		return err
 	}
@@ -313,7 +319,7 @@ func (p *Preparer) pixels(ctx context.Context, src *pixels.RGB, plan *abi.Plan, 
 }
 
 // views executes a plan of several views (ABI 2) into one pixel tensor, the views' rows in
-// order. Each distinct (crop, resize) is computed once and shared by the views cut from it (the
+// order. Each distinct (crop, pre-resize, resize) is computed once and shared by the views cut from it (the
 // tiles of one canvas); each view then takes its region, pads, and is normalised (and, with a
 // FloatResize, resized in float) and patchified straight into its rows of the tensor. The views
 // must be uniform (one grid and patch layout): the result is one image of Grid {T: views, H, W},
@@ -328,17 +334,20 @@ func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func
 	res.PixelValues = buf // handed back by Release whether or not the views succeed
 
 	type canvasKey struct {
-		crop   abi.Rect
-		resize abi.Resize
-		c, r   bool
+		crop        abi.Rect
+		pre, resize abi.Resize
+		c, p, r     bool
 	}
 	canvases := map[canvasKey]*pixels.RGB{}
 	off := 0
 	for i := range plan.Views {
 		v := &plan.Views[i]
-		k := canvasKey{c: v.Crop != nil, r: v.Resize != nil}
+		k := canvasKey{c: v.Crop != nil, p: v.PreResize != nil, r: v.Resize != nil}
 		if k.c {
 			k.crop = *v.Crop
+		}
+		if k.p {
+			k.pre = *v.PreResize
 		}
 		if k.r {
 			k.resize = *v.Resize
@@ -346,7 +355,7 @@ func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func
 		img, ok := canvases[k]
 		if !ok {
 			var err error
-			if img, err = cropResize(src, v.Crop, v.Resize, next); err != nil {
+			if img, err = cropResize(src, v.Crop, next, v.PreResize, v.Resize); err != nil {
 				return fmt.Errorf("view %d: %w", i, err)
 			}
 			canvases[k] = img
@@ -393,7 +402,28 @@ func (p *Preparer) views(src *pixels.RGB, plan *abi.Plan, res *Result, next func
 			break
 		}
 	}
+	res.Tiles = tilePlaces(plan.Views)
 	return nil
+}
+
+// tilePlaces are the views' places on the canvas they are cut from, in patches (Result.Tiles).
+func tilePlaces(views []abi.View) []abi.Rect {
+	var out []abi.Rect
+	for i := range views {
+		v := &views[i]
+		r, size := v.Region, v.Patches.Size
+		if r == nil {
+			continue
+		}
+		if v.FloatResize != nil || size <= 0 || r.X%size != 0 || r.Y%size != 0 {
+			return nil
+		}
+		if out == nil {
+			out = make([]abi.Rect, len(views))
+		}
+		out[i] = abi.Rect{X: r.X / size, Y: r.Y / size, Width: v.Grid.W, Height: v.Grid.H}
+	}
+	return out
 }
 
 // floatPatchify normalises img, resizes the normalised image in float to the view's
@@ -431,7 +461,7 @@ func (p *Preparer) floatPatchify(dst []float32, img *pixels.RGB, v *abi.View) ([
 }
 
 // cropResize applies a crop then a resize (either may be nil) to src.
-func cropResize(src *pixels.RGB, c *abi.Rect, r *abi.Resize, next func(w, h int) *pixels.RGB) (*pixels.RGB, error) {
+func cropResize(src *pixels.RGB, c *abi.Rect, next func(w, h int) *pixels.RGB, resizes ...*abi.Resize) (*pixels.RGB, error) {
 	img := src
 	if c != nil {
 		dst := next(c.Width, c.Height)
@@ -440,7 +470,11 @@ func cropResize(src *pixels.RGB, c *abi.Rect, r *abi.Resize, next func(w, h int)
 		}
 		img = dst
 	}
-	if r != nil && (r.Width != img.W || r.Height != img.H) {
+	// one resize after another (a view's PreResize, then its Resize), each to 8 bits
+	for _, r := range resizes {
+		if r == nil || (r.Width == img.W && r.Height == img.H) {
+			continue
+		}
 		flavor, filter, err := resampler(r)
 		if err != nil {
 			return nil, err

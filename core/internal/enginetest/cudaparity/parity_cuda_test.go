@@ -156,7 +156,7 @@ func TestGraphMatchesPlain(t *testing.T) {
 			ctx := context.Background()
 			var seqs [2]model.Sequence
 			var last [2][]float32
-			pos, err := model.PromptPositions(graph.Config(), c.InputIDs, []model.Image{img})
+			pos, err := model.PromptPositions(graph.Config(), c.InputIDs, []model.Grid{c.Grid()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,14 +295,47 @@ func TestSweepInternVLFP32(t *testing.T) {
 	fixture.RunSweep(t, fixture.SweepPathFor("internvl"), sweepLoader(cuda.Options{Precision: "fp32"}))
 }
 
+// TestSweepLocateAnythingFP32 runs the LocateAnything shape sweep on the GPU in fp32: 8 seeded
+// checkpoints (MoonViT depths 1-4 with position tables of 64x64, 16x12 and 6x10, GQA 1-8, one tied
+// head), images of 4 to 2000 patches in both part orders; greedy tokens identical to the remote
+// code's slow mode, first-step logits within tolerance. Nothing of it is CUDA of its own: the
+// tower is AddEmbedBag's 16 bicubic taps, Rope on q/k rows bound pair-to-half, SegmentAttention.
+func TestSweepLocateAnythingFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("locateanything"), sweepLoader(cuda.Options{Precision: "fp32"}))
+}
+
 // TestBatchEqualsSingleInternVLFP32: InternVL's sweep cases batched (chunks splitting the tiles'
 // rows) give what each gives alone, fp32.
 func TestBatchEqualsSingleInternVLFP32(t *testing.T) {
-	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor("internvl"))
+	sweepBatchEqualsSingle(t, "internvl", 0, -1)
+}
+
+// TestSweepPhi4FP32 runs the Phi-4-multimodal shape sweep on the GPU in fp32: 10 seeded
+// checkpoints (GQA 1-8, partial rotary 0.5-1.0, LongRoPE's short and long factors and attention
+// factor, towers read at feature layers -1 to -3), images of 1-9 crops with padded crops' key
+// flags and stretched positions, both part orders; greedy tokens identical to transformers,
+// first-step logits within tolerance.
+func TestSweepPhi4FP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("phi4_multimodal"), sweepLoader(cuda.Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSinglePhi4FP32: Phi-4-multimodal's sweep cases batched (chunks splitting the
+// HD layout's rows) give what each gives alone, fp32.
+func TestBatchEqualsSinglePhi4FP32(t *testing.T) {
+	sweepBatchEqualsSingle(t, "phi4_multimodal", 0, -1)
+}
+
+// sweepBatchEqualsSingle runs fixture.CheckBatchEqualsSingle in fp32 on the sweep models of a
+// family at the indexes given (negative ones from the end), with the sweep's cases as requests.
+func sweepBatchEqualsSingle(t *testing.T, family string, models ...int) {
+	sw, err := fixture.LoadSweepFile(fixture.SweepPathFor(family))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range []int{0, len(sw.Models) - 1} {
+	for _, i := range models {
+		if i < 0 {
+			i += len(sw.Models)
+		}
 		dir := t.TempDir()
 		if err := fixture.WriteSeeded(dir, sw.Models[i]); err != nil {
 			t.Fatal(err)
@@ -334,6 +367,21 @@ func TestVisionBatchFP32(t *testing.T) {
 		imgs = append(imgs, fixture.SeededImage(q3.Config(), g, uint64(i+1)))
 	}
 	t.Run("qwen3_vl", func(t *testing.T) { fixture.CheckVisionBatch(t, q3, imgs, visionTol) })
+}
+
+// TestSweepLanceFP32 runs the Lance sweep on the GPU in fp32: nine seeded checkpoints, four images
+// from Lance's x2t transform; greedy tokens identical to the official validation_und_KVcache,
+// first-step logits within tolerance: the bidirectional image block (rows with one key count in
+// CachedAttention's spans), the q/k norms after the biases and the vocabulary mask on this
+// backend.
+func TestSweepLanceFP32(t *testing.T) {
+	fixture.RunSweep(t, fixture.SweepPathFor("lance"), sweepLoader(cuda.Options{Precision: "fp32"}))
+}
+
+// TestBatchEqualsSingleLanceFP32: Lance's sweep cases batched (chunks cut around each image's
+// bidirectional block) and scheduled give what each gives alone, fp32.
+func TestBatchEqualsSingleLanceFP32(t *testing.T) {
+	sweepBatchEqualsSingle(t, "lance", 3, -2)
 }
 
 // TestSweepDeepseekOCR2FP32 runs the DeepSeek-OCR-2 parity sweep on the GPU in fp32: 8 checkpoints

@@ -165,7 +165,7 @@ func TestSweepDetectsWrongGraph(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pos, err := model.PromptPositions(cfg, c.InputIDs, []model.Image{img})
+			pos, err := model.PromptPositions(cfg, c.InputIDs, []model.Grid{img.Grid})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,16 +1,20 @@
 package models_test
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/iris-vlm/iris/bundles"
 	"github.com/iris-vlm/iris/core/internal/enginetest/fixture"
 	"github.com/iris-vlm/iris/core/internal/model"
 	_ "github.com/iris-vlm/iris/core/internal/models/internvl" // registers its config defaults
+	_ "github.com/iris-vlm/iris/core/internal/models/phi4mm"
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen25vl"
 	_ "github.com/iris-vlm/iris/core/internal/models/qwen3vl"
 )
@@ -104,6 +108,16 @@ func TestParseConfig(t *testing.T) {
 				ImageTokenID: 151667, VideoTokenID: 151656, VisionStartTokenID: 151665, VisionEndTokenID: 151666,
 				EOSTokenIDs: []int32{151645},
 			},
+		},
+		{
+			// Phi-4-multimodal, transformers layout (scripts/reference/phi4_configs.py): the
+			// top level is the Phi-3 decoder (head_dim = hidden / heads, partial rotary 0.75,
+			// LongRoPE's short factors and the attention factor sqrt(1 + ln 32 / ln 4096)), the
+			// SigLIP tower's class defaults read at feature layer -2 (26 of 27 blocks), 2x2
+			// pooling of 32x32-patch views, <|image|> from vision_config
+			name: "hf Phi-4-multimodal",
+			path: filepath.Join(fixture.Root(), "configs", "phi4_multimodal_hf.json"),
+			want: phi4Want(),
 		},
 	}
 	for _, tt := range tests {
@@ -209,4 +223,72 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// phi4Want is the engine config of the full-size Phi-4-multimodal.
+func phi4Want() model.Config {
+	ones := make([]float64, 48)
+	for i := range ones {
+		ones[i] = 1
+	}
+	// the hub config's long_factor (scripts/reference/phi4_configs.py)
+	long := []float64{1, 1.118320672, 1.250641126, 1.398617824, 1.564103225, 1.74916897, 1.956131817, 2.187582649, 2.446418898,
+		2.735880826, 3.059592084, 3.421605075, 3.826451687, 4.279200023, 4.785517845, 5.351743533, 5.984965424,
+		6.693110555, 7.485043894, 8.370679318, 9.36110372, 10.4687158, 11.70738129, 13.09260651, 14.64173252,
+		16.37415215, 18.31155283, 20.47818807, 22.90118105, 25.61086418, 28.64115884, 32.03, 32.1, 32.13, 32.23,
+		32.6, 32.61, 32.64, 32.66, 32.7, 32.71, 32.93, 32.97, 33.28, 33.49, 33.5, 44.16, 47.77}
+	return model.Config{
+		ModelType: "phi4_multimodal",
+		Text: model.TextConfig{
+			Hidden: 3072, Layers: 32, Heads: 24, KVHeads: 8, HeadDim: 128, Intermediate: 8192, Vocab: 200064,
+			MaxPositions: 131072, RMSNormEps: 1e-5, RopeTheta: 1e4, MRopeSection: [3]int{48, 0, 0}, Rope1D: true, Act: "silu",
+			RotaryDims: 96, RopeFactors: ones, RopeLongFactors: long, RopeScale: math.Sqrt(1 + math.Log(32)/math.Log(4096)), RopeOriginalMax: 4096,
+		},
+		Vision: model.VisionConfig{
+			Depth: 27, Hidden: 1152, Heads: 16, Intermediate: 4304, InChannels: 3, PatchSize: 14, TemporalPatchSize: 1,
+			MergeSize: 2, OutHidden: 3072, NormEps: 1e-6, PosEmbeddings: 1024, FixedGrid: 32, FeatureBlocks: 26,
+			Act: "gelu_pytorch_tanh",
+		},
+		TieEmbeddings: true,
+		ImageTokenID:  200010, VideoTokenID: -1, VisionStartTokenID: -1, VisionEndTokenID: -1,
+		EOSTokenIDs: []int32{199999},
+	}
+}
+
+// TestPhi4HubConfig: the hub's remote-code config (phi4mm) converted by the bundle builder parses
+// to the engine config of the transformers-layout one (scripts/reference/phi4_configs.py writes
+// both; the latter with transformers' own config classes).
+func TestPhi4HubConfig(t *testing.T) {
+	read := func(name string) map[string]any {
+		raw, err := os.ReadFile(filepath.Join(fixture.Root(), "configs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	hub, scale, err := bundles.ConvertPhi4MMConfig(read("phi4mm_hub.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scale != 2 { // vision_lora: lora_alpha 512 / r 256
+		t.Errorf("vision LoRA scale %v, want 2", scale)
+	}
+	parse := func(doc map[string]any) *model.Config {
+		raw, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := model.ParseConfig(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if got, want := parse(hub), parse(read("phi4_multimodal_hf.json")); !reflect.DeepEqual(got, want) {
+		t.Errorf("converted hub config\n%+v\ntransformers layout\n%+v", got, want)
+	}
 }

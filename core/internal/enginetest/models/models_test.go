@@ -24,9 +24,14 @@ func TestFamilyTables(t *testing.T) {
 		t.Errorf("families %v, config defaults for %v", got, want)
 	}
 	configs := map[string]string{
-		"qwen2_5_vl": filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
-		"qwen3_vl":   filepath.Join(fixture.Root(), "configs", "qwen3_vl_2b_hub.json"),
-		"internvl":   filepath.Join(fixture.Root(), "configs", "internvl3_2b_hf.json"),
+		"qwen2_5_vl":      filepath.Join(fixture.ModelDir("tiny-untied"), "config.json"),
+		"qwen3_vl":        filepath.Join(fixture.Root(), "configs", "qwen3_vl_2b_hub.json"),
+		"internvl":        filepath.Join(fixture.Root(), "configs", "internvl3_2b_hf.json"),
+		"phi4_multimodal": filepath.Join(fixture.Root(), "configs", "phi4_multimodal_hf.json"),
+		// no copy of the hub file is reachable: the remote code's layout with families.md §6.2's
+		// values (MoonViTConfig's defaults, Qwen2.5-3B's decoder, 152681 rows)
+		"locateanything": filepath.Join(fixture.Root(), "configs", "locateanything_3b_reconstructed.json"),
+		"lance":          filepath.Join(fixture.Root(), "configs", "lance_3b.json"),
 		// reconstructed from the sources (docs/plugins.md): transformers instantiates it at
 		// 3,389,119,360 parameters, the released checkpoint's count
 		"deepseek_ocr2": filepath.Join(fixture.Root(), "configs", "deepseek_ocr2_hf.json"),

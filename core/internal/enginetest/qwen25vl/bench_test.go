@@ -37,7 +37,7 @@ func stages(b *testing.B, m *qwen25vl.Model, c *fixture.Case, img model.Image, n
 		b.Fatal(err)
 	}
 	t1 := time.Now()
-	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Image{img})
+	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{img.Grid})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func TestRefusesBeforeKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer seq.Close()
-	pos, err := model.PromptPositions(m.Config(), rect.InputIDs, []model.Image{{Grid: rect.Grid()}})
+	pos, err := model.PromptPositions(m.Config(), rect.InputIDs, []model.Grid{rect.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func firstLogits(t *testing.T, m *qwen25vl.Model, name string) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Image{{Grid: c.Grid()}})
+	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{c.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +582,7 @@ func TestChunkedPrefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Image{{Grid: c.Grid()}})
+	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{c.Grid()})
 	if err != nil {
 		t.Fatal(err)
 	}

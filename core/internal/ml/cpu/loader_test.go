@@ -127,3 +127,58 @@ func TestLoaderMatrices(t *testing.T) {
 		}
 	}
 }
+
+// TestLoaderPermuted: PermutedMatrix reorders a weight's rows and PermutedVector a vector's
+// values (row i is the stored row perm[i]); a tensor whose leading dimensions
+// make the rows ([2, 3, 4] as 6x4, a position table) binds as a matrix; a permutation of the
+// wrong length or with a repeat is refused.
+func TestLoaderPermuted(t *testing.T) {
+	dir := t.TempDir()
+	writeSafetensors(t, dir, []stTensor{
+		{"m.w", "F32", []int64{3, 2}, seq(6, 0)},
+		{"m.b", "F32", []int64{4}, seq(4, 20)},
+		{"m.table", "F32", []int64{2, 3, 4}, seq(24, 0)},
+	})
+	b, err := cpu.New(cpu.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ck, err := ml.OpenCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	ld := ml.NewLoader(b, ck)
+	p := []string{"m."}
+	w := ld.PermutedMatrix(p, "w", 3, 2, []int{2, 0, 1})
+	v := ld.PermutedVector(p, "b", 4, []int{3, 1, 2, 0})
+	table := ld.Matrix(p, "table", 6, 4)
+	if err := ld.Err(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC() // the permuted bytes stay reachable through ck
+	for _, tc := range []struct {
+		x    ml.Tensor
+		want []float32
+	}{
+		{w, []float32{4, 5, 0, 1, 2, 3}},
+		{v, []float32{23, 21, 22, 20}},
+		{table, seq(24, 0)},
+	} {
+		got := make([]float32, len(tc.want))
+		b.Read(got, tc.x)
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%v, want %v", got, tc.want)
+		}
+	}
+	for _, perm := range [][]int{{0, 1}, {0, 0, 1}, {0, 1, 3}} {
+		ld := ml.NewLoader(b, ck)
+		if ld.PermutedMatrix(p, "w", 3, 2, perm); ld.Err() == nil || !strings.Contains(ld.Err().Error(), "tensor m.w: ") {
+			t.Errorf("permutation %v: %v", perm, ld.Err())
+		}
+	}
+}

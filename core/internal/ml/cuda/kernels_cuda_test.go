@@ -2162,3 +2162,94 @@ func TestKernelBackendKeyFlags(t *testing.T) {
 		}
 	})
 }
+
+// spanAttnRef is CachedAttention's definition in float64: query row i (heads of hd in rows of
+// qd values) sees the pool rows [spans[2i], spans[2i]+spans[2i+1]) (kv heads of hd in rows of
+// kvd values), softmax(q k^T * scale) v.
+func spanAttnRef(q, kp, vp []float32, spans []int32, heads, kvh, hd int, scale float64) []float64 {
+	rows := len(spans) / 2
+	qd, kvd := heads*hd, kvh*hd
+	out := make([]float64, rows*qd)
+	for i := range rows {
+		s0, n := int(spans[2*i]), int(spans[2*i+1])
+		for h := range heads {
+			g := h / (heads / kvh)
+			w := make([]float64, n)
+			mx := math.Inf(-1)
+			for j := range n {
+				s := 0.0
+				for d := range hd {
+					s += float64(q[i*qd+h*hd+d]) * float64(kp[(s0+j)*kvd+g*hd+d])
+				}
+				w[j] = s * scale
+				mx = math.Max(mx, w[j])
+			}
+			sum := 0.0
+			for j := range n {
+				w[j] = math.Exp(w[j] - mx)
+				sum += w[j]
+			}
+			for d := range hd {
+				a := 0.0
+				for j := range n {
+					a += w[j] * float64(vp[(s0+j)*kvd+g*hd+d])
+				}
+				out[i*qd+h*hd+d] = a / sum
+			}
+		}
+	}
+	return out
+}
+
+// TestKernelBackendBidirectionalBlock: CachedAttention's spans give each query row its own keys,
+// so a block of a prefill chunk that attends to all of itself (an image between
+// <|vision_start|> and <|vision_end|>, TextConfig.BidirectionalImage) is rows with one key
+// count, causal rows around it. Two sequences in one call (the second a decode step), on both
+// backend types and head dims of the tensor-core and plain paths, against a float64 reference.
+func TestKernelBackendBidirectionalBlock(t *testing.T) {
+	forBackends(t, func(t *testing.T, b *Backend) {
+		for _, hd := range []int{64, 40} {
+			t.Run(fmt.Sprint(hd), func(t *testing.T) {
+				dt := b.dt
+				r := rand.New(rand.NewPCG(61, uint64(hd)))
+				const heads, kvh, poolRows = 6, 2, 96
+				qd, kvd := heads*hd, kvh*hd
+				// sequence A at pool rows [0, 80): 5 cached keys, then a chunk of 70 rows whose
+				// rows 3..60 (pool rows 8..65) form a block; sequence B at [80, 96): a decode row
+				// after 9 keys
+				var spans []int32
+				for j := range 70 {
+					n := 5 + j + 1
+					if j >= 3 && j <= 60 {
+						n = 5 + 60 + 1
+					}
+					spans = append(spans, 0, int32(n))
+				}
+				spans = append(spans, 80, 10)
+				rows := len(spans) / 2
+				q := randn(r, dt, rows*qd, 1)
+				kp, vp := randn(r, dt, poolRows*kvd, 1), randn(r, dt, poolRows*kvd, 1)
+				scale := 1 / math.Sqrt(float64(hd))
+				want := spanAttnRef(q, kp, vp, spans, heads, kvh, hd, scale)
+				var got []float32
+				err := b.Do(func() error {
+					qt := devTensor(b, rows, qd, q)
+					kt, vt := devTensor(b, poolRows, kvd, kp), devTensor(b, poolRows, kvd, vp)
+					out := b.Scratch("att", rows, qd)
+					b.CachedAttention(out, qt, kt, vt, b.Ints(spans), ml.Attn{Heads: heads, KVHeads: kvh, HeadDim: hd,
+						Mask: ml.Mask{Causal: true}, Scale: float32(scale)})
+					got = readBack(b, out)
+					return b.Sync()
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tol := 2e-5
+				if dt == bf16 {
+					tol = 2e-2
+				}
+				check(t, "attention with a bidirectional block", got, want, tol)
+			})
+		}
+	})
+}

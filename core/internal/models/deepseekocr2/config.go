@@ -41,18 +41,14 @@ func settings(cfg *model.Config) (*Settings, error) {
 
 // imageTokens is an image's placeholders (DeepseekOcr2Processor._expand_image_tokens): each
 // view's queries (a 768 tile 144, the 1024 view 256, told apart by their patch masks) and the
-// view separator; 0 for an image whose views the tower does not take.
-func imageTokens(cfg *model.Config, img model.Image) int {
+// view separator; an image whose views the tower does not take is refused (ml.ErrInvalidInput).
+func imageTokens(cfg *model.Config, img *model.Image) (int, error) {
 	s, err := settings(cfg)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	v := Vision{cfg: s.Vision}
-	n, err := v.ImageRows(img)
-	if err != nil {
-		return 0
-	}
-	return n
+	return v.ImageRows(*img)
 }
 
 // parseVision reads DeepseekOcr2VisionConfig (vision_config: sam_config, encoder_config) and

@@ -56,7 +56,7 @@ func (m *Model) Bind(ld *ml.Loader, cfg *model.Config) (kit.Head, error) {
 }
 
 // VisionOps implements kit.Family: each image's rows (its views' queries and the separator) in
-// turn. The engine has checked the images against cfg.ImageTokens, so each fits its rows.
+// turn. The engine has checked the images against model.ImageTokens, so each fits its rows.
 func (m *Model) VisionOps(b ml.Backend, imgs []model.Image, res ml.Tensor) {
 	row := 0
 	for _, img := range imgs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/model"
@@ -94,7 +95,14 @@ func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 		// a new sequence's prompt head: copied from the rows kept for it (its rows skipped), or
 		// kept from this pass's rows
 		skip := 0
-		if h := headLen(flat, n); h > 0 && s.kv.Len == 0 {
+		// a bidirectional image block begins a token before its first placeholder: a prompt head
+		// kept for other prompts ends before it (that token's keys depend on the image)
+		margin := 0
+		if t.BidirectionalImage {
+			margin = 1
+		}
+		// (a head is kept at the short factors' angles: a long sequence neither takes nor keeps one)
+		if h := headLen(flat, n, margin); h > 0 && s.kv.Len == 0 && !s.long {
 			use, keep := m.heads.take(in.IDs[:h])
 			switch {
 			case use != nil:
@@ -128,10 +136,18 @@ func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 		p.ids = append(p.ids, in.IDs[skip:]...)
 		p.last = append(p.last, int32(len(p.ids)-1))
 		p.decode = p.decode && n == 1
+		reach, err := imageBlocks(cfg, flat, in, n, skip)
+		if err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
 		start, past := s.kv.Start(), s.kv.Len+skip
 		for j := range n - skip {
 			p.slots = append(p.slots, int32(start+past+j))
-			p.spans = append(p.spans, int32(start), int32(past+j+1))
+			keys := past + j + 1 // causal: the keys up to the row's own
+			if reach != nil {
+				keys = s.kv.Len + reach[skip+j] + 1
+			}
+			p.spans = append(p.spans, int32(start), int32(keys))
 		}
 		// the rotary embedding: freqs = inv_freq @ position_ids in F32, frequency f driven by
 		// position row freqAxis[f] (the angles of each position come from the model's table)
@@ -139,7 +155,11 @@ func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 		for _, v := range flat.Pos {
 			top = max(top, v)
 		}
-		cos, sin := m.angles(int(top) + 1)
+		table := m.rope
+		if s.long {
+			table = m.ropeLong
+		}
+		cos, sin := table.angles(int(top) + 1)
 		for j := skip; j < n; j++ {
 			for f := range half {
 				at := int(flat.Pos[m.freqAxis[f]*n+j])*half + f
@@ -152,6 +172,45 @@ func (m *Base) plan(batch []model.Input) (_ *batchPlan, err error) {
 		}
 	}
 	return p, nil
+}
+
+// imageBlocks returns, for a config whose images attend bidirectionally within their blocks
+// (TextConfig.BidirectionalImage), the last row of the input each row's attention reaches: its
+// own, or for a row of an image's block (the token before its first placeholder to the token
+// after its last) the block's last row; nil for a causal config. A block must lie whole in the
+// input's rows after skip: its rows' keys are written by this pass (engine.prefillChunks cuts
+// prompts around blocks), and a chunk that cuts one is refused rather than computed otherwise
+// than the reference, which prefills the block in one call.
+func imageBlocks(cfg *model.Config, flat *model.PrefillInput, in model.Input, n, skip int) ([]int, error) {
+	if !cfg.Text.BidirectionalImage {
+		return nil, nil
+	}
+	if n > 1 && in.IDs[n-1] == cfg.VisionStartTokenID {
+		// the block's first row without its image: the rows after it, in a later chunk, would
+		// need this row's keys computed with theirs
+		return nil, fmt.Errorf("a prefill chunk ends at an image block's first token: %w", ml.ErrInvalidInput)
+	}
+	if len(in.Images) == 0 {
+		return nil, nil
+	}
+	reach := make([]int, n)
+	for r := range reach {
+		reach[r] = r
+	}
+	used := 0
+	for k, e := range in.Images {
+		slots := flat.Slots[used : used+e.Tokens]
+		used += e.Tokens
+		lo, hi := int(slices.Min(slots))-1, int(slices.Max(slots))+1
+		if lo < skip || hi >= n {
+			return nil, fmt.Errorf("image %d's bidirectional block, rows [%d, %d], is not whole in a prefill chunk of rows [%d, %d): %w",
+				k, lo, hi, skip, n, ml.ErrInvalidInput)
+		}
+		for r := lo; r <= hi; r++ {
+			reach[r] = hi
+		}
+	}
+	return reach, nil
 }
 
 // headRef is a head a plan holds a ref on, and whether its pass fills it.
@@ -168,22 +227,32 @@ func (p *batchPlan) done(m *Base, ran bool) {
 	p.heads = nil
 }
 
+// angleTable is the text rotary angles of one set of frequencies: the cosines and sines of
+// positions 0, 1, ... (rotated dims / 2 values each), times the attention factor, grown on demand.
+type angleTable struct {
+	invFreq []float32
+	scale   float32 // multiplies cos and sin (LongRoPE's attention factor; 1 otherwise)
+	// mu guards cos and sin (plans are made outside the model's mu)
+	mu       sync.Mutex
+	cos, sin []float32
+}
+
 // angles returns the cosines and sines of every frequency at positions [0, n) (n rows of rotated dims / 2),
 // computing the missing rows once for the model's life: a prefill of 200 tokens asks for 25,600
 // of them, which took 0.4 ms of the host's time a request when computed each time.
-func (m *Base) angles(n int) (cos, sin []float32) {
-	half := len(m.invFreq)
-	m.ropeMu.Lock()
-	defer m.ropeMu.Unlock()
-	for p := len(m.ropeCos) / half; p < n; p++ {
+func (r *angleTable) angles(n int) (cos, sin []float32) {
+	half := len(r.invFreq)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := len(r.cos) / half; p < n; p++ {
 		for f := range half {
-			a := float64(float32(p) * m.invFreq[f])
+			a := float64(float32(p) * r.invFreq[f])
 			// emb.cos() * attention_scaling in F32 (a factor of 1 changes nothing)
-			m.ropeCos = append(m.ropeCos, float32(math.Cos(a))*m.ropeScale)
-			m.ropeSin = append(m.ropeSin, float32(math.Sin(a))*m.ropeScale)
+			r.cos = append(r.cos, float32(math.Cos(a))*r.scale)
+			r.sin = append(r.sin, float32(math.Sin(a))*r.scale)
 		}
 	}
-	return m.ropeCos, m.ropeSin
+	return r.cos, r.sin
 }
 
 // Forward implements model.Batcher: the text model + lm_head over every input's tokens at once,
@@ -342,5 +411,5 @@ func (m *Base) passOps(p *Pass, bp *batchPlan, ids, idx ml.Ints, logits ml.Tenso
 			b.Gather(lastT, tt, idx)
 		}
 	}
-	ml.NormLinears(b, lastN, lastOut, last, lastT, m.head.FinalNorm, eps, ml.Out{Y: logits, W: m.head.LMHead})
+	ml.NormLinears(b, lastN, lastOut, last, lastT, m.head.FinalNorm, eps, ml.Out{Y: logits, W: m.head.LMHead, B: m.head.LMBias})
 }

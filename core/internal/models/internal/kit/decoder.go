@@ -10,12 +10,15 @@ import (
 
 // DecoderLayer is one layer of the pre-norm GQA decoder with a SwiGLU MLP that the Qwen2 text
 // stack defines (Qwen2.5-VL's and InternVL3's language models): RMSNorm, q/k/v projections
-// (with biases when the config says so), rotary attention over the cache, o_proj, RMSNorm,
-// gate/up/down. Families whose layers add nothing to it bind and run it from here.
+// (with biases when the config says so), per-head q/k RMSNorms when the config says so (Lance's
+// qwen2_navit: after the biases, before the rotary embedding), rotary attention over the cache,
+// o_proj, RMSNorm, gate/up/down. Families whose layers add nothing to it bind and run it from
+// here.
 type DecoderLayer struct {
 	AttnNorm, MLPNorm   ml.Tensor
 	Q, K, V, O          ml.Tensor
 	QBias, KBias, VBias ml.Tensor
+	QNorm, KNorm        ml.Tensor
 	Gate, Up, Down      ml.Tensor
 }
 
@@ -40,6 +43,10 @@ func BindDecoder(ld *ml.Loader, cfg *model.Config, prefixes []string) []DecoderL
 			L.KBias = ld.Vector(prefixes, p+"self_attn.k_proj.bias", kvd)
 			L.VBias = ld.Vector(prefixes, p+"self_attn.v_proj.bias", kvd)
 		}
+		if t.QKNorm {
+			L.QNorm = ld.Vector(prefixes, p+"self_attn.q_norm.weight", hd)
+			L.KNorm = ld.Vector(prefixes, p+"self_attn.k_norm.weight", hd)
+		}
 		L.O = ld.Matrix(prefixes, p+"self_attn.o_proj.weight", H, qd)
 		L.MLPNorm = ld.Vector(prefixes, p+"post_attention_layernorm.weight", H)
 		// gate and up as one tensor, so that each pair runs as one product wherever the backend
@@ -61,7 +68,7 @@ func DecoderOps(b ml.Backend, cfg *model.Config, p *Pass, layers []DecoderLayer)
 	eps := float32(t.RMSNormEps)
 
 	q, k, v := p.QKV.ColsAt(0, qd), p.QKV.ColsAt(qd, kvd), p.QKV.ColsAt(qd+kvd, kvd)
-	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Mask: ml.Mask{Causal: true}, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	a := ml.Attn{Heads: t.Heads, KVHeads: t.KVHeads, HeadDim: hd, Mask: ml.Mask{Causal: true}, Scale: float32(1 / math.Sqrt(float64(hd))), NormEps: eps}
 	x, xn, tt := p.X, p.XN, p.T
 	r := 0 // x[r] holds the residual, x[r] + delta the hidden states
 	delta := ml.Tensor{}
@@ -71,8 +78,10 @@ func DecoderOps(b ml.Backend, cfg *model.Config, p *Pass, layers []DecoderLayer)
 		ml.NormLinears(b, xn, x[1-r], x[r], delta, L.AttnNorm, eps,
 			ml.Out{Y: q, W: L.Q, B: L.QBias}, ml.Out{Y: k, W: L.K, B: L.KBias}, ml.Out{Y: v, W: L.V, B: L.VBias})
 		r ^= 1
-		// apply_rotary_pos_emb (or its multimodal form), the keys and values into each
-		// sequence's cache, and causal attention over it
+		// the q/k norms when the layer has them, apply_rotary_pos_emb (or its multimodal form),
+		// the keys and values into each sequence's cache, and attention over it (each row's keys
+		// in p.Spans)
+		a.QNorm, a.KNorm = L.QNorm, L.KNorm
 		ml.RopeCachedAttention(b, p.Att, q, k, v, p.Rot, p.KV.K(l), p.KV.V(l), p.Slots, p.Spans, a)
 		b.Linears(p.Att, ml.Out{Y: tt, W: L.O})
 		// hidden_states = residual + self.mlp(self.post_attention_layernorm(hidden_states))

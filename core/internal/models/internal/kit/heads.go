@@ -59,14 +59,15 @@ func newHeads(kv *ml.KVPool, n int) *heads {
 	return &heads{kv: kv, max: n, seen: map[string]struct{}{}}
 }
 
-// headLen is the length of an input's head: the tokens before its first image placeholder,
-// when they are at least minHead, leave some token to compute, and sit at positions 0, 1, ...
+// headLen is the length of an input's head: the tokens before its first image placeholder (less
+// margin: the tokens before it that belong to the image's bidirectional block), when they are
+// at least minHead, leave some token to compute, and sit at positions 0, 1, ...
 // on every axis (the rotary angles a kept head was computed at).
-func headLen(flat *model.PrefillInput, n int) int {
+func headLen(flat *model.PrefillInput, n, margin int) int {
 	if len(flat.Slots) == 0 {
 		return 0
 	}
-	h := int(flat.Slots[0])
+	h := int(flat.Slots[0]) - margin
 	if h < minHead || h >= n {
 		return 0
 	}

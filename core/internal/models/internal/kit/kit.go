@@ -35,6 +35,9 @@ type Family interface {
 // Head are the weights of the token embedding and the output head.
 type Head struct {
 	Embed, FinalNorm, LMHead ml.Tensor
+	// LMBias, when set, is added to the logits: kit makes it from cfg.Text.OutputVocab, 0 for
+	// the ids below it and -inf for the rest, so that no backend op knows of the mask.
+	LMBias ml.Tensor
 }
 
 // BindHead binds the token embedding, the final norm and lm_head by their names under the text
@@ -103,16 +106,14 @@ type Base struct {
 	// without mu, so neither waits for the decoder's pass in progress.
 	closed atomic.Bool
 
-	invFreq   []float32 // text rotary frequencies
-	ropeScale float32   // multiplies cos and sin (LongRoPE's attention factor; 1 otherwise)
-	freqAxis  []int     // which position row (t, h, w) drives each frequency
+	// rope holds the text rotary angles: the frequencies (LongRoPE's short factors applied), and
+	// ropeLong those of LongRoPE's long factors, for a sequence past original_max_position_embeddings
+	// (model.TextConfig.LongRoPE; nil without long factors)
+	rope, ropeLong *angleTable
+	freqAxis       []int // which position row (t, h, w) drives each frequency
 	// logitRows are the logits buffers of closed sequences, for the next ones (a vocabulary's
 	// worth each: 600 KB at 152k).
 	logitRows sync.Pool
-	// ropeCos and ropeSin are the angles of positions 0, 1, ... (rotated dims / 2 values each), grown on
-	// demand (angles); ropeMu guards them (plans are made outside mu).
-	ropeMu           sync.Mutex
-	ropeCos, ropeSin []float32
 
 	// image rows kept in backend memory (EncodeVisionDevice): every buffer made, and those
 	// released; rowsMu guards rowsFree (Release runs on any goroutine).
@@ -178,11 +179,26 @@ func (m *Base) init(opts Options) error {
 	}
 	m.head = head
 	t := &m.cfg.Text
+	if t.OutputVocab > 0 && t.OutputVocab < t.Vocab {
+		// pred_logits[:, len(tokenizer):] = float("-inf") as lm_head's bias (written into memory
+		// of the backend's: Load may keep using host bytes in place)
+		bias := make([]float32, t.Vocab)
+		for i := t.OutputVocab; i < t.Vocab; i++ {
+			bias[i] = float32(math.Inf(-1))
+		}
+		if m.head.LMBias, err = m.b.Alloc(1, t.Vocab, m.b.DType()); err != nil {
+			return fmt.Errorf("the vocabulary mask: %w", err)
+		}
+		m.b.Write(m.head.LMBias, bias)
+	}
 	half := t.Rotated() / 2
-	m.invFreq = invFreq(half, t.Rotated(), t.RopeTheta, t.RopeFactors)
-	m.ropeScale = float32(1)
+	scale := float32(1)
 	if t.RopeScale != 0 {
-		m.ropeScale = float32(t.RopeScale)
+		scale = float32(t.RopeScale)
+	}
+	m.rope = &angleTable{invFreq: invFreq(half, t.Rotated(), t.RopeTheta, t.RopeFactors), scale: scale}
+	if len(t.RopeLongFactors) > 0 {
+		m.ropeLong = &angleTable{invFreq: invFreq(half, t.Rotated(), t.RopeTheta, t.RopeLongFactors), scale: scale}
 	}
 	m.freqAxis = FreqAxes(t.MRopeSection, t.MRopeInterleaved, half)
 	kvd := t.KVHeads * t.HeadDim
@@ -301,6 +317,8 @@ type sequence struct {
 	m      *Base
 	kv     *ml.KVCache
 	logits []float32
+	// long: the sequence runs LongRoPE's long factors (model.TextConfig.LongRoPE of its capacity)
+	long bool
 }
 
 // NewSequence implements model.Model.
@@ -315,7 +333,7 @@ func (m *Base) NewSequence(capacity int) (model.Sequence, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sequence{m: m, kv: kv}, nil
+	return &sequence{m: m, kv: kv, long: m.ropeLong != nil && m.cfg.Text.LongRoPE(capacity)}, nil
 }
 
 func (s *sequence) Len() int { return s.kv.Len }
@@ -405,10 +423,11 @@ func (m *Base) encode(ctx context.Context, imgs []model.Image, keep bool) ([]*mo
 			}
 			return nil, err
 		}
-		e := &model.Embeddings{Tokens: m.cfg.ImageTokens(img), Dim: m.cfg.EmbedDim()}
-		if e.Tokens <= 0 {
-			return nil, fmt.Errorf("image %d: grid %v with masks %v is no image this model takes: %w", i, img.Grid, img.Masks, ml.ErrInvalidInput)
+		n, err := model.ImageTokens(m.cfg, &img)
+		if err != nil {
+			return nil, err
 		}
+		e := &model.Embeddings{Tokens: n, Dim: m.cfg.EmbedDim()}
 		if !keep {
 			e.Data = make([]float32, e.Tokens*e.Dim)
 		}

@@ -118,8 +118,8 @@ func TestInvFreqFactors(t *testing.T) {
 			t.Errorf("frequency %d: %v, want %v", i, got[i], want)
 		}
 	}
-	m := &Base{invFreq: got, ropeScale: 1.25}
-	cos, sin := m.angles(3)
+	table := &angleTable{invFreq: got, scale: 1.25}
+	cos, sin := table.angles(3)
 	for p := range 3 {
 		for f := range 6 {
 			a := float64(float32(p) * got[f])
