@@ -5,7 +5,7 @@ set export
 
 root := justfile_directory()
 modules := ". sdk-wasm plugins"
-families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal locateanything lance"
+families := "qwen2_5_vl qwen3_vl internvl phi4_multimodal locateanything lance deepseek_ocr2"
 tags := env("IRIS_TAGS", "")
 
 # cgo finds libtokenizers.a (built by `just setup`) here.
@@ -37,6 +37,7 @@ setup:
     python3 scripts/reference/internvl_tokenizer.py
     python3 scripts/reference/phi4_tokenizer.py
     python3 scripts/reference/locateanything_tokenizer.py
+    python3 scripts/reference/deepseek_ocr2_tokenizer.py
 
 # Developer tools (golangci-lint), pinned, into .build/bin.
 tools:

@@ -159,6 +159,27 @@ var Families = map[string]Family{
 		},
 		SpecialTokens: map[string]string{"<IMG_CONTEXT>": "image_token_id", "<img>": "", "</img>": ""},
 	},
+	// DeepSeek-OCR-2 (transformers 5 checkpoints, deepseek-community/DeepSeek-OCR-2 layout, or the
+	// original release's tensor names): 768 tiles past 768 px and a 1024 global view (plugin ABI
+	// 2), 256 + 144 x tiles + 1 tokens; no chat roles (the plugin frames BOS<image>...\n{question}).
+	"deepseek_ocr2": {
+		Name: "deepseek_ocr2", ModelTypes: []string{"deepseek_ocr2"},
+		Tasks: []Task{TaskVisionLanguage}, PluginABI: 2, StopIDs: []int32{1},
+		MaxMemoryPages: 512, TimeoutMS: 2000,
+		Params: map[string][]string{
+			"min_tiles": {"min_patches"},
+			"max_tiles": {"max_patches"},
+		},
+		Fixed: map[string]any{
+			"size.height": 1024.0, "size.width": 1024.0, "tile_size": 768.0, "resample": 3.0,
+			"image_mean": []any{0.5, 0.5, 0.5}, "image_std": []any{0.5, 0.5, 0.5},
+			"background_color": []any{127.0, 127.0, 127.0},
+		},
+		ConfigFixed: map[string]any{
+			"vision_config.sam_config.image_size": 1024.0, "vision_config.sam_config.patch_size": 16.0,
+		},
+		SpecialTokens: map[string]string{"<image>": "image_token_id", "<｜begin▁of▁sentence｜>": ""},
+	},
 	// Phi-4-multimodal (the transformers-format checkpoint, model_type phi4_multimodal, or the
 	// hub's remote-code one, phi4mm, converted first: phi4mm.go): a global view and up to
 	// dynamic_hd 448x448 crops with patch masks a request (plugin ABI 2, wire minor 3).

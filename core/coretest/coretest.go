@@ -1,7 +1,8 @@
 // Package coretest gives tests outside core the engine fixtures as real bundles: tiny random-weight
-// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3, Phi-4-multimodal, LocateAnything and
-// Lance ones (and LocateAnything ones constructed to answer with a box or a point), with the
-// family plugin compiled from source, and the reference outputs for each case. Test code only.
+// Qwen2.5-VL checkpoints and seeded Qwen3-VL, InternVL3, Phi-4-multimodal, LocateAnything,
+// Lance and DeepSeek-OCR-2 ones (and LocateAnything ones constructed to answer with a box or a
+// point), with the family plugin compiled from source, and the reference outputs for each case.
+// Test code only.
 package coretest
 
 import (
@@ -54,11 +55,17 @@ const (
 	LocateAnythingPoint = "locateanything-point"
 )
 
+// DeepseekOCR2 is the DeepSeek-OCR-2 model: a checkpoint of its family's parity sweep regenerated
+// from its seeds, answered by transformers through DeepseekOcr2Processor (no chat roles: BOS,
+// the image, "\n" and the question).
+const DeepseekOCR2 = "deepseek-ocr2-seeded"
+
 // served maps the seeded models to their family.
 var served = map[string]string{
 	Qwen3: "qwen3_vl", InternVL: "internvl", LocateAnything: "locateanything", Lance: "lance", LanceRelease: "lance",
 	LocateAnythingBox: "locateanything", LocateAnythingPoint: "locateanything",
 	Phi4: "phi4_multimodal", Phi4Hub: "phi4_multimodal", Phi4Adapter: "phi4_multimodal",
+	DeepseekOCR2: "deepseek_ocr2",
 }
 
 // goldens names a seeded model's served golden under testdata/<family> where it is not
@@ -76,10 +83,10 @@ func goldenOf(model string) string {
 // Models are the fixture checkpoints: Qwen2.5-VL with untied and tied embeddings, Qwen3-VL,
 // InternVL3, Phi-4-multimodal (in the transformers layout, with its vision LoRA as an adapter
 // beside it, and in the hub's remote-code layout), LocateAnything (seeded, and constructed to
-// ground) and Lance (from Iris's layout and from the release's).
+// ground), Lance (from Iris's layout and from the release's) and DeepSeek-OCR-2.
 var Models = []string{
 	"tiny-untied", "tiny-tied", Qwen3, InternVL, Phi4, Phi4Adapter, Phi4Hub,
-	LocateAnything, LocateAnythingBox, LocateAnythingPoint, Lance, LanceRelease,
+	LocateAnything, LocateAnythingBox, LocateAnythingPoint, Lance, LanceRelease, DeepseekOCR2,
 }
 
 // Bundle builds a bundle named model from a fixture checkpoint into a temporary directory.
@@ -181,8 +188,12 @@ func servedCases(tb testing.TB, family, golden string) []Case {
 		if err != nil {
 			tb.Fatal(err)
 		}
+		text := tok.DecodeSkipSpecial(c.Tokens)
+		if family == "deepseek_ocr2" { // its plugin keeps special tokens, as upstream's runs decode
+			text = tok.Decode(c.Tokens)
+		}
 		out = append(out, Case{Name: c.Name, Image: img, Question: c.Question, PromptTokens: c.PromptTokens, Tokens: c.Tokens,
-			Text: tok.DecodeSkipSpecial(c.Tokens), Boxes: c.Boxes})
+			Text: text, Boxes: c.Boxes})
 	}
 	return out
 }
@@ -196,6 +207,8 @@ func tokenizerDir(family string) string {
 		return fixture.TokenizerDir("phi4")
 	case "locateanything":
 		return fixture.TokenizerDir("locateanything")
+	case "deepseek_ocr2":
+		return fixture.TokenizerDir("deepseek_ocr2")
 	}
 	return fixture.ModelDir("tiny-untied") // the same Qwen tokenizer for Qwen2.5-VL and Qwen3-VL
 }
@@ -212,6 +225,9 @@ func Decode(tb testing.TB, model string, ids []int32) string {
 		tb.Fatal(err)
 	}
 	defer tok.Close()
+	if served[model] == "deepseek_ocr2" { // its plugin keeps special tokens
+		return tok.Decode(ids)
+	}
 	return tok.DecodeSkipSpecial(ids)
 }
 

@@ -102,6 +102,13 @@ func NewLoader(b Backend, ck *Checkpoint) *Loader { return &Loader{b: b, ck: ck}
 // Err is the first failure.
 func (l *Loader) Err() error { return l.err }
 
+// Has reports whether the checkpoint holds name under one of the prefixes (a family telling
+// two layouts of its checkpoints apart).
+func (l *Loader) Has(prefixes []string, name string) bool {
+	_, _, ok := l.find(prefixes, name)
+	return ok
+}
+
 func (l *Loader) find(prefixes []string, name string) (ckTensor, string, bool) {
 	for _, p := range prefixes {
 		if t, ok := l.ck.tensors[p+name]; ok {
@@ -214,6 +221,13 @@ func permute(data []byte, perm []int, rows, cols int, matrix bool) ([]byte, erro
 	return out, nil
 }
 
+// MatrixF32 binds a rows x cols weight kept in F32 whatever type the backend computes products
+// with: a weight the reference multiplies in F32 (a mixture of experts' router, whose logits
+// transformers computes from hidden_states.float() and weight.float()).
+func (l *Loader) MatrixF32(prefixes []string, name string, rows, cols int) Tensor {
+	return l.load(prefixes, name, rows, cols, func(DType) DType { return F32 }, true, nil)
+}
+
 // Matrices binds several 2-D rows x cols weights as one tensor, returning a view of each one's rows
 // in order (len(names) tensors, zero ones after a failure): weights that run as one product (a
 // gated MLP's gate and up) are then adjacent wherever the backend places tensors. A pair that a
@@ -270,6 +284,58 @@ func (l *Loader) Matrices(prefixes, names []string, rows, cols int) []Tensor {
 	}
 	l.Bytes += size
 	return out
+}
+
+// ConvTaps binds a Conv2d weight [out, in, kh, kw] as the out x kh·kw·in matrix of an im2col
+// product whose input row holds, tap after tap ((ky, kx) in raster order), that tap's in-channel
+// vector: column (ky·kw + kx)·in + c is the checkpoint's [o, c, ky, kx]. A convolution is then a
+// Gather of kh·kw rows a output position (viewed as one row) and one product, with no host work
+// a pass. The tensor's bytes are reordered in host memory (kept where the backend uses them in
+// place), whatever its dtype.
+func (l *Loader) ConvTaps(prefixes []string, name string, out, in, kh, kw int) Tensor {
+	if l.err != nil {
+		return Tensor{}
+	}
+	t, full, ok := l.find(prefixes, name)
+	if !ok {
+		l.err = fmt.Errorf("missing tensor %s", full)
+		return Tensor{}
+	}
+	if len(t.Shape) != 4 || t.Shape[0] != int64(out) || t.Shape[1] != int64(in) || t.Shape[2] != int64(kh) || t.Shape[3] != int64(kw) {
+		l.err = fmt.Errorf("tensor %s: shape %v, want [%d %d %d %d]", full, t.Shape, out, in, kh, kw)
+		return Tensor{}
+	}
+	stored := BF16
+	switch t.Dtype {
+	case "F32", "F16":
+		stored = F32 // F16 widened
+	case "BF16":
+	default:
+		l.err = fmt.Errorf("tensor %s: dtype %s (want F32, BF16 or F16)", full, t.Dtype)
+		return Tensor{}
+	}
+	es := len(t.data) / (out * in * kh * kw)
+	taps := kh * kw
+	perm := make([]byte, len(t.data))
+	for o := range out {
+		for c := range in {
+			for k := range taps {
+				src := ((o*in+c)*taps + k) * es
+				dst := ((o*taps+k)*in + c) * es
+				copy(perm[dst:dst+es], t.data[src:src+es])
+			}
+		}
+	}
+	w, err := l.b.Load(perm, t.Dtype, out, taps*in, l.b.MatrixType(stored))
+	if err != nil {
+		l.err = fmt.Errorf("loading tensor %s: %w", full, err)
+		return Tensor{}
+	}
+	if base := uintptr(unsafe.Pointer(&perm[0])); w.Addr >= base && w.Addr < base+uintptr(len(perm)) {
+		l.ck.joined = append(l.ck.joined, perm) // used in place: kept as long as the maps
+	}
+	l.Bytes += t.Size
+	return w
 }
 
 // Rows binds a rows x cols weight that ops copy rows of (Gather: a token to place) rather than

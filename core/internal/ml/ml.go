@@ -124,6 +124,46 @@ type Mask struct {
 	// patches). A query that sees no key at all gets the plain mean of its segment's values, as
 	// the reference's most-negative additive mask gives. CachedAttention takes no key flags.
 	Keys Ints
+	// Prefix, with Causal, lets every query row see keys [0, Prefix) as well: a prefix attended
+	// both ways before causal rows (an encoder whose image tokens see one another and whose
+	// learned queries see every image token and the queries before them). Query row i sees keys
+	// [0, max(Prefix, Past+i+1)). Attention only; 0 is the plain causal mask.
+	Prefix int
+	// RelPos, when set (RelPos.H valid), adds a decomposed relative-position bias to every scaled
+	// score before the softmax. Attention and SegmentAttention (within each segment, key j its
+	// index in the segment); CachedAttention takes none.
+	RelPos RelPos
+}
+
+// RelPos is a decomposed relative-position bias over keys laid out as a Height × Width grid in
+// row-major order (a vision tower's window or whole grid): the score of query row i and key j
+// under head h gains H[i, h·Height + j/Width] + W[i, h·Width + j%Width], the two summed first.
+// H and W are in the activation type (the reference computes rel_h and rel_w in the model's
+// dtype), a row for each query row of the op (heads·Height and heads·Width values); the family
+// computes them from the queries and its position tables (rel_h = einsum(q, Rh), rel_w =
+// einsum(q, Rw)).
+type RelPos struct {
+	H, W          Tensor
+	Height, Width int
+}
+
+// RowsAt is the bias of query rows [r, r+n).
+func (p RelPos) RowsAt(r, n int) RelPos {
+	p.H, p.W = p.H.RowsAt(r, n), p.W.RowsAt(r, n)
+	return p
+}
+
+// CheckRelPos refuses a bias that does not fit q rows of heads heads over keys keys.
+func CheckRelPos(p RelPos, rows, heads, keys int) error {
+	if !p.H.Valid() {
+		return nil
+	}
+	if p.Height < 1 || p.Width < 1 || p.Height*p.Width < keys || p.H.Rows != rows || p.W.Rows != rows ||
+		p.H.Cols != heads*p.Height || p.W.Cols != heads*p.Width || p.H.DType != p.W.DType {
+		return fmt.Errorf("relative-position bias %dx%d and %dx%d over a %dx%d grid for %d rows of %d heads, %d keys: %w",
+			p.H.Rows, p.H.Cols, p.W.Rows, p.W.Cols, p.Height, p.Width, rows, heads, keys, ErrInvalidInput)
+	}
+	return nil
 }
 
 // Attn describes one attention: heads of q over key/value heads of k and v (grouped when
@@ -186,6 +226,63 @@ const (
 	GELUErf GELUApprox = iota
 	GELUTanh
 )
+
+// MoE describes a mixture-of-experts feed-forward with a softmax router and shared experts (the
+// form of transformers 5.17's top-k routed MoE modules): a router picks TopK of Experts gated
+// MLPs for each row, and the row's output is their outputs weighted by the router.
+//
+// Routing, in F32 whatever the activations' type: logits = x Router^T, scores = softmax(logits);
+// greedy: the TopK highest scores; group-limited greedy (Groups > 1): the experts split into
+// Groups consecutive groups, each group scored by its best expert, the scores of every expert
+// outside the TopGroups best groups zeroed, then the TopK highest. Ties go to the lower expert
+// index. The weights are the chosen scores times Scale (routed_scaling_factor), not renormalised.
+//
+// Slots: a row's TopK picks in order of descending score. Each expert computes
+// down(silu(gate(x)) * up(x)) as a gated MLP of the activations' type does; the output sums, in
+// F32 and in slot order, each expert's output times its F32 weight, rounds the sum once to the
+// activations' type and adds add's row: the order of transformers' default experts path
+// ("grouped_mm": proj_out * weights, then view(tokens, top_k, hidden).sum(1)), not the eager
+// loop's (index_add_ per expert, ascending expert index), with the shared experts' output as add
+// (experts(...) + shared_experts(residuals)). torch's CPU topk(sorted=False)
+// hands the slots over in its selection's order, not by score: for TopK >= 3 its sum may differ
+// from this one in the last bits.
+type MoE struct {
+	// Router is the gate's weight: Experts rows of the hidden size, F32.
+	Router Tensor
+	// GateUp holds every expert's gate and up projections, Experts·2·Inter rows of the hidden
+	// size: expert e's gate in rows [2e·Inter, (2e+1)·Inter), its up in the next Inter rows (the
+	// checkpoint's gate_up_proj [E, 2I, H] as one matrix).
+	GateUp Tensor
+	// Down holds every expert's down projection, Experts·hidden rows of Inter (down_proj
+	// [E, H, I] as one matrix).
+	Down Tensor
+	// Experts routed experts of intermediate size Inter; TopK of them a row.
+	Experts, TopK, Inter int
+	// Groups > 1 selects group-limited greedy routing over TopGroups of Groups groups
+	// (Experts divisible by Groups); 0 or 1 is greedy.
+	Groups, TopGroups int
+	// Scale multiplies every routing weight.
+	Scale float32
+}
+
+// CheckMoE refuses a description whose shapes disagree with a hidden size of hidden.
+func CheckMoE(m MoE, hidden int) error {
+	switch {
+	case m.Experts < 1 || m.TopK < 1 || m.TopK > m.Experts || m.Inter < 1:
+		return fmt.Errorf("moe: top %d of %d experts of width %d: %w", m.TopK, m.Experts, m.Inter, ErrInvalidInput)
+	case m.Groups > 1 && (m.Experts%m.Groups != 0 || m.TopGroups < 1 || m.TopGroups > m.Groups ||
+		m.TopGroups*(m.Experts/m.Groups) < m.TopK):
+		return fmt.Errorf("moe: top %d of %d groups of %d experts for top %d: %w", m.TopGroups, m.Groups, m.Experts, m.TopK, ErrInvalidInput)
+	case m.Router.Rows != m.Experts || m.Router.Cols != hidden || m.Router.DType != F32 || !m.Router.Contiguous():
+		return fmt.Errorf("moe: router %dx%d %s for %d experts of hidden %d (want f32, contiguous): %w",
+			m.Router.Rows, m.Router.Cols, m.Router.DType, m.Experts, hidden, ErrInvalidInput)
+	case m.GateUp.Rows != 2*m.Experts*m.Inter || m.GateUp.Cols != hidden || !m.GateUp.Contiguous():
+		return fmt.Errorf("moe: gate/up %dx%d for %d experts of %d, hidden %d: %w", m.GateUp.Rows, m.GateUp.Cols, m.Experts, m.Inter, hidden, ErrInvalidInput)
+	case m.Down.Rows != m.Experts*hidden || m.Down.Cols != m.Inter || !m.Down.Contiguous() || m.Down.DType != m.GateUp.DType:
+		return fmt.Errorf("moe: down %dx%d %s for %d experts of %d, hidden %d: %w", m.Down.Rows, m.Down.Cols, m.Down.DType, m.Experts, m.Inter, hidden, ErrInvalidInput)
+	}
+	return nil
+}
 
 // Out is one output of a [Backend.Linears] product: Y = x W^T + B.
 type Out struct {
@@ -268,6 +365,10 @@ type Backend interface {
 	// SegmentAttention is Attention within each segment of rows [bounds[i], bounds[i+1]) of q,
 	// k and v alike (not causal): windows and frames of a vision tower.
 	SegmentAttention(out, q, k, v Tensor, bounds []int32, a Attn)
+	// MoE sets y = the mixture of experts m over the rows of x, plus add (see [MoE]; add may be
+	// none, y may be add). On a GPU the experts' products are grouped: one product an expert over
+	// the rows routed to it.
+	MoE(y, x, add Tensor, m MoE)
 	// Argmax writes the index of the largest value of each row of x (F32) to dst, the first
 	// one on ties, skipping NaNs; dst is filled by the next Sync.
 	Argmax(dst []int32, x Tensor)

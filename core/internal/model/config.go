@@ -32,6 +32,9 @@ type Config struct {
 	VisionEndTokenID   int32
 	// EOSTokenIDs are the config's end-of-sequence ids (generation_config.json may add more).
 	EOSTokenIDs []int32
+	// Family holds settings only the family's code reads, parsed by its ConfigDefaults.Vision
+	// hook (DeepSeek-OCR-2's SAM and encoder, its decoder's experts); nil for the others.
+	Family any
 }
 
 // TextConfig is the decoder: GQA attention with sectioned multimodal RoPE and a SwiGLU MLP.

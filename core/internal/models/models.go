@@ -9,6 +9,7 @@ import (
 
 	"github.com/iris-vlm/iris/core/internal/ml"
 	"github.com/iris-vlm/iris/core/internal/model"
+	"github.com/iris-vlm/iris/core/internal/models/deepseekocr2"
 	"github.com/iris-vlm/iris/core/internal/models/internal/kit"
 	"github.com/iris-vlm/iris/core/internal/models/internvl"
 	"github.com/iris-vlm/iris/core/internal/models/lance"
@@ -45,6 +46,12 @@ type Family struct {
 }
 
 var families = map[string]Family{
+	deepseekocr2.ModelType: {
+		ModelType: deepseekocr2.ModelType,
+		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {
+			return deepseekocr2.New(b, ck, cfg, lim, opts.model())
+		},
+	},
 	internvl.ModelType: {
 		ModelType: internvl.ModelType,
 		New: func(b ml.Backend, ck *ml.Checkpoint, cfg *model.Config, lim model.Limits, opts Options) (model.Model, error) {

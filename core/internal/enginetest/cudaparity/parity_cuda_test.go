@@ -383,3 +383,35 @@ func TestSweepLanceFP32(t *testing.T) {
 func TestBatchEqualsSingleLanceFP32(t *testing.T) {
 	sweepBatchEqualsSingle(t, "lance", 3, -2)
 }
+
+// TestSweepDeepseekOCR2FP32 runs the DeepSeek-OCR-2 parity sweep on the GPU in fp32: 8 checkpoints
+// (experts 4-16, top-k 1-3, shared 0-2, greedy and group-limited routing, dense/sparse mixes, SAM
+// and encoder shapes), each on two images of 0 to 6 tiles: the MoE op's grouped products, the
+// relative-position bias and the encoder's prefix mask through the cuBLAS attention path; greedy
+// tokens identical to transformers'.
+func TestSweepDeepseekOCR2FP32(t *testing.T) {
+	sw, err := fixture.LoadDeepseekSweep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sw.Checkpoints {
+		ck := &sw.Checkpoints[i]
+		t.Run(ck.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := ck.Write(dir, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			m, _ := loadDir(t, dir, cuda.Options{Precision: "fp32"})
+			for _, c := range ck.Cases {
+				res, err := engine.Generate(context.Background(), m, engine.Request{IDs: c.InputIDs,
+					Images: []model.Image{sw.Image(c.Tiles)}, MaxNewTokens: len(c.Tokens), IgnoreEOS: true})
+				if err != nil {
+					t.Fatalf("%s: %v", c.Name, err)
+				}
+				if !slices.Equal(res.Tokens, c.Tokens) {
+					t.Errorf("%s: tokens %v, want %v", c.Name, res.Tokens, c.Tokens)
+				}
+			}
+		})
+	}
+}

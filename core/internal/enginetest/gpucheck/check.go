@@ -163,7 +163,7 @@ func greedy(ctx context.Context, m model.Model, c *caseFile, n int) (*greedyOut,
 		return nil, err
 	}
 	out.VisionMS = ms(time.Since(start))
-	pos, err := model.PromptPositions(cfg, c.InputIDs, []model.Grid{img.Grid})
+	pos, err := model.PromptPositionsOf(cfg, c.InputIDs, []model.Image{img})
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func forced(ctx context.Context, m model.Model, c *caseFile, ref []int32) ([]boo
 	if err != nil {
 		return nil, err
 	}
-	pos, err := model.PromptPositions(cfg, c.InputIDs, []model.Grid{img.Grid})
+	pos, err := model.PromptPositionsOf(cfg, c.InputIDs, []model.Image{img})
 	if err != nil {
 		return nil, err
 	}
@@ -533,7 +533,7 @@ func bench(args []string) error {
 	}
 
 	// decode steps alone, on one long sequence
-	pos, err := model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{c.image().Grid})
+	pos, err := model.PromptPositionsOf(m.Config(), c.InputIDs, []model.Image{c.image()})
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func passes(args []string) error {
 	}
 	be, _ := m.(model.BatchEncoder)
 	p := &passBench{m: m, b: bat, be: be, c: c, iters: *iters}
-	if p.pos, err = model.PromptPositions(m.Config(), c.InputIDs, []model.Grid{c.image().Grid}); err != nil {
+	if p.pos, err = model.PromptPositionsOf(m.Config(), c.InputIDs, []model.Image{c.image()}); err != nil {
 		return err
 	}
 	fmt.Printf("passes: %s, %s, case %s (%d prompt tokens, %d patches), median of %d passes\n",

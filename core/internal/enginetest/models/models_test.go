@@ -32,6 +32,9 @@ func TestFamilyTables(t *testing.T) {
 		// values (MoonViTConfig's defaults, Qwen2.5-3B's decoder, 152681 rows)
 		"locateanything": filepath.Join(fixture.Root(), "configs", "locateanything_3b_reconstructed.json"),
 		"lance":          filepath.Join(fixture.Root(), "configs", "lance_3b.json"),
+		// reconstructed from the sources (docs/plugins.md): transformers instantiates it at
+		// 3,389,119,360 parameters, the released checkpoint's count
+		"deepseek_ocr2": filepath.Join(fixture.Root(), "configs", "deepseek_ocr2_hf.json"),
 	}
 	for _, mt := range models.ModelTypes() {
 		var fam *bundles.Family

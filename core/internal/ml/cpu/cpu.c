@@ -62,6 +62,11 @@ void iris_linears(iris_cpu *c, const float *x, int ldx, int M, const iris_out *o
     linear(c->pool, &c->kn, x, ldx, M, lo, n_outs);
 }
 
+iris_status iris_moe_forward(iris_cpu *c, float *y, int ldy, const float *x, int ldx, const float *add, int ldadd,
+                             int rows, int hidden, const iris_moe *m) {
+    return moe_forward(c->pool, &c->kn, y, ldy, x, ldx, add, ldadd, rows, hidden, m);
+}
+
 // ----------------------------------------------------------------------------
 // row ops: prefill and the vision tower apply them to hundreds of rows (expf and erff are not
 // free), so they run on the pool in chunks of rows
@@ -240,8 +245,9 @@ void iris_embed_bag_add(float *y, int ldy, int dt, const void *table, int ldt, i
 
 iris_status iris_attention(iris_cpu *c, float *out, int ldo, const float *q, int ldq, const float *k, int ldk,
                            const float *v, int ldv, int nq, int nk, int heads, int kv_heads, int hd, int causal,
-                           int q_off, float scale, const int32_t *kmask) {
-    if (heads <= 0 || kv_heads <= 0 || heads % kv_heads || hd <= 0 || nq < 0 || nk < 0) return IRIS_ERR_INVALID;
-    attn_job j = {q, k, v, out, ldq, ldk, ldv, ldo, nq, nk, heads, kv_heads, hd, causal, q_off, scale, kmask};
+                           int q_off, int prefix, float scale, const int32_t *kmask, const iris_rel_pos *rel) {
+    if (heads <= 0 || kv_heads <= 0 || heads % kv_heads || hd <= 0 || nq < 0 || nk < 0 || prefix < 0) return IRIS_ERR_INVALID;
+    if (rel && (rel->height <= 0 || rel->width <= 0 || (long)rel->height * rel->width < nk)) return IRIS_ERR_INVALID;
+    attn_job j = {q, k, v, out, ldq, ldk, ldv, ldo, nq, nk, heads, kv_heads, hd, causal, q_off, prefix, scale, kmask, rel};
     return attention(c->pool, &c->kn, &j);
 }

@@ -548,6 +548,30 @@ func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 		stride(rot.Cos))
 }
 
+// MoE implements ml.Backend: the reference (moe.c), each expert's rows gathered and run as one
+// product of its slice of the stacked weights.
+func (b *Backend) MoE(y, x, add ml.Tensor, m ml.MoE) {
+	if !b.f32("moe", y, x, add) || !b.ok() {
+		return
+	}
+	if err := ml.CheckMoE(m, x.Cols); err != nil {
+		b.fail(fmt.Errorf("cpu %w", err))
+		return
+	}
+	if y.Rows != x.Rows || y.Cols != x.Cols || (add.Valid() && (add.Rows != x.Rows || add.Cols != x.Cols)) {
+		b.fail(fmt.Errorf("cpu moe: x %dx%d, y %dx%d, add %dx%d: %w", x.Rows, x.Cols, y.Rows, y.Cols, add.Rows, add.Cols, ml.ErrInvalidInput))
+		return
+	}
+	cm := (*C.iris_moe)(b.grow("moe", int64(unsafe.Sizeof(C.iris_moe{}))))
+	if cm == nil {
+		return
+	}
+	*cm = C.iris_moe{router: ptr(m.Router), dt: dt(m.GateUp), gate_up: C.V(C.uintptr_t(m.GateUp.Addr)), down: C.V(C.uintptr_t(m.Down.Addr)),
+		experts: C.int(m.Experts), topk: C.int(m.TopK), inter: C.int(m.Inter), groups: C.int(m.Groups), topgroups: C.int(m.TopGroups),
+		scale: C.float(m.Scale)}
+	b.fail(status("moe", C.iris_moe_forward(b.c, ptr(y), stride(y), ptr(x), stride(x), ptrOrNil(add), stride(add), C.int(x.Rows), C.int(x.Cols), cm)))
+}
+
 // Attention implements ml.Backend.
 func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 	if !b.f32("attention", out, q, k, v) || !b.ok() {
@@ -565,15 +589,36 @@ func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
 		}
 		keys = C.I(C.uintptr_t(a.Keys.Addr))
 	}
+	var rel *C.iris_rel_pos
+	if a.RelPos.H.Valid() {
+		if !b.f32("attention", a.RelPos.H, a.RelPos.W) {
+			return
+		}
+		if err := ml.CheckRelPos(a.RelPos, q.Rows, a.Heads, k.Rows); err != nil {
+			b.fail(fmt.Errorf("cpu attention: %w", err))
+			return
+		}
+		rel = (*C.iris_rel_pos)(b.grow("relpos", int64(unsafe.Sizeof(C.iris_rel_pos{}))))
+		if rel == nil {
+			return
+		}
+		p := a.RelPos
+		*rel = C.iris_rel_pos{h_bias: ptr(p.H), w_bias: ptr(p.W), ld_h: stride(p.H), ld_w: stride(p.W), height: C.int(p.Height), width: C.int(p.Width)}
+	}
+	if a.Prefix < 0 {
+		b.fail(fmt.Errorf("cpu attention: prefix %d: %w", a.Prefix, ml.ErrInvalidInput))
+		return
+	}
 	b.fail(status("attention", C.iris_attention(b.c, ptr(out), stride(out), ptr(q), stride(q), ptr(k), stride(k), ptr(v), stride(v),
-		C.int(q.Rows), C.int(k.Rows), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), causal, C.int(a.Past), C.float(a.Scale), keys)))
+		C.int(q.Rows), C.int(k.Rows), C.int(a.Heads), C.int(a.KVHeads), C.int(a.HeadDim), causal, C.int(a.Past), C.int(a.Prefix),
+		C.float(a.Scale), keys, rel)))
 }
 
 // CachedAttention implements ml.Backend: each run of rows that continue one sequence is one
 // causal attention over that sequence's keys.
 func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
-	if a.Keys.Len > 0 {
-		b.fail(fmt.Errorf("cpu attention: key flags over a KV pool: %w", ml.ErrInvalidInput))
+	if a.Keys.Len > 0 || a.RelPos.H.Valid() || a.Prefix != 0 {
+		b.fail(fmt.Errorf("cpu attention: key flags, a prefix or a relative-position bias over a KV pool: %w", ml.ErrInvalidInput))
 		return
 	}
 	runs, err := ml.SpanRuns(spans.Host, q.Rows, k.Rows)
@@ -599,6 +644,13 @@ func (b *Backend) SegmentAttention(out, q, k, v ml.Tensor, bounds []int32, a ml.
 			return
 		}
 		seg := a
+		if a.RelPos.H.Valid() {
+			if a.RelPos.H.Rows != q.Rows || a.RelPos.W.Rows != q.Rows {
+				b.fail(fmt.Errorf("cpu attention: a relative-position bias of %d and %d rows for %d: %w", a.RelPos.H.Rows, a.RelPos.W.Rows, q.Rows, ml.ErrInvalidInput))
+				return
+			}
+			seg.RelPos = a.RelPos.RowsAt(r0, n)
+		}
 		if a.Keys.Len > 0 {
 			if a.Keys.Len != k.Rows {
 				b.fail(fmt.Errorf("cpu attention: %d key flags for %d keys: %w", a.Keys.Len, k.Rows, ml.ErrInvalidInput))

@@ -80,17 +80,25 @@ void rope_rotate(float *q, const float *cos, const float *sin, int d);
 // attention runs softmax(q k^T * scale) v for one sequence chunk on the pool (kernels.c).
 //   q: [nq, heads] rows of head_dim at stride ldq; k, v: [nk, kv_heads] rows at ldk, ldv
 //   out: [nq, heads*head_dim] at stride ldo
-//   causal: query i sees keys [0, q_off + i]; otherwise all nk keys
+//   causal: query i sees keys [0, max(prefix, q_off + i + 1)); otherwise all nk keys
 //   kmask: NULL, or one flag a key: a key flagged 0 is seen by no query (ml.Mask.Keys)
+//   rel: NULL, or a decomposed relative-position bias added to the scaled scores (ml.Mask.RelPos)
 typedef struct {
     const float *q, *k, *v;
     float *out;
     int ldq, ldk, ldv, ldo;
     int nq, nk, heads, kv_heads, head_dim;
-    int causal, q_off;
+    int causal, q_off, prefix;
     float scale;
     const int32_t *kmask;
+    const iris_rel_pos *rel;
 } attn_job;
 iris_status attention(pool *p, const kernels *kn, const attn_job *job);
+
+// ----------------------------------------------------------------------------
+// mixture of experts (moe.c)
+
+iris_status moe_forward(pool *p, const kernels *kn, float *y, int ldy, const float *x, int ldx, const float *add, int ldadd,
+                        int rows, int hidden, const iris_moe *m);
 
 #endif // IRIS_INTERNAL_H

@@ -97,13 +97,36 @@ void iris_scatter_add(float *y, int ldy, const float *x, int ldx, int n, const i
 void iris_embed_bag_add(float *y, int ldy, int dt, const void *table, int ldt, int n, const int32_t *ids, const float *w,
                         int ldw, int taps, int rows);
 
-// iris_attention: out = softmax(q k^T * scale [+ causal mask]) v for every head; q has heads of
-// hd values a row, k and v kv_heads (query head h reads key head h / (heads / kv_heads)).
-// causal: query i sees keys [0, q_off + i]; otherwise all nk keys. kmask: NULL, or nk flags, a key
-// flagged 0 seen by no query (a query that sees none takes the mean of the values).
+// A decomposed relative-position bias (ml.RelPos): query row i's bias of key j under head h is
+// h_bias[i*ld_h + h*height + j/width] + w_bias[i*ld_w + h*width + j%width].
+typedef struct {
+    const float *h_bias, *w_bias;
+    int ld_h, ld_w, height, width;
+} iris_rel_pos;
+
+// iris_attention: out = softmax(q k^T * scale [+ bias] [+ causal mask]) v for every head; q has
+// heads of hd values a row, k and v kv_heads (query head h reads key head h / (heads / kv_heads)).
+// causal: query i sees keys [0, max(prefix, q_off + i + 1)); otherwise all nk keys. kmask: NULL,
+// or nk flags, a key flagged 0 seen by no query (a query that sees none takes the mean of the
+// values). rel: NULL, or a bias added to the scaled scores.
 iris_status iris_attention(iris_cpu *c, float *out, int ldo, const float *q, int ldq, const float *k, int ldk,
                            const float *v, int ldv, int nq, int nk, int heads, int kv_heads, int hd, int causal,
-                           int q_off, float scale, const int32_t *kmask);
+                           int q_off, int prefix, float scale, const int32_t *kmask, const iris_rel_pos *rel);
+
+// A mixture of experts (ml.MoE): router [experts, hidden] F32; gate_up [experts*2*inter, hidden]
+// (expert e's gate rows then its up rows) and down [experts*hidden, inter], both of type dt.
+typedef struct {
+    const float *router;
+    int dt;
+    const void *gate_up, *down;
+    int experts, topk, inter, groups, topgroups;
+    float scale;
+} iris_moe;
+
+// iris_moe_forward sets y = the routed experts' weighted sum for each of the rows of x (hidden
+// values each) plus add's row (add may be NULL; y may be add), as ml.MoE describes it.
+iris_status iris_moe_forward(iris_cpu *c, float *y, int ldy, const float *x, int ldx, const float *add, int ldadd,
+                             int rows, int hidden, const iris_moe *m);
 
 #ifdef __cplusplus
 }

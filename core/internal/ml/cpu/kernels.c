@@ -505,7 +505,7 @@ static void attn_task(void *arg, int task, int thread) {
     int kvh = h / (j->heads / j->kv_heads);
     int hd = j->head_dim;
     // keys visible to the last query of the block
-    int nk = j->causal ? j->q_off + i1 : j->nk;
+    int nk = j->causal ? (j->q_off + i1 > j->prefix ? j->q_off + i1 : j->prefix) : j->nk;
     if (nk > j->nk) nk = j->nk;
     float *s = c->scores + (size_t)thread * QB * j->nk;
     float *wbuf = c->kn->wbuf + (size_t)thread * KERNELS_WBUF;
@@ -515,9 +515,17 @@ static void attn_task(void *arg, int task, int thread) {
          (size_t)j->nk, 0, nk);
     for (int i = i0; i < i1; i++) {
         float *si = s + (size_t)(i - i0) * j->nk;
-        int n = j->causal ? j->q_off + i + 1 : j->nk;
+        int n = j->causal ? (j->q_off + i + 1 > j->prefix ? j->q_off + i + 1 : j->prefix) : j->nk;
         if (n > nk) n = nk;
         for (int t = 0; t < n; t++) si[t] *= j->scale;
+        if (j->rel) {
+            // attn_weights + decomposed_rel_pos, the bias rel_h[..., None] + rel_w[..., None, :]
+            // summed first (transformers' get_decomposed_rel_pos)
+            const iris_rel_pos *r = j->rel;
+            const float *rh = r->h_bias + (size_t)i * r->ld_h + (size_t)h * r->height;
+            const float *rw = r->w_bias + (size_t)i * r->ld_w + (size_t)h * r->width;
+            for (int t = 0; t < n; t++) si[t] += rh[t / r->width] + rw[t % r->width];
+        }
         if (j->kmask) {
             // a masked key's score becomes the most negative float, then its probability exactly 0
             // (what the reference's additive mask gives); with every key masked, every score

@@ -15,10 +15,37 @@ type attnArgs struct {
 	causal                 bool
 	scale                  float32
 	// keys, when not 0, flags each of the nk keys from k0 (ml.Mask.Keys; int32 on the device):
-	// only attnGemm's softmax reads it.
-	keys gpu.DevPtr
+	// only attnGemm's softmax reads it, as it alone reads prefix (ml.Mask.Prefix) and rel.
+	keys   gpu.DevPtr
+	prefix int
+	// rel is a decomposed relative-position bias (ml.Mask.RelPos), its rows those of the
+	// segment's queries from q0; h 0 when none.
+	rel relArgs
 	// ptrs, when not 0, holds the pointer arrays of attnGemm's batched path (gqaPointers).
 	ptrs gpu.DevPtr
+}
+
+// relArgs is an ml.RelPos on the device.
+type relArgs struct {
+	h, w                    gpu.DevPtr
+	ldh, ldw, height, width int
+	size                    int64 // bytes of an element (the storage type)
+}
+
+// softmaxArgs are the softmax kernel's arguments for the heads from head0 of segment a, its
+// probabilities into p from the scores s.
+func softmaxArgs(a attnArgs, p, s gpu.DevPtr, head0 int) []gpu.Arg {
+	causal := 0
+	if a.causal {
+		causal = 1
+	}
+	rh, rw := a.rel.h, a.rel.w
+	if rh != 0 { // the bias in the storage type
+		rh = rh.Add(int64(a.q0) * int64(a.rel.ldh) * a.rel.size)
+		rw = rw.Add(int64(a.q0) * int64(a.rel.ldw) * a.rel.size)
+	}
+	return []gpu.Arg{gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal), gpu.P(a.keys), gpu.I(a.prefix), gpu.P(rh), gpu.P(rw),
+		gpu.I(a.rel.ldh), gpu.I(a.rel.ldw), gpu.I(a.rel.height), gpu.I(max(a.rel.width, 1)), gpu.I(head0)}
 }
 
 // gqaPointers lays out, for attnGemm's batched path, the per-head matrices of the segment a (q0
@@ -69,10 +96,6 @@ const gemmAttnBudget = 1 << 30
 // 16 heads in 2 groups).
 func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p gpu.DevPtr, chunk int) error {
 	e := dt.size()
-	causal := 0
-	if a.causal {
-		causal = 1
-	}
 	if a.ptrs != 0 {
 		h := int64(a.heads) * 8
 		if err := b.runBatched(gemm{transA: true, m: a.nk, n: a.nq, k: a.hd, alpha: a.scale,
@@ -80,8 +103,7 @@ func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p 
 			batch: a.heads}); err != nil {
 			return err
 		}
-		if err := k.softmax.Launch(gpu.Dim3{X: a.heads * a.nq}, gpu.Dim3{X: 256}, 0, st,
-			gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal), gpu.P(a.keys)); err != nil {
+		if err := k.softmax.Launch(gpu.Dim3{X: a.heads * a.nq}, gpu.Dim3{X: 256}, 0, st, softmaxArgs(a, p, s, 0)...); err != nil {
 			return err
 		}
 		return b.runBatched(gemm{m: a.hd, n: a.nq, k: a.nk, alpha: 1,
@@ -114,8 +136,7 @@ func attnGemm(dt dtype, k *kernelSet, b *blas, st *gpu.Stream, a attnArgs, s, p 
 				c: s, ct: f32, ldc: a.nk, strideC: area, batch: hc}); err != nil {
 				return err
 			}
-			if err := k.softmax.Launch(gpu.Dim3{X: hc * a.nq}, gpu.Dim3{X: 256}, 0, st,
-				gpu.P(p), gpu.P(s), gpu.I(a.nq), gpu.I(a.nk), gpu.I(causal), gpu.P(a.keys)); err != nil {
+			if err := k.softmax.Launch(gpu.Dim3{X: hc * a.nq}, gpu.Dim3{X: 256}, 0, st, softmaxArgs(a, p, s, head)...); err != nil {
 				return err
 			}
 			// out^T (col-major hd x nq) = V^T (hd x nk) P^T (nk x nq)

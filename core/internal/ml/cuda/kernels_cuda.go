@@ -26,6 +26,8 @@ type kernelSet struct {
 	poolGQA                           map[int]*gpu.Function // by head dim; bf16 only
 	poolGQAWhole                      map[int]*gpu.Function // by head dim; bf16 only
 	argmax, argmaxPart, gemv, gemvGLU *gpu.Function
+	moeRoute, moePlan, moeGemm        *gpu.Function
+	moeCombine                        *gpu.Function
 }
 
 // flashHeadDims are the head sizes iris_attn_flash is instantiated for.
@@ -85,6 +87,10 @@ func loadKernels(t dtype) (*kernelSet, error) {
 	get(&k.argmaxPart, "iris_argmax_part")
 	get(&k.gemv, "iris_gemv"+sfx)
 	get(&k.gemvGLU, "iris_gemv_glu"+sfx)
+	get(&k.moeRoute, "iris_moe_route"+sfx)
+	get(&k.moePlan, "iris_moe_plan")
+	get(&k.moeGemm, "iris_moe_gemm"+sfx)
+	get(&k.moeCombine, "iris_moe_combine"+sfx)
 	for _, hd := range flashHeadDims {
 		var f *gpu.Function
 		get(&f, fmt.Sprintf("iris_attn_flash%s_%d", sfx, hd))
@@ -159,4 +165,10 @@ const (
 	// top two for iris_argmax_top2.
 	argmaxParts   = 128
 	argmaxThreads = 256
+	// MoE launch shapes (iris.cu): the most experts a router block holds, the rows and columns
+	// of a grouped-GEMM tile.
+	moeMaxExperts = 256
+	moeMaxTopK    = 16
+	moeBM         = 64
+	moeBN         = 64
 )

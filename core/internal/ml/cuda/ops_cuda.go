@@ -664,6 +664,62 @@ func inRange(ids []int32, n int) bool {
 	return true
 }
 
+// MoE implements ml.Backend: the router (a block a row), the grouping of the (row, slot) pairs
+// by expert and the tile plan (one block), the gate/up product of every expert over its rows as
+// one grouped GEMM (the rows gathered from x as the tiles load them), SiLU·up, the down product
+// as another grouped GEMM, and the weighted sum of each row's slots. Every launch's size comes
+// from the shapes alone (the grid covers the most tiles any routing can make), so a graph can
+// capture it.
+func (b *Backend) MoE(y, x, add ml.Tensor, m ml.MoE) {
+	if !b.same("moe", y, x, add, m.GateUp, m.Down) || x.Rows == 0 {
+		return
+	}
+	if err := ml.CheckMoE(m, x.Cols); err != nil {
+		b.fail(fmt.Errorf("cuda %w", err))
+		return
+	}
+	H, E, K, I := x.Cols, m.Experts, m.TopK, m.Inter
+	if E > moeMaxExperts || K > moeMaxTopK || y.Rows != x.Rows || y.Cols != H || (add.Valid() && (add.Rows != x.Rows || add.Cols != H)) {
+		b.bad("moe: %d of %d experts (at most %d of %d), x %dx%d, y %dx%d, add %dx%d", K, E, moeMaxTopK, moeMaxExperts,
+			x.Rows, H, y.Rows, y.Cols, add.Rows, add.Cols)
+		return
+	}
+	pairs := x.Rows * K
+	tiles := pairs/moeBM + min(E, pairs) + 1
+	// int32 buffers in F32 scratch (the same 4 bytes an element)
+	ids := b.ScratchF32("moe.ids", pairs, 1)
+	w := b.ScratchF32("moe.w", pairs, 1)
+	perm := b.ScratchF32("moe.perm", pairs, 1)
+	inv := b.ScratchF32("moe.inv", pairs, 1)
+	start := b.ScratchF32("moe.start", E+1, 1)
+	plan := b.ScratchF32("moe.tiles", 1+2*tiles, 1)
+	gu := b.Scratch("moe.gu", pairs, 2*I)
+	act := b.Scratch("moe.act", pairs, I)
+	out := b.Scratch("moe.out", pairs, H)
+	if b.err != nil {
+		return
+	}
+	groups := m.Groups
+	if groups < 2 {
+		groups = 1
+	}
+	b.launchDep(b.k.moeRoute, gpu.Dim3{X: x.Rows}, gpu.Dim3{X: 128}, 0, gpu.P(dp(x)), gpu.I(x.Stride), gpu.P(dp(m.Router)), gpu.I(H),
+		gpu.I(E), gpu.I(K), gpu.I(groups), gpu.I(m.TopGroups), gpu.F(m.Scale), gpu.P(dp(ids)), gpu.P(dp(w)))
+	b.launchDep(b.k.moePlan, gpu.Dim3{X: 1}, gpu.Dim3{X: 256}, 0, gpu.P(dp(ids)), gpu.I(pairs), gpu.I(E), gpu.P(dp(perm)),
+		gpu.P(dp(inv)), gpu.P(dp(start)), gpu.P(dp(plan)))
+	b.launchDep(b.k.moeGemm, gpu.Dim3{X: tiles, Y: (2*I + moeBN - 1) / moeBN}, gpu.Dim3{X: 256}, 0, gpu.P(dp(x)), gpu.I(x.Stride),
+		gpu.P(dp(perm)), gpu.I(K), gpu.P(dp(m.GateUp)), gpu.I(2*I), gpu.I(H), gpu.P(dp(gu)), gpu.I(gu.Stride), gpu.P(dp(start)), gpu.P(dp(plan)))
+	b.SiluMul(act, gu.ColsAt(0, I), gu.ColsAt(I, I))
+	b.launchDep(b.k.moeGemm, gpu.Dim3{X: tiles, Y: (H + moeBN - 1) / moeBN}, gpu.Dim3{X: 256}, 0, gpu.P(dp(act)), gpu.I(act.Stride),
+		gpu.P(0), gpu.I(K), gpu.P(dp(m.Down)), gpu.I(H), gpu.I(I), gpu.P(dp(out)), gpu.I(out.Stride), gpu.P(dp(start)), gpu.P(dp(plan)))
+	var addPtr gpu.DevPtr
+	if add.Valid() {
+		addPtr = dp(add)
+	}
+	b.rows(b.k.moeCombine, x.Rows, gpu.P(dp(y)), gpu.I(y.Stride), gpu.P(dp(out)), gpu.I(H), gpu.P(dp(inv)), gpu.P(dp(w)),
+		gpu.I(K), gpu.P(addPtr), gpu.I(add.Stride))
+}
+
 // Rope implements ml.Backend.
 func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 	if !b.same("rope", x) || x.Rows == 0 {
@@ -686,10 +742,24 @@ func (b *Backend) Rope(x ml.Tensor, heads, hd int, rot ml.Rotary) {
 
 // Attention implements ml.Backend: through cuBLAS for large segments, else the flash kernel.
 func (b *Backend) Attention(out, q, k, v ml.Tensor, a ml.Attn) {
-	if !b.same("attention", out, q, k, v) || !b.keyFlags(a, k.Rows) {
+	if !b.same("attention", out, q, k, v) || !b.keyFlags(a, k.Rows) || !b.maskForms(a, q.Rows, k.Rows) {
 		return
 	}
 	b.attend(b.attnArgs(out, q, k, v, a))
+}
+
+// maskForms checks a's prefix and relative-position bias (ml.Mask.Prefix, ml.Mask.RelPos) for
+// rows queries over keys keys.
+func (b *Backend) maskForms(a ml.Attn, rows, keys int) bool {
+	if a.Prefix < 0 {
+		b.bad("attention: prefix %d", a.Prefix)
+		return false
+	}
+	if err := ml.CheckRelPos(a.RelPos, rows, a.Heads, keys); err != nil {
+		b.fail(fmt.Errorf("cuda attention: %w", err))
+		return false
+	}
+	return b.same("attention bias", a.RelPos.H, a.RelPos.W)
 }
 
 // keyFlags checks a's key flags (ml.Mask.Keys) against n keys: none, or one a key.
@@ -706,7 +776,7 @@ func (b *Backend) attend(a attnArgs) {
 	if !b.live() || a.nq == 0 {
 		return
 	}
-	if a.keys == 0 && b.mmaOK(a) {
+	if a.keys == 0 && a.prefix == 0 && a.rel.h == 0 && b.mmaOK(a) {
 		b.attendMMA(a, b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)}), a.nq, 0, 0)
 		return
 	}
@@ -783,8 +853,8 @@ func (b *Backend) attendMMA(a attnArgs, segs ml.Ints, longest int, cs gpu.DevPtr
 // viaCuBLAS reports whether attend runs segment a through cuBLAS (attnGemm, the scores
 // materialised) rather than the flash kernel: large segments, or a head dim without one.
 func (b *Backend) viaCuBLAS(a attnArgs) bool {
-	if a.keys != 0 {
-		return true // key flags: the cuBLAS path's softmax is the kernel that reads them
+	if a.keys != 0 || a.prefix != 0 || a.rel.h != 0 {
+		return true // key flags, a prefix, a bias: the cuBLAS path's softmax is the kernel that reads them
 	}
 	return (int64(a.nq)*int64(a.nk) >= gemmAttnMin || b.k.flash[a.hd] == nil) && !b.opts.FlashOnly
 }
@@ -945,9 +1015,14 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 	}
 	longest := maxSegment(bounds)
 	segs := len(bounds) - 1
-	if a.Keys.Len > 0 {
-		// key flags: each segment through cuBLAS, its softmax reading the segment's flags
+	if a.Keys.Len > 0 || a.RelPos.H.Valid() {
+		// key flags or a relative-position bias: each segment through cuBLAS, its softmax
+		// reading the segment's flags and bias
 		if !b.keyFlags(a, k.Rows) {
+			return
+		}
+		if a.RelPos.H.Valid() && (a.RelPos.H.Rows != q.Rows || a.RelPos.W.Rows != q.Rows) {
+			b.bad("attention: a relative-position bias of %d and %d rows for %d", a.RelPos.H.Rows, a.RelPos.W.Rows, q.Rows)
 			return
 		}
 		if rot.Cos.Valid() {
@@ -960,8 +1035,18 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 				b.bad("attention: segment [%d, %d) of %d rows", r0, r0+n, q.Rows)
 				return
 			}
-			seg := b.attnArgs(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), a)
-			seg.causal, seg.keys = false, gpu.DevPtr(a.Keys.Addr).Add(int64(r0)*4)
+			sa := a
+			sa.Causal, sa.Keys = false, ml.Ints{}
+			if a.RelPos.H.Valid() {
+				sa.RelPos = a.RelPos.RowsAt(r0, n)
+			}
+			if !b.maskForms(sa, n, n) {
+				return
+			}
+			seg := b.attnArgs(out.RowsAt(r0, n), q.RowsAt(r0, n), k.RowsAt(r0, n), v.RowsAt(r0, n), sa)
+			if a.Keys.Len > 0 {
+				seg.keys = gpu.DevPtr(a.Keys.Addr).Add(int64(r0) * 4)
+			}
 			b.attend(seg)
 		}
 		return
@@ -1024,9 +1109,15 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 
 // attnArgs is the segment of Attention's arguments.
 func (b *Backend) attnArgs(out, q, k, v ml.Tensor, a ml.Attn) attnArgs {
+	r := a.RelPos
+	prefix := 0
+	if a.Causal {
+		prefix = a.Prefix
+	}
 	return attnArgs{out: dp(out), q: dp(q), k: dp(k), v: dp(v), ldo: out.Stride, ldq: q.Stride, ldk: k.Stride, ldv: v.Stride,
 		nq: q.Rows, nk: k.Rows, heads: a.Heads, kvh: a.KVHeads, hd: a.HeadDim, causal: a.Causal, scale: a.Scale,
-		keys: gpu.DevPtr(a.Keys.Addr)}
+		keys: gpu.DevPtr(a.Keys.Addr), prefix: prefix,
+		rel: relArgs{h: dp(r.H), w: dp(r.W), ldh: r.H.Stride, ldw: r.W.Stride, height: r.Height, width: r.Width, size: r.H.DType.Size()}}
 }
 
 // maxSegment is the longest of the segments between bounds.
@@ -1042,8 +1133,8 @@ func maxSegment(bounds []int32) int {
 // its keys (decode rows reach the pool kernel through RopeCachedAttention, which has their new
 // keys).
 func (b *Backend) CachedAttention(out, q, k, v ml.Tensor, spans ml.Ints, a ml.Attn) {
-	if a.Keys.Len > 0 {
-		b.fail(fmt.Errorf("cuda attention: key flags over a KV pool: %w", ml.ErrInvalidInput))
+	if a.Keys.Len > 0 || a.Prefix != 0 || a.RelPos.H.Valid() {
+		b.fail(fmt.Errorf("cuda attention: key flags, a prefix or a relative-position bias over a KV pool: %w", ml.ErrInvalidInput))
 		return
 	}
 	if b.same("attention", out, q, k, v) {
@@ -1063,8 +1154,8 @@ func (b *Backend) RopeCachedAttention(out, q, k, v ml.Tensor, rot ml.Rotary, kPo
 		b.bad("rope: cos and sin of other strides, or a strided pool")
 		return
 	}
-	if a.Keys.Len > 0 {
-		b.fail(fmt.Errorf("cuda attention: key flags over a KV pool: %w", ml.ErrInvalidInput))
+	if a.Keys.Len > 0 || a.Prefix != 0 || a.RelPos.H.Valid() {
+		b.fail(fmt.Errorf("cuda attention: key flags, a prefix or a relative-position bias over a KV pool: %w", ml.ErrInvalidInput))
 		return
 	}
 	if rot.Partial(a.HeadDim) {

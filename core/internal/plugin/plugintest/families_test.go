@@ -13,7 +13,7 @@ import (
 // and loaded by the real host: the second half of "test natively, then as wasm".
 func TestFamiliesUnderWasm(t *testing.T) {
 	h := NewHost(t, plugin.Options{})
-	for _, family := range []string{"qwen2_5_vl", "qwen3_vl", "internvl", "phi4_multimodal", "locateanything", "lance"} {
+	for _, family := range []string{"qwen2_5_vl", "qwen3_vl", "internvl", "phi4_multimodal", "locateanything", "lance", "deepseek_ocr2"} {
 		t.Run(family, func(t *testing.T) {
 			dir, err := FamilyDir(family)
 			if err != nil {

@@ -1167,19 +1167,33 @@ ATTN_MMA(80)
 ATTN_MMA(128)
 
 // Row softmax for attention through cuBLAS (long segments): S [rows, nk] F32 scores (already
-// scaled), row r being query r % nq of a head; causal masks keys j > (r % nq) + (nk - nq); keys,
-// when not null, flags each key (ml.Mask.Keys): one flagged 0 gets probability 0, and a row that
-// sees no key at all the plain mean over its keys (the reference's most-negative additive mask).
-// P [rows, nk] gets the probabilities in T. One block a row.
-template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal, const int *keys) {
+// scaled), row r being query i = r % nq of head head0 + r / nq; causal masks keys j > i + (nk - nq)
+// past the first prefix keys (ml.Mask.Prefix: keys [0, prefix) seen by every query); keys, when
+// not null, flags each key (ml.Mask.Keys): one flagged 0 gets probability 0, and a row that sees
+// no key at all the plain mean over its keys (the reference's most-negative additive mask); rh
+// and rw, when not null, are a decomposed relative-position bias (ml.Mask.RelPos) added to the
+// scores: rh[i*ldh + h*gh + j/gw] + rw[i*ldw + h*gw + j%gw], the two summed first. P [rows, nk]
+// gets the probabilities in T. One block a row.
+template <typename T> struct rel_bias {
+    const T *h, *w; // in the activation type, as the reference's rel_h and rel_w
+    int ldh, ldw, gh, gw, head0;
+};
+template <typename T> __device__ __forceinline__ float rel_score(const float *srow, int j, const rel_bias<T> &rb, int i, int h) {
+    float s = srow[j];
+    if (rb.h) s += rnd<T>(ld(rb.h[(size_t)i * rb.ldh + h * rb.gh + j / rb.gw]) + ld(rb.w[(size_t)i * rb.ldw + h * rb.gw + j % rb.gw]));
+    return s;
+}
+template <typename T>
+__device__ void softmax_rows(T *P, const float *S, int nq, int nk, int causal, const int *keys, int prefix, rel_bias<T> rb) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
     long r = blockIdx.x;
+    int i = (int)(r % nq), h = rb.head0 + (int)(r / nq);
     const float *srow = S + r * nk;
     T *prow = P + r * nk;
-    int lim = causal ? (int)(r % nq) + (nk - nq) : nk - 1;
+    int lim = causal ? max(i + (nk - nq), prefix - 1) : nk - 1;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j <= lim && j < nk; j += blockDim.x)
-        if (!keys || keys[j]) mx = fmaxf(mx, srow[j]);
+        if (!keys || keys[j]) mx = fmaxf(mx, rel_score(srow, j, rb, i, h));
     mx = block_max(mx);
     if (mx == -INFINITY) { // every key masked
         float u = 1.0f / (float)(min(lim, nk - 1) + 1);
@@ -1188,17 +1202,20 @@ template <typename T> __device__ void softmax_rows(T *P, const float *S, int nq,
     }
     float sum = 0.f;
     for (int j = threadIdx.x; j <= lim && j < nk; j += blockDim.x)
-        if (!keys || keys[j]) sum += expf(srow[j] - mx);
+        if (!keys || keys[j]) sum += expf(rel_score(srow, j, rb, i, h) - mx);
     sum = block_sum(sum);
     float inv = 1.0f / sum;
     for (int j = threadIdx.x; j < nk; j += blockDim.x)
-        prow[j] = st<T>(j <= lim && (!keys || keys[j]) ? expf(srow[j] - mx) * inv : 0.f);
+        prow[j] = st<T>(j <= lim && (!keys || keys[j]) ? expf(rel_score(srow, j, rb, i, h) - mx) * inv : 0.f);
 }
-extern "C" __global__ void iris_softmax_f32(float *P, const float *S, int nq, int nk, int causal, const int *keys) {
-    softmax_rows(P, S, nq, nk, causal, keys);
+#define SOFTMAX_ARGS(T)                                                                                               \
+    T *P, const float *S, int nq, int nk, int causal, const int *keys, int prefix, const T *rh, const T *rw, int ldh, \
+        int ldw, int gh, int gw, int head0
+extern "C" __global__ void iris_softmax_f32(SOFTMAX_ARGS(float)) {
+    softmax_rows(P, S, nq, nk, causal, keys, prefix, rel_bias<float>{rh, rw, ldh, ldw, gh, gw, head0});
 }
-extern "C" __global__ void iris_softmax_bf16(bf16 *P, const float *S, int nq, int nk, int causal, const int *keys) {
-    softmax_rows(P, S, nq, nk, causal, keys);
+extern "C" __global__ void iris_softmax_bf16(SOFTMAX_ARGS(bf16)) {
+    softmax_rows(P, S, nq, nk, causal, keys, prefix, rel_bias<bf16>{rh, rw, ldh, ldw, gh, gw, head0});
 }
 
 // Decode attention over a KV pool for a batch of new tokens, one a sequence, fused with their
@@ -2059,3 +2076,198 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_MAX_THREADS) iris_argmax_top
         vals[0] = bv[0], vals[1] = sv[0];
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// mixture of experts (ml.MoE): transformers 5.17's top-k routed MoE with its default experts path
+// (integrations/moe.py, grouped_mm_experts_forward): route each row, group the (row, slot) pairs
+// by expert, run each expert's gate/up and down products over its rows as tiles of one grouped
+// GEMM, then sum each row's slots in slot order.
+
+#define MOE_MAX_EXPERTS 256
+#define MOE_MAX_TOPK 16
+#define MOE_BM 64 // rows (pairs) a GEMM tile
+#define MOE_BN 64 // output columns a GEMM tile
+#define MOE_BK 16 // the reduction's step
+
+// The router, one 128-thread block a row:
+//   router_logits = F.linear(hidden_states.float(), self.weight.float())   (a warp an expert)
+//   scores = router_logits.softmax(dim=-1, dtype=torch.float32)
+//   group_limited_greedy: each group scored by its best expert, the experts outside the
+//     topgroups best groups zeroed
+//   topk_weights, topk_indices = torch.topk(scores, k=top_k); topk_weights * routed_scaling_factor
+// ids and w get the row's K slots, best first (ties: the lower index).
+template <typename T>
+__device__ void moe_route(const T *x, int ldx, const float *router, int H, int E, int K, int groups, int topgroups, float scale,
+                          int *ids, float *w) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    __shared__ float s[MOE_MAX_EXPERTS];
+    __shared__ float gs[MOE_MAX_EXPERTS];
+    __shared__ int keep[MOE_MAX_EXPERTS];
+    const T *xr = x + (size_t)blockIdx.x * ldx;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    for (int e = warp; e < E; e += nw) {
+        const float *wr = router + (size_t)e * H;
+        float acc = 0.f;
+        for (int c = lane; c < H; c += 32) acc = fmaf(ld(xr[c]), wr[c], acc);
+        acc = warp_sum(acc);
+        if (lane == 0) s[e] = acc;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    float mx = s[0];
+    for (int e = 1; e < E; e++) mx = fmaxf(mx, s[e]);
+    float sum = 0.f;
+    for (int e = 0; e < E; e++) {
+        s[e] = expf(s[e] - mx);
+        sum += s[e];
+    }
+    for (int e = 0; e < E; e++) s[e] = s[e] / sum;
+    if (groups > 1) {
+        int per = E / groups;
+        for (int g = 0; g < groups; g++) {
+            float b = s[g * per];
+            for (int j = 1; j < per; j++) b = fmaxf(b, s[g * per + j]);
+            gs[g] = b;
+            keep[g] = 0;
+        }
+        for (int t = 0; t < topgroups; t++) {
+            int best = -1;
+            for (int g = 0; g < groups; g++)
+                if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+            keep[best] = 1;
+        }
+        for (int e = 0; e < E; e++)
+            if (!keep[e / per]) s[e] = 0.f;
+    }
+    int *id = ids + (size_t)blockIdx.x * K;
+    float *wt = w + (size_t)blockIdx.x * K;
+    for (int t = 0; t < K; t++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            bool taken = false;
+            for (int u = 0; u < t; u++) taken |= id[u] == e;
+            if (!taken && (best < 0 || s[e] > s[best])) best = e;
+        }
+        id[t] = best;
+        wt[t] = s[best] * scale;
+    }
+}
+#define MOE_ROUTE_ARGS(T) const T *x, int ldx, const float *router, int H, int E, int K, int groups, int topgroups, float scale, int *ids, float *w
+extern "C" __global__ void iris_moe_route_f32(MOE_ROUTE_ARGS(float)) { moe_route(x, ldx, router, H, E, K, groups, topgroups, scale, ids, w); }
+extern "C" __global__ void iris_moe_route_bf16(MOE_ROUTE_ARGS(bf16)) { moe_route(x, ldx, router, H, E, K, groups, topgroups, scale, ids, w); }
+
+// The grouping, one block: the pairs (row·K + slot) sorted by expert, stably (perm: sorted
+// position -> pair; inv: pair -> sorted position), each expert's first sorted position in
+// start[0..E], and the GEMM tiles: tiles[1 + 2t] = (expert, first row of the expert's tile),
+// tiles[0] = their count. The counts run on the block; the placement is serial (a few
+// thousand pairs at a prefill).
+extern "C" __global__ void iris_moe_plan(const int *ids, int pairs, int E, int *perm, int *inv, int *start, int *tiles) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    __shared__ int cnt[MOE_MAX_EXPERTS + 1];
+    for (int e = threadIdx.x; e <= E; e += blockDim.x) cnt[e] = 0;
+    __syncthreads();
+    for (int p = threadIdx.x; p < pairs; p += blockDim.x) atomicAdd(&cnt[ids[p] + 1], 1);
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    for (int e = 0; e < E; e++) cnt[e + 1] += cnt[e];
+    int nt = 0;
+    for (int e = 0; e < E; e++) {
+        start[e] = cnt[e];
+        for (int r = 0; r < cnt[e + 1] - cnt[e]; r += MOE_BM) {
+            tiles[1 + 2 * nt] = e;
+            tiles[2 + 2 * nt] = r;
+            nt++;
+        }
+    }
+    start[E] = cnt[E];
+    tiles[0] = nt;
+    for (int p = 0; p < pairs; p++) {
+        int q = cnt[ids[p]]++;
+        perm[q] = p;
+        inv[p] = q;
+    }
+}
+
+// The grouped product: tile t of the plan is MOE_BM sorted pairs of one expert e, and
+// Y[p, n] = sum_k A[row(p), k] * W[e·N + n, k] for its pairs p and a block's MOE_BN columns n,
+// accumulated in F32 and rounded once to T (a bf16 nn.Linear). row(p) is perm[p] / K when perm
+// is set (the gate/up product reads the rows of x the pairs came from) and p otherwise (the down
+// product reads the activations in sorted order). Blocks past the plan's tiles return at once:
+// the grid is the most tiles any routing can make.
+template <typename T>
+__device__ void moe_gemm(const T *A, int lda, const int *perm, int K, const T *W, int N, int Kd, T *Y, int ldy, const int *start,
+                         const int *tiles) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    int t = blockIdx.x;
+    if (t >= tiles[0]) return;
+    int e = tiles[1 + 2 * t], p0 = start[e] + tiles[2 + 2 * t], pend = start[e + 1];
+    int n0 = blockIdx.y * MOE_BN;
+    __shared__ float As[MOE_BK][MOE_BM + 1];
+    __shared__ float Ws[MOE_BK][MOE_BN + 1];
+    __shared__ int rows[MOE_BM];
+    int tx = threadIdx.x % 16, ty = threadIdx.x / 16; // 256 threads, 4x4 outputs each
+    for (int r = threadIdx.x; r < MOE_BM; r += blockDim.x) {
+        int p = p0 + r;
+        rows[r] = p < pend ? (perm ? perm[p] / K : p) : -1;
+    }
+    __syncthreads();
+    const T *We = W + (size_t)e * N * Kd;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < Kd; k0 += MOE_BK) {
+        for (int i = threadIdx.x; i < MOE_BM * MOE_BK; i += blockDim.x) {
+            int r = i / MOE_BK, k = i % MOE_BK;
+            As[k][r] = rows[r] >= 0 && k0 + k < Kd ? ld(A[(size_t)rows[r] * lda + k0 + k]) : 0.f;
+        }
+        for (int i = threadIdx.x; i < MOE_BN * MOE_BK; i += blockDim.x) {
+            int n = i / MOE_BK, k = i % MOE_BK;
+            Ws[k][n] = n0 + n < N && k0 + k < Kd ? ld(We[(size_t)(n0 + n) * Kd + k0 + k]) : 0.f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < MOE_BK; k++) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) a[i] = As[k][ty * 4 + i], b[i] = Ws[k][tx * 4 + i];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int p = p0 + ty * 4 + i;
+        if (p >= pend) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int n = n0 + tx * 4 + j;
+            if (n < N) Y[(size_t)p * ldy + n] = st<T>(acc[i][j]);
+        }
+    }
+}
+#define MOE_GEMM_ARGS(T) const T *A, int lda, const int *perm, int K, const T *W, int N, int Kd, T *Y, int ldy, const int *start, const int *tiles
+extern "C" __global__ void iris_moe_gemm_f32(MOE_GEMM_ARGS(float)) { moe_gemm(A, lda, perm, K, W, N, Kd, Y, ldy, start, tiles); }
+extern "C" __global__ void iris_moe_gemm_bf16(MOE_GEMM_ARGS(bf16)) { moe_gemm(A, lda, perm, K, W, N, Kd, Y, ldy, start, tiles); }
+
+// The sum, one block a row (y may be add):
+//   weighted_out = proj_out * sample_weights      (F32: proj_out is T, the weights F32)
+//   final_hidden_states = weighted_out.view(num_tokens, num_top_k, hidden_dim).sum(dim=1)
+//   .to(hidden_states.dtype), then + shared_experts(residuals) in T.
+// The products and sums are rounded one by one (no fused multiply-add), in slot order.
+template <typename T>
+__device__ void moe_combine(T *y, int ldy, const T *out, int H, const int *inv, const float *w, int K, const T *add, int ldadd) {
+    pdl_wait(); // no-op unless launched dependent (enq.launchDep)
+    int r = blockIdx.x;
+    for (int h = threadIdx.x; h < H; h += blockDim.x) {
+        float acc = 0.f;
+        for (int k = 0; k < K; k++)
+            acc = __fadd_rn(acc, __fmul_rn(ld(out[(size_t)inv[r * K + k] * H + h]), w[r * K + k]));
+        float v = rnd<T>(acc);
+        if (add) v = v + ld(add[(size_t)r * ldadd + h]);
+        y[(size_t)r * ldy + h] = st<T>(v);
+    }
+}
+#define MOE_COMBINE_ARGS(T) T *y, int ldy, const T *out, int H, const int *inv, const float *w, int K, const T *add, int ldadd
+extern "C" __global__ void iris_moe_combine_f32(MOE_COMBINE_ARGS(float)) { moe_combine(y, ldy, out, H, inv, w, K, add, ldadd); }
+extern "C" __global__ void iris_moe_combine_bf16(MOE_COMBINE_ARGS(bf16)) { moe_combine(y, ldy, out, H, inv, w, K, add, ldadd); }
