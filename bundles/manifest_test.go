@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -197,6 +198,21 @@ var validateCases = []struct {
 	{"plugin abi", func(m *Manifest) { m.Plugin.ABI = 0 }, "plugin.abi: required"},
 	{"plugin pages zero", func(m *Manifest) { m.Plugin.MaxMemoryPages = 0 }, "plugin.max_memory_pages: 0 is outside [1, 65536]"},
 	{"plugin pages over 4 GiB", func(m *Manifest) { m.Plugin.MaxMemoryPages = 65537 }, "plugin.max_memory_pages: 65537 is outside"},
+	{"image read unknown", func(m *Manifest) { m.Image.Read = "cv2" }, `image.read: "cv2" is not`},
+	{"grounding first negative", func(m *Manifest) { m.Generation.Grounding = grounding(func(g *Grounding) { g.CoordFirst = -1 }) },
+		"generation.grounding: coordinate ids [-1, 1000]"},
+	{"grounding last before first", func(m *Manifest) { m.Generation.Grounding = grounding(func(g *Grounding) { g.CoordLast = 9 }) },
+		"generation.grounding: coordinate ids [10, 9]"},
+	{"grounding scale zero", func(m *Manifest) { m.Generation.Grounding = grounding(func(g *Grounding) { g.Scale = 0 }) },
+		"and scale 0: want"},
+	{"grounding scale infinite", func(m *Manifest) { m.Generation.Grounding = grounding(func(g *Grounding) { g.Scale = math.Inf(1) }) },
+		"and scale +Inf: want"},
+	{"grounding id negative", func(m *Manifest) { m.Generation.Grounding = grounding(func(g *Grounding) { g.RefClose = -1 }) },
+		"box and ref ids [1001 1002 1003 -1] must be"},
+	{"grounding id a coordinate", func(m *Manifest) { m.Generation.Grounding = grounding(func(g *Grounding) { g.BoxOpen = 500 }) },
+		"box and ref ids [500 1002 1003 1004] must be"},
+	{"grounding ids repeated", func(m *Manifest) { m.Generation.Grounding = grounding(func(g *Grounding) { g.RefOpen = 1002 }) },
+		"box and ref ids [1001 1002 1002 1004] must be"},
 	{"plugin timeout zero", func(m *Manifest) { m.Plugin.TimeoutMS = 0 }, "plugin.timeout_ms: 0 is outside [1, 60000]"},
 	{"plugin timeout over a minute", func(m *Manifest) { m.Plugin.TimeoutMS = 60001 }, "plugin.timeout_ms: 60001 is outside"},
 	{"no tokenizer files", func(m *Manifest) { m.Tokenizer.Files = nil }, "tokenizer.files: tokenizer.json is required"},
@@ -241,4 +257,11 @@ func TestValidateRefusals(t *testing.T) {
 	if err := m.Encode(io.Discard); err == nil || !strings.HasPrefix(err.Error(), "encode manifest:") {
 		t.Fatalf("a param TOML cannot hold: %v", err)
 	}
+}
+
+// grounding is a valid grounding section (coordinates 10..1000, marks 1001-1004) with one edit.
+func grounding(edit func(*Grounding)) *Grounding {
+	g := &Grounding{CoordFirst: 10, CoordLast: 1000, Scale: 1000, BoxOpen: 1001, BoxClose: 1002, RefOpen: 1003, RefClose: 1004}
+	edit(g)
+	return g
 }
