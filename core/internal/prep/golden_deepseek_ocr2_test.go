@@ -13,10 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/plugin"
-	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/prep"
-	"github.com/iris-vlm/iris/core/internal/tokenize"
 	"github.com/iris-vlm/iris/sdk-wasm/abi"
 )
 
@@ -81,25 +78,8 @@ func readDSManifest(t *testing.T) *dsManifest {
 // and prep.
 func newDeepseekOCR2(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.Preparer {
 	tb.Helper()
-	root, err := plugintest.RepoRoot()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "deepseek_ocr2"))
-	if err != nil {
-		tb.Fatalf("DeepSeek-OCR-2's tokenizer (`just setup` writes it with scripts/reference/deepseek_ocr2_tokenizer.py): %v", err)
-	}
-	tb.Cleanup(func() { _ = tok.Close() })
-	h := plugintest.NewHost(tb, plugin.Options{})
-	var pl prep.Planner = plugintest.Load(tb, h, "deepseek_ocr2", plugintest.BuildFamily(tb, "deepseek_ocr2"), plugin.Limits{})
-	if wrap != nil {
-		pl = wrap(pl)
-	}
-	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pr
+	return familyPreparer(tb, "deepseek_ocr2", "deepseek_ocr2",
+		"DeepSeek-OCR-2's tokenizer (`just setup` writes it with scripts/reference/deepseek_ocr2_tokenizer.py)", wrap)
 }
 
 // dsInputs decodes (or synthesises) every golden image, checking its RGB against PIL's.

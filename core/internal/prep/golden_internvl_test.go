@@ -15,10 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/iris-vlm/iris/core/internal/pixels"
-	"github.com/iris-vlm/iris/core/internal/plugin"
-	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/prep"
-	"github.com/iris-vlm/iris/core/internal/tokenize"
 	"github.com/iris-vlm/iris/sdk-wasm/abi"
 )
 
@@ -104,22 +101,8 @@ func float32Bytes(v []float32) []byte {
 // real host, with the InternVL3-hf tokenizer.
 func newInternVL(tb testing.TB) *prep.Preparer {
 	tb.Helper()
-	root, err := plugintest.RepoRoot()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "internvl3"))
-	if err != nil {
-		tb.Fatalf("the InternVL3-hf tokenizer (`just setup` writes it with scripts/reference/internvl_tokenizer.py): %v", err)
-	}
-	tb.Cleanup(func() { _ = tok.Close() })
-	h := plugintest.NewHost(tb, plugin.Options{})
-	pl := plugintest.Load(tb, h, "internvl", plugintest.BuildFamily(tb, "internvl"), plugin.Limits{})
-	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pr
+	return familyPreparer(tb, "internvl", "internvl3",
+		"the InternVL3-hf tokenizer (`just setup` writes it with scripts/reference/internvl_tokenizer.py)", nil)
 }
 
 // BenchmarkPrepareInternVL runs the whole pipeline on the 426x320 photo of the latency workload

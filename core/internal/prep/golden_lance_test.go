@@ -13,10 +13,7 @@ import (
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/imageio"
-	"github.com/iris-vlm/iris/core/internal/plugin"
-	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/prep"
-	"github.com/iris-vlm/iris/core/internal/tokenize"
 	"github.com/iris-vlm/iris/sdk-wasm/abi"
 )
 
@@ -70,25 +67,8 @@ func readLanceManifest(t *testing.T) *lanceManifest {
 // host, with the Qwen tokenizer.
 func newLance(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.Preparer {
 	tb.Helper()
-	root, err := plugintest.RepoRoot()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "qwen3"))
-	if err != nil {
-		tb.Fatalf("the real Qwen tokenizer (`just setup` fetches it): %v", err)
-	}
-	tb.Cleanup(func() { _ = tok.Close() })
-	h := plugintest.NewHost(tb, plugin.Options{})
-	var pl prep.Planner = plugintest.Load(tb, h, "lance", plugintest.BuildFamily(tb, "lance"), plugin.Limits{})
-	if wrap != nil {
-		pl = wrap(pl)
-	}
-	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pr
+	return familyPreparer(tb, "lance", "qwen3",
+		"the real Qwen tokenizer (`just setup` fetches it)", wrap)
 }
 
 // lanceInputs decodes (or synthesises) every golden image as Lance's loader reads it

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/iris-vlm/iris/core/internal/plugin"
 	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/prep"
 	"github.com/iris-vlm/iris/core/internal/tokenize"
@@ -80,25 +79,8 @@ func readLAManifest(t *testing.T) *laManifest {
 // host, with LocateAnything's tokenizer; wrap, when set, stands between the plugin and prep.
 func newLA(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.Preparer {
 	tb.Helper()
-	root, err := plugintest.RepoRoot()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "locateanything"))
-	if err != nil {
-		tb.Fatalf("LocateAnything's tokenizer (`just setup` writes it with scripts/reference/locateanything_tokenizer.py): %v", err)
-	}
-	tb.Cleanup(func() { _ = tok.Close() })
-	h := plugintest.NewHost(tb, plugin.Options{})
-	var pl prep.Planner = plugintest.Load(tb, h, "locateanything", plugintest.BuildFamily(tb, "locateanything"), plugin.Limits{})
-	if wrap != nil {
-		pl = wrap(pl)
-	}
-	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pr
+	return familyPreparer(tb, "locateanything", "locateanything",
+		"LocateAnything's tokenizer (`just setup` writes it with scripts/reference/locateanything_tokenizer.py)", wrap)
 }
 
 func laInputs(t *testing.T, m *laManifest) map[string]prep.Input {

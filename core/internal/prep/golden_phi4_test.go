@@ -15,10 +15,7 @@ import (
 	"time"
 
 	"github.com/iris-vlm/iris/core/internal/pixels"
-	"github.com/iris-vlm/iris/core/internal/plugin"
-	"github.com/iris-vlm/iris/core/internal/plugin/plugintest"
 	"github.com/iris-vlm/iris/core/internal/prep"
-	"github.com/iris-vlm/iris/core/internal/tokenize"
 	"github.com/iris-vlm/iris/sdk-wasm/abi"
 )
 
@@ -82,25 +79,8 @@ func readPhiManifest(t *testing.T) *phiManifest {
 // real host, with Phi-4's tokenizer; wrap, when set, stands between the plugin and prep.
 func newPhi4(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.Preparer {
 	tb.Helper()
-	root, err := plugintest.RepoRoot()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", "phi4"))
-	if err != nil {
-		tb.Fatalf("Phi-4's tokenizer (`just setup` writes it with scripts/reference/phi4_tokenizer.py): %v", err)
-	}
-	tb.Cleanup(func() { _ = tok.Close() })
-	h := plugintest.NewHost(tb, plugin.Options{})
-	var pl prep.Planner = plugintest.Load(tb, h, "phi4_multimodal", plugintest.BuildFamily(tb, "phi4_multimodal"), plugin.Limits{})
-	if wrap != nil {
-		pl = wrap(pl)
-	}
-	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pr
+	return familyPreparer(tb, "phi4_multimodal", "phi4",
+		"Phi-4's tokenizer (`just setup` writes it with scripts/reference/phi4_tokenizer.py)", wrap)
 }
 
 // phiInputs decodes (or synthesises) every golden image, checking its RGB against PIL's.

@@ -323,3 +323,29 @@ func checkCase(t *testing.T, pr *prep.Preparer, in prep.Input, c *goldenCase) {
 		}
 	}
 }
+
+// familyPreparer returns a Preparer of a family's plugin, compiled from source and run by the real
+// host, with the tokenizer `just setup` writes to .build/tokenizer/<tokenizer> (what names it and
+// how it is made, for the failure); wrap, when set, stands between the plugin and prep.
+func familyPreparer(tb testing.TB, family, tokenizer, what string, wrap func(prep.Planner) prep.Planner) *prep.Preparer {
+	tb.Helper()
+	root, err := plugintest.RepoRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenize.Load(filepath.Join(root, ".build", "tokenizer", tokenizer))
+	if err != nil {
+		tb.Fatalf("%s: %v", what, err)
+	}
+	tb.Cleanup(func() { _ = tok.Close() })
+	h := plugintest.NewHost(tb, plugin.Options{})
+	var pl prep.Planner = plugintest.Load(tb, h, family, plugintest.BuildFamily(tb, family), plugin.Limits{})
+	if wrap != nil {
+		pl = wrap(pl)
+	}
+	pr, err := prep.New(prep.Config{Plugin: pl, Tokenizer: tok})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pr
+}
