@@ -375,6 +375,6 @@ func TestGoldenArtifactsFromTheirInputs(t *testing.T) {
 	}
 	_ = json.Unmarshal([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"a<b"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}],"model":"demo","stream":false}`), &want)
 	if len(inputs.Data) != 1 || inputs.Data[0].SessionID != "img-0000" || !reflect.DeepEqual(payload, want) {
-		t.Errorf("inputs %s: want session img-0000 with the one payload written", b)
+		t.Errorf("inputs %s: want one entry, session_id img-0000, holding the one payload written", b)
 	}
 }
