@@ -27,6 +27,7 @@ flags=(-tags "$tags" -trimpath -ldflags '-s -w')
 # IRIS_PHASE picks what travels (the device tool takes 64 MiB with the working tree, ~23 MB):
 #   check    the test binaries of the cuda packages: the backend's kernels (cuda.test) and the
 #            families' parity on it (cudaparity.test) (run.sh check)
+#   attn     cuda.test alone (run.sh attn: the attention kernels' tests and benchmarks)
 #   compare  iris and gpucheck of this tree and of IRIS_BASE=<commit> (run.sh compare)
 #   qwen3    iris, gpucheck, httpbench and the qwen3_vl plugin (run.sh qwen3 2b|8b|tiny, run.sh vl)
 #   throughput  iris, httpbench, soak, cuda.test, cudaparity.test, gpucheck, the qwen2_5_vl plugin, and IRIS_BASE's build when
@@ -44,6 +45,9 @@ if [[ $phase == check || $phase == all ]]; then
   go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/gpu.test" ./core/internal/ml/cuda/gpu
   go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/ml/cuda
   go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cudaparity.test" ./core/internal/enginetest/cudaparity
+fi
+if [[ $phase == attn ]]; then
+  go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/ml/cuda
 fi
 if [[ $phase == throughput ]]; then
   go test -c -tags "$tags" -ldflags '-s -w' -o "$out/bin/cuda.test" ./core/internal/ml/cuda
@@ -76,7 +80,7 @@ plugins=(qwen2_5_vl qwen3_vl internvl)
 [[ $phase == compare || $phase == throughput || $phase == demo ]] && plugins=(qwen2_5_vl)
 [[ $phase == qwen3 ]] && plugins=(qwen3_vl)
 [[ $phase == internvl ]] && plugins=(internvl)
-[[ $phase == check || $phase == base ]] && plugins=()
+[[ $phase == check || $phase == base || $phase == attn ]] && plugins=()
 for f in "${plugins[@]}"; do
   (dest=$PWD/$out/plugins && cd "plugins/$f" && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath -o "$dest/$f.wasm" .)
 done
@@ -107,6 +111,8 @@ Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says 
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh full    (~4 min; writes ref.json)
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh speed   (~6 min; needs a carried ref.json,
       IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs only the photo over HTTP)
+  bash scripts/gpu/run.sh attn        (IRIS_PHASE=attn; ~5 min: the attention kernels' tests, Iris's paths and
+                                      torch SDPA's backends on the profiles' shapes: $OUT/attn.md)
   bash scripts/gpu/run.sh soak        (IRIS_PHASE=throughput; issue 14's soak: 2,000 mixed requests at c=64
                                       against iris serve on the 3B, KV back to 0, RSS flat)
   bash scripts/gpu/run.sh qwen3 2b    (IRIS_PHASE=qwen3; ~4 min: Qwen3-VL-2B parity, engine, HTTP, transformers)

@@ -71,6 +71,10 @@
 #                                   Raw results stay in $IRIS_WORK/out-internvl-<size>; $OUT gets
 #                                   summary-internvl-<size>.json and raw-internvl-<size>.tgz
 #                                   (IRIS_PHASE=internvl `just gpu-bench` carries it)
+#   bash scripts/gpu/run.sh attn    the attention kernels' tests (every mask form and head dim),
+#                                   Iris's attention paths and torch SDPA's backends side by side on
+#                                   the nine profiles' long and masked shapes, the InternViT tower:
+#                                   $OUT/attn.md (scripts/gpu/attn_table.py)
 #   bash scripts/gpu/run.sh demo    issue 15's demo model in one call: train it (~400 s), then the
 #                                   CUDA engine's bf16 and fp32 answers on the 300 held-out scenes
 #                                   against transformers' (IRIS_PHASE=demo `just gpu-bench` carries it)
@@ -417,6 +421,23 @@ if [[ $phase == smoke || $phase == check ]]; then
   run_tests cudaparity.test core/internal/enginetest/cudaparity 240 -test.run 'Sweep' | tee "$OUT/sweep.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|^FAIL|^ok|panic|sweep.go' | tail -60; verdict sweep ${PIPESTATUS[0]}
   step "the record (scripts/gpu/record-check.sh adds it to docs/results/gpu-tests.md)"
   record_tests "$phase" gpu.test cuda.test cudaparity.test
+fi
+if [[ $phase == attn ]]; then
+  # issue 44's kernel half in one call (~5 min): the attention kernels' tests (every mask form,
+  # head dims 64/72/80/128, against float64 and against the cuBLAS path), then Iris's paths and
+  # torch SDPA's backends on the profiles' shapes (core/internal/ml/cuda/testdata/attn_shapes.json)
+  # and the InternViT tower, and the side-by-side table ($OUT/attn.md). The InternVL3 HTTP table
+  # is `run.sh internvl 2b` and `run.sh internvl 8b`, a call each.
+  t_end=$((SECONDS + ${IRIS_BUDGET_S:-560}))
+  step "attention kernels: iris_attn_mma(_mask) and the backend's attention ops against float64 and the cuBLAS path"
+  budgeted attn-kernels 200 bash -c "cd core/internal/ml/cuda && '$bin/cuda.test' -test.v -test.run 'Kernel.*(Attention|Mask|KeyFlags|Bidirectional|SequenceSegments|MMA)' 2>&1 \
+    | tee '$OUT/attn-tests.log' | grep -E -- '^--- |^    --- FAIL|^(PASS|FAIL|ok)|panic' | tail -60; exit \${PIPESTATUS[0]}"
+  step "Iris's attention paths on the profiles' shapes, and the InternViT tower (cuda.test -test.bench)"
+  budgeted attn-iris 240 bash -c "cd core/internal/ml/cuda && '$bin/cuda.test' -test.run '^$' -test.bench 'AttentionForms|VisionTower' -test.benchtime 5x 2>&1 | tee '$OUT/attn-iris.txt'; exit \${PIPESTATUS[0]}"
+  step "torch SDPA's backends on the same shapes (flash, cuDNN, memory-efficient, math)"
+  budgeted attn-sdpa 150 python3 scripts/gpu/attn_sdpa.py --out "$OUT/attn-sdpa.json"
+  step "the table"
+  python3 scripts/gpu/attn_table.py --iris "$OUT/attn-iris.txt" --sdpa "$OUT/attn-sdpa.json" | tee "$OUT/attn.md"
 fi
 if [[ $phase == smoke ]]; then
   step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"

@@ -31,6 +31,7 @@ func passes(args []string) error {
 	round := fs.String("round", "5,5,54", "images, prompts and decodes of a scheduler round (empty: none)")
 	ops := fs.Int("ops", 12, "with a round: time every op of one round's passes and print this many costliest of each (0: none; GPU only)")
 	noMMA := fs.Bool("no-mma", false, "bf16 attention through cuBLAS and the CUDA-core flash kernel (not the tensor-core kernel)")
+	noMMAMask := fs.Bool("no-mma-mask", false, "bf16 attention with key flags, a prefix, a bias or a bidirectional block through cuBLAS (not the tensor-core kernel's masked variant)")
 	noGroup := fs.Bool("no-group-decode", false, "bf16 decode attention with a block a query head (not a block a KV group)")
 	noWhole := fs.Bool("no-whole-decode", false, "bf16 decode attention over caches of at most 256 keys in merged 64-key splits (not a block over all of them)")
 	equal := fs.Bool("equal-priority", false, "the decoder's stream at the lane's priority (not the greatest)")
@@ -58,7 +59,7 @@ func passes(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias,
+	m, dev, err := load(*mf.model, *mf.backend, cuda.Options{Precision: *mf.prec, NoMMA: *noMMA, NoMMAMask: *noMMAMask, NoGroupDecode: *noGroup, NoWholeDecode: *noWhole, EqualPriority: *equal, QuackSwiGLU: *quack, QuackVariant: *quackVariant, QuackBiasVariant: *quackBias,
 		QuackLinear: *quackLin, QuackLinearVariant: *quackLinV, QuackLinearBiasVariant: *quackLinB}, mf.lane())
 	if err != nil {
 		return err

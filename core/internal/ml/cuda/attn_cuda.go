@@ -25,6 +25,10 @@ type attnArgs struct {
 	ptrs gpu.DevPtr
 }
 
+// masked reports whether a has a mask form beyond the causal rule (key flags, a prefix, a
+// bias): iris_attn_mma_mask or the cuBLAS path's softmax reads them, not iris_attn_mma.
+func (a attnArgs) masked() bool { return a.keys != 0 || a.prefix != 0 || a.rel.h != 0 }
+
 // relArgs is an ml.RelPos on the device.
 type relArgs struct {
 	h, w                    gpu.DevPtr

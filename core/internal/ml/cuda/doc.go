@@ -37,6 +37,11 @@ type Options struct {
 	// NoMMA runs bf16 attention through cuBLAS and the CUDA-core flash kernel instead of the
 	// tensor-core flash kernel (iris_attn_mma); for comparison.
 	NoMMA bool
+	// NoMMAMask runs bf16 attention with key flags, a prefix, a relative-position bias or
+	// per-row key counts (a bidirectional block) through cuBLAS with the scores materialised
+	// (or one segment a key count) instead of the tensor-core kernel's masked variant
+	// (iris_attn_mma_mask); for comparison.
+	NoMMAMask bool
 	// NoGroupDecode runs bf16 decode attention with a block a query head (iris_attn_pool)
 	// instead of a block a KV group (iris_attn_pool_gqa); for comparison.
 	NoGroupDecode bool

@@ -23,6 +23,7 @@ type kernelSet struct {
 	flash                             map[int]*gpu.Function // by head dim
 	window                            map[int]*gpu.Function // by head dim; bf16 only
 	mma                               map[int]*gpu.Function // by head dim; bf16 only
+	mmaMask                           map[int]*gpu.Function // iris_attn_mma_mask, by head dim; bf16 only
 	poolGQA                           map[int]*gpu.Function // by head dim; bf16 only
 	poolGQAWhole                      map[int]*gpu.Function // by head dim; bf16 only
 	argmax, argmaxPart, gemv, gemvGLU *gpu.Function
@@ -37,9 +38,10 @@ var flashHeadDims = []int{8, 16, 32, 64, 80, 128}
 // winMax rows).
 var windowHeadDims = []int{16, 32, 64, 80}
 
-// mmaHeadDims are those of iris_attn_mma (tensor cores, bf16): decoders' 128 and 64, vision
-// towers' 80 and 64.
-var mmaHeadDims = []int{64, 80, 128}
+// mmaHeadDims are those of iris_attn_mma and iris_attn_mma_mask (tensor cores, bf16): decoders'
+// 128 and 64, vision towers' 80, 72 (SigLIP-so400m, MoonViT: held as 80, the padding zeros)
+// and 64.
+var mmaHeadDims = []int{64, 72, 80, 128}
 
 // poolGQAHeadDims are those of iris_attn_pool_gqa (bf16, at most gqaMax query heads a KV head).
 var poolGQAHeadDims = []int{64, 128}
@@ -50,7 +52,7 @@ func loadKernels(t dtype) (*kernelSet, error) {
 		return nil, fmt.Errorf("%s: %w", kernels.Source, err)
 	}
 	k := &kernelSet{mod: mod, flash: map[int]*gpu.Function{}, window: map[int]*gpu.Function{}, mma: map[int]*gpu.Function{},
-		poolGQA: map[int]*gpu.Function{}, poolGQAWhole: map[int]*gpu.Function{}}
+		mmaMask: map[int]*gpu.Function{}, poolGQA: map[int]*gpu.Function{}, poolGQAWhole: map[int]*gpu.Function{}}
 	sfx := "_f32"
 	if t == bf16 {
 		sfx = "_bf16"
@@ -106,6 +108,9 @@ func loadKernels(t dtype) (*kernelSet, error) {
 			var f *gpu.Function
 			get(&f, fmt.Sprintf("iris_attn_mma_bf16_%d", hd))
 			k.mma[hd] = f
+			var m *gpu.Function
+			get(&m, fmt.Sprintf("iris_attn_mma_mask_bf16_%d", hd))
+			k.mmaMask[hd] = m
 		}
 		for _, hd := range poolGQAHeadDims {
 			var f *gpu.Function

@@ -956,6 +956,9 @@ func TestKernelMMAAttention(t *testing.T) {
 		{"frames-rope-unaligned", 2, 2, []int32{0, 150, 0, 150, 150, 77, 150, 77}, false, true, 3},
 	} {
 		for _, hd := range mmaHeadDims {
+			if tc.rope && hd%16 != 0 {
+				continue // the kernel rotates whole k16 head dims only (the backend rotates 72 first)
+			}
 			t.Run(fmt.Sprintf("%s/%d", tc.name, hd), func(t *testing.T) {
 				dt := bf16
 				qd, kvd := tc.heads*hd, tc.kv*hd

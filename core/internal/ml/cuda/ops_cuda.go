@@ -776,9 +776,16 @@ func (b *Backend) attend(a attnArgs) {
 	if !b.live() || a.nq == 0 {
 		return
 	}
-	if a.keys == 0 && a.prefix == 0 && a.rel.h == 0 && b.mmaOK(a) {
-		b.attendMMA(a, b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)}), a.nq, 0, 0)
-		return
+	if b.mmaOK(a) {
+		seg := b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)})
+		if !a.masked() {
+			b.attendMMA(a, seg, a.nq, 0, 0)
+			return
+		}
+		if b.mmaMaskOK(a) {
+			b.attendMMAMask(a, seg, a.nq, mmaMaskArgs{keys: a.keys, rel: a.rel})
+			return
+		}
 	}
 	area := int64(a.nq) * int64(a.nk)
 	if b.viaCuBLAS(a) {
@@ -833,6 +840,43 @@ func (b *Backend) mmaOK(a attnArgs) bool {
 	return true
 }
 
+// mmaMaskOK reports whether iris_attn_mma_mask serves a's mask forms: mmaOK (bf16, a head dim
+// it is built for, aligned rows), the kernel not turned off, and a bias with a grid.
+func (b *Backend) mmaMaskOK(a attnArgs) bool {
+	if b.opts.NoMMAMask || b.k.mmaMask[a.hd] == nil || !b.mmaOK(a) {
+		return false
+	}
+	return a.rel.h == 0 || (a.rel.height > 0 && a.rel.width > 0)
+}
+
+// mmaMaskArgs are what iris_attn_mma_mask reads beyond iris_attn_mma's arguments: key flags
+// (a segment's keys at their k rows), a relative-position bias (rows those of the op's
+// queries), and per-row key counts (lim[r*lims] for query row r; 0: causal as attnArgs says,
+// with its prefix).
+type mmaMaskArgs struct {
+	keys gpu.DevPtr
+	rel  relArgs
+	lim  gpu.DevPtr
+	lims int
+}
+
+// attendMMAMask is attendMMA with iris_attn_mma_mask: a's prefix and causal rule, or m's
+// per-row key counts, and m's key flags and bias.
+func (b *Backend) attendMMAMask(a attnArgs, segs ml.Ints, longest int, m mmaMaskArgs) {
+	if segs.Len == 0 || longest == 0 {
+		return
+	}
+	causal := 0
+	if a.causal || m.lim != 0 {
+		causal = 1 // with per-row counts it orders the tiles longest first, as causal ones
+	}
+	b.launchDep(b.k.mmaMask[a.hd], mmaGrid(longest, a.heads, segs.Len/4), gpu.Dim3{X: mmaThreads}, 0,
+		gpu.P(a.out), gpu.P(a.q), gpu.P(a.k), gpu.P(a.v), gpu.I(a.ldq), gpu.I(a.ldk), gpu.I(a.ldv), gpu.I(a.ldo),
+		gpu.P(gpu.DevPtr(segs.Addr)), gpu.I(a.heads), gpu.I(a.kvh), gpu.I(causal), gpu.F(a.scale),
+		gpu.I(a.prefix), gpu.P(m.lim), gpu.I(m.lims), gpu.P(m.keys),
+		gpu.P(m.rel.h), gpu.P(m.rel.w), gpu.I(m.rel.ldh), gpu.I(m.rel.ldw), gpu.I(m.rel.height), gpu.I(max(m.rel.width, 1)))
+}
+
 // attendMMA runs attention over segments of a's tensors (segs: q0, nq, k0, nk each, on the
 // device; the longest has at most longest queries; a.nq and a.nk are not read) in one launch
 // of iris_attn_mma, causal as a says; with a rope table cs of n rows (cos, then sin) the kernel
@@ -853,7 +897,7 @@ func (b *Backend) attendMMA(a attnArgs, segs ml.Ints, longest int, cs gpu.DevPtr
 // viaCuBLAS reports whether attend runs segment a through cuBLAS (attnGemm, the scores
 // materialised) rather than the flash kernel: large segments, or a head dim without one.
 func (b *Backend) viaCuBLAS(a attnArgs) bool {
-	if a.keys != 0 || a.prefix != 0 || a.rel.h != 0 {
+	if a.masked() {
 		return true // key flags, a prefix, a bias: the cuBLAS path's softmax is the kernel that reads them
 	}
 	return (int64(a.nq)*int64(a.nk) >= gemmAttnMin || b.k.flash[a.hd] == nil) && !b.opts.FlashOnly
@@ -965,18 +1009,27 @@ func (b *Backend) pointers(a attnArgs, s, p gpu.DevPtr) gpu.DevPtr {
 const maxPtrArrays = 1 << 14
 
 // tableKey names a table of ints uploaded once a pass: the host slice it comes from (its start
-// and length) and whether it is that slice or iris_attn_mma's segment table made from it.
+// and length) and which table is made from it.
 type tableKey struct {
 	at   *int32
 	n    int
-	segs bool
+	kind tableKind
 }
+
+// tableKind is what passTable makes of a host slice.
+type tableKind uint8
+
+const (
+	asIs     tableKind = iota // the slice itself
+	runTable                  // iris_attn_mma's segments: SegmentAttention's bounds, or spans' causal runs
+	seqTable                  // iris_attn_mma_mask's segments of spans: a sequence each (sequenceSegments)
+)
 
 // passTable uploads the table build makes from a host slice once a pass: a pass's segment
 // bounds or spans are the same for each of its layers (every block of a vision tower attends
 // within the same windows).
-func (b *Backend) passTable(from []int32, segs bool, build func() []int32) ml.Ints {
-	key := tableKey{unsafe.SliceData(from), len(from), segs}
+func (b *Backend) passTable(from []int32, kind tableKind, build func() []int32) ml.Ints {
+	key := tableKey{unsafe.SliceData(from), len(from), kind}
 	if in, ok := b.tables[key]; ok {
 		return in
 	}
@@ -989,7 +1042,7 @@ func (b *Backend) passTable(from []int32, segs bool, build func() []int32) ml.In
 
 // boundsInts uploads segment bounds once a pass.
 func (b *Backend) boundsInts(bounds []int32) ml.Ints {
-	return b.passTable(bounds, false, func() []int32 { return bounds })
+	return b.passTable(bounds, asIs, func() []int32 { return bounds })
 }
 
 // SegmentAttention implements ml.Backend: windows within the flash kernel's tile on tensor cores
@@ -1029,6 +1082,7 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 			b.Rope(q, a.Heads, a.HeadDim, rot)
 			b.Rope(k, a.KVHeads, a.HeadDim, rot)
 		}
+		all := make([]attnArgs, 0, segs)
 		for i := range segs {
 			r0, n := int(bounds[i]), int(bounds[i+1]-bounds[i])
 			if n <= 0 || r0+n > q.Rows {
@@ -1047,12 +1101,22 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 			if a.Keys.Len > 0 {
 				seg.keys = gpu.DevPtr(a.Keys.Addr).Add(int64(r0) * 4)
 			}
+			all = append(all, seg)
+		}
+		if base := b.attnArgs(out, q, k, v, a); b.mmaMaskOK(base) {
+			// every segment in one launch of the masked tensor-core kernel: the flags at the
+			// op's k rows, the bias at its q rows (the segment table's rows index both)
+			base.causal, base.prefix = false, 0
+			b.attendMMAMask(base, b.segTable(bounds), longest, mmaMaskArgs{keys: base.keys, rel: base.rel})
+			return
+		}
+		for _, seg := range all {
 			b.attend(seg)
 		}
 		return
 	}
 	win := b.k.window[a.HeadDim]
-	ropeInKernel := rot.Cos.Valid() && rot.RoundOnce && !rot.Partial(a.HeadDim) && rot.Cos.Stride == a.HeadDim/2 &&
+	ropeInKernel := rot.Cos.Valid() && rot.RoundOnce && !rot.Partial(a.HeadDim) && a.HeadDim%16 == 0 && rot.Cos.Stride == a.HeadDim/2 &&
 		rot.Sin.Addr == rot.Cos.Addr+uintptr(int64(rot.Cos.Rows)*int64(rot.Cos.Stride)*4) && rot.Cos.Rows == q.Rows
 	if base := b.attnArgs(out, q, k, v, a); b.mmaOK(base) {
 		// every segment in one tensor-core launch, queries and keys the same rows; windows of
@@ -1068,13 +1132,7 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 			b.Rope(k, a.KVHeads, a.HeadDim, rot)
 		}
 		base.causal = false
-		b.attendMMA(base, b.passTable(bounds, true, func() []int32 {
-			t := make([]int32, 0, 4*segs)
-			for i := range segs {
-				t = append(t, bounds[i], bounds[i+1]-bounds[i], bounds[i], bounds[i+1]-bounds[i])
-			}
-			return t
-		}), longest, cs, q.Rows)
+		b.attendMMA(base, b.segTable(bounds), longest, cs, q.Rows)
 		return
 	}
 	aligned := (int64(q.Stride)*b.dt.size())%16 == 0 && (int64(out.Stride)*b.dt.size())%16 == 0 && q.Addr%16 == 0 && out.Addr%16 == 0
@@ -1105,6 +1163,19 @@ func (b *Backend) segmentAttention(out, q, k, v ml.Tensor, rot ml.Rotary, bounds
 		all[i].causal = false
 	}
 	b.attendAll(all)
+}
+
+// segTable is iris_attn_mma's segment table of SegmentAttention's bounds (queries and keys the
+// same rows), uploaded once a pass.
+func (b *Backend) segTable(bounds []int32) ml.Ints {
+	return b.passTable(bounds, runTable, func() []int32 {
+		segs := len(bounds) - 1
+		t := make([]int32, 0, 4*segs)
+		for i := range segs {
+			t = append(t, bounds[i], bounds[i+1]-bounds[i], bounds[i], bounds[i+1]-bounds[i])
+		}
+		return t
+	})
 }
 
 // attnArgs is the segment of Attention's arguments.
@@ -1289,6 +1360,21 @@ func (b *Backend) sequenceAttention(out, q, kPool, vPool ml.Tensor, spans ml.Int
 		b.bad("attention: %v", err)
 		return
 	}
+	if base := b.attnArgs(out, q, kPool, vPool, a); b.mmaMaskOK(base) {
+		if seqs := sequenceSegments(spans.Host); len(seqs) < 4*len(runs) {
+			// rows that do not continue the causal rule (a bidirectional block: rows with one
+			// key count): each sequence one segment of the masked kernel, its rows' key counts
+			// read from the spans
+			base.causal = true
+			longest := 0
+			for i := 1; i < len(seqs); i += 4 {
+				longest = max(longest, int(seqs[i]))
+			}
+			b.attendMMAMask(base, b.passTable(spans.Host, seqTable, func() []int32 { return seqs }), longest,
+				mmaMaskArgs{lim: gpu.DevPtr(spans.Addr).Add(4), lims: 2})
+			return
+		}
+	}
 	if base := b.attnArgs(out, q, kPool, vPool, a); b.mmaOK(base) {
 		// every sequence in one tensor-core launch: its chunk's rows over its keys in the pool
 		base.causal = true
@@ -1296,7 +1382,7 @@ func (b *Backend) sequenceAttention(out, q, kPool, vPool ml.Tensor, spans ml.Int
 		for _, r := range runs {
 			longest = max(longest, r.Rows)
 		}
-		b.attendMMA(base, b.passTable(spans.Host, true, func() []int32 {
+		b.attendMMA(base, b.passTable(spans.Host, runTable, func() []int32 {
 			t := make([]int32, 0, 4*len(runs))
 			for _, r := range runs {
 				t = append(t, int32(r.Row), int32(r.Rows), int32(r.Start), int32(r.Past+r.Rows))
@@ -1312,6 +1398,23 @@ func (b *Backend) sequenceAttention(out, q, kPool, vPool ml.Tensor, spans ml.Int
 		segs[i].causal = true
 	}
 	b.attendAll(segs)
+}
+
+// sequenceSegments is iris_attn_mma's segment table of CachedAttention's spans (checked by
+// ml.SpanRuns) with a segment a sequence: the consecutive rows of one key start, over the most
+// keys any of them sees.
+func sequenceSegments(spans []int32) []int32 {
+	var t []int32
+	for i := 0; i < len(spans)/2; {
+		start, keys := spans[2*i], spans[2*i+1]
+		j := i + 1
+		for ; j < len(spans)/2 && spans[2*j] == start; j++ {
+			keys = max(keys, spans[2*j+1])
+		}
+		t = append(t, int32(i), int32(j-i), start, keys)
+		i = j
+	}
+	return t
 }
 
 // ----------------------------------------------------------------------------------------------

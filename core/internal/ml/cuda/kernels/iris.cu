@@ -10,6 +10,7 @@
 // Built by `just kernels` (nvcc 13.0, sm_90 SASS + compute_90 PTX) into build/iris.fatbin, which
 // kernels_cuda.go embeds.
 #include <cuda_bf16.h>
+#include <float.h>
 #include <mma.h>
 #include <stdint.h>
 
@@ -919,11 +920,15 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
-// mma_tile stages rows [r0, r0+MMA_BK) of src (ld values a row, HD of them) into dst (MMA_LD a
-// row); rows at or past n are zeros (their scores are masked, and 0 x garbage could be NaN).
+// mma_hdp is the head dim a tensor-core tile holds: HD rounded up to whole k16 steps (72 -> 80;
+// the columns past HD are zeros).
+template <int HD> __host__ __device__ constexpr int mma_hdp() { return (HD + 15) / 16 * 16; }
+// mma_tile stages rows [r0, r0+MMA_BK) of src (ld values a row, HD of them) into dst (LD a row,
+// mma_hdp<HD>() + 8); rows at or past n are zeros (their scores are masked, and 0 x garbage
+// could be NaN).
 template <int HD>
 __device__ __forceinline__ void mma_tile(bf16 *dst, const bf16 *src, int ld, int r0, int n) {
-    constexpr int C = HD / 8, LD = HD + 8;
+    constexpr int C = HD / 8, LD = mma_hdp<HD>() + 8;
     for (int e = threadIdx.x; e < MMA_BK * C; e += blockDim.x) {
         int i = e / C, c = e % C;
         bf16 *d = dst + i * LD + c * 8;
@@ -999,20 +1004,49 @@ __device__ __forceinline__ void mma_rope_staged(bf16 *t, int n, const float *cst
     }
 }
 
-template <int HD>
+// mma_mask is what attn_mma's masked variants (iris_attn_mma_mask) add to a segment's keys, the
+// forms of ml.Mask that the plain kernel does not take:
+//   prefix: with causal, every row also sees keys [0, prefix) (ml.Mask.Prefix)
+//   lim: when set, local row i of segment s sees keys [0, lim[(q0 + i) * lims]) in place of the
+//     causal rule (CachedAttention's per-row key counts: a bidirectional block is rows with one
+//     count); lims is the stride (2: the counts of a span table)
+//   keys: when set, key j of a segment (k row k0 + j) is seen only if keys[k0 + j] != 0
+//     (ml.Mask.Keys); a row that sees none of its keys gets the plain mean of the values it
+//     reaches, as the reference's most-negative additive mask gives: a flagged key scores
+//     -FLT_MAX, not -inf, so that such a row's scores are all equal
+//   rh, rw: a decomposed relative-position bias (ml.Mask.RelPos) added to the scaled scores,
+//     rows those of the op's queries: rh[r*ldh + h*gh + j/gw] + rw[r*ldw + h*gw + j%gw], the two
+//     summed and rounded to bf16 first (the reference's rel_h + rel_w in the model's dtype)
+struct mma_mask {
+    int prefix;
+    const int *lim;
+    int lims;
+    const int *keys;
+    const bf16 *rh, *rw;
+    int ldh, ldw, gh, gw;
+};
+
+// attn_mma: see the comment above MMA_BQ. HD is the head dim (a multiple of 8; tiles hold it
+// rounded up to whole k16 steps, the padding zeros); MASK compiles mma_mask in (the plain
+// kernel's code is unchanged without it).
+template <int HD, bool MASK>
 __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo,
-                         const int *seg, int heads, int kvh, int causal, float scale, const float *cs, int N) {
+                         const int *seg, int heads, int kvh, int causal, float scale, const float *cs, int N, mma_mask mk) {
     pdl_wait(); // no-op unless launched dependent (enq.launchDep)
-    static_assert(HD % 16 == 0, "whole k16 steps over the head");
+    constexpr int HDP = mma_hdp<HD>();
+    static_assert(HD % 8 == 0, "whole 16-byte chunks a row");
     static_assert(MMA_BQ == MMA_BK, "the query tile is staged as a key tile");
-    constexpr int LD = HD + 8; // padded rows: ldmatrix's eight 16-byte rows fall in distinct banks
+    constexpr int LD = HDP + 8; // padded rows: ldmatrix's eight 16-byte rows fall in distinct banks
     constexpr int NT = MMA_BK / 8; // 8-key tiles of S
-    // the tower's head dims (64, 80) stage the query tile's cos/sin rows too (20 KB at 80:
-    // 43 KB in all, under the 48 KB of static shared memory; 128 would need 67)
-    constexpr bool STAGE = HD <= 80;
+    // RoPE inside the kernel: whole k16 head dims of the plain kernel only (the backend rotates
+    // first otherwise). The tower's head dims (64, 80) stage the query tile's cos/sin rows too
+    // (20 KB at 80: 43 KB in all, under the 48 KB of static shared memory; 128 would need 67)
+    constexpr bool ROPE = !MASK && HD == HDP;
+    constexpr bool STAGE = ROPE && HD <= 80;
     __shared__ __align__(16) bf16 Ks[MMA_BK * LD];
     __shared__ __align__(16) bf16 Vs[MMA_BK * LD];
     __shared__ __align__(16) float CSs[STAGE ? MMA_BQ * HD : 4];
+    __shared__ int kmax; // the last key a tile's rows reach, with per-row limits
     // grid (heads, segments, query tiles), the tiles slowest: blocks start in index order, so a
     // causal pass issues its longest tiles (the last, with the most keys) first and the short
     // ones fill the tail (tiles first had left the last-issued long blocks as the tail: 1.2 waves)
@@ -1026,41 +1060,76 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     const bf16 *qb = q + (size_t)q0 * ldq + (size_t)h * HD;
     const bf16 *kb = k + (size_t)k0 * ldk + (size_t)g * HD;
     const bf16 *vb = v + (size_t)k0 * ldv + (size_t)g * HD;
+    if (!ROPE) cs = nullptr;
+
+    // this thread's rows of the warp's 16: r = 0 (lane / 4) and r = 1 (lane / 4 + 8)
+    int qi[2] = {tile + warp * 16 + (lane >> 2), tile + warp * 16 + (lane >> 2) + 8};
+    int nqt = min(MMA_BQ, nq - tile);
+    int kend = causal ? min(nk, tile + MMA_BQ + off) : nk;
+    int hi[2] = {nk, nk}; // MASK: the rows see keys [0, hi) before key flags
+    if constexpr (MASK) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            int i = qi[r];
+            if (mk.lim)
+                hi[r] = i < nq ? max(0, min(nk, mk.lim[(size_t)(q0 + i) * mk.lims])) : 0;
+            else if (causal)
+                hi[r] = min(nk, max(mk.prefix, i + off + 1));
+        }
+        if (mk.lim) {
+            if (tid == 0) kmax = 0;
+            __syncthreads();
+            atomicMax(&kmax, max(hi[0], hi[1]));
+            __syncthreads();
+            kend = kmax;
+        } else if (causal) {
+            kend = min(nk, max(mk.prefix, tile + MMA_BQ + off));
+        }
+    }
+    if constexpr (HD != HDP) { // the padding columns: zeros for good (the tiles never write them)
+        for (int e = tid; e < 2 * MMA_BK; e += MMA_THREADS) {
+            bf16 *t = (e < MMA_BK ? Ks : Vs) + (e % MMA_BK) * LD + HD;
+#pragma unroll
+            for (int c = 0; c < (HDP - HD) / 8; c++) *(uint4 *)(t + 8 * c) = make_uint4(0, 0, 0, 0);
+        }
+    }
 
     // The query tile through Vs into A fragments (warp w holds rows [16w, 16w+16)), with the
     // tower's RoPE its rows' cos and sin, and behind them the first key tile into Ks: all by
     // cp.async before any is waited for (loops of load-use ran as dependent round trips to L2,
     // most of a window's time).
-    int nqt = min(MMA_BQ, nq - tile);
-    int kend = causal ? min(nk, tile + MMA_BQ + off) : nk;
     bool async_cs = STAGE && cs && ((uintptr_t)cs & 15) == 0;
     // a window's (a frame's) first key tile is its query tile's rows: the staged cos/sin serve it
     bool kstaged = k0 == q0 + tile && min(MMA_BK, nk) <= nqt;
     mma_tile<HD>(Vs, qb, ldq, tile, nq);
-    if (async_cs) mma_cs<HD>(CSs, cs, N, q0 + tile, nqt);
+    if constexpr (STAGE) {
+        if (async_cs) mma_cs<HD>(CSs, cs, N, q0 + tile, nqt);
+    }
     cp_async_commit();
     if (kend > 0) mma_tile<HD>(Ks, kb, ldk, 0, nk);
     cp_async_commit();
-    if (STAGE && cs && !async_cs) mma_cs_plain<HD>(CSs, cs, N, q0 + tile, nqt);
+    if constexpr (STAGE) {
+        if (cs && !async_cs) mma_cs_plain<HD>(CSs, cs, N, q0 + tile, nqt);
+    }
     cp_async_wait<1>(); // the query tile and its cos/sin
     __syncthreads();
-    if (cs) {
-        if constexpr (STAGE)
-            mma_rope_staged<HD>(Vs, nqt, CSs);
-        else
-            mma_rope<HD>(Vs, nqt, q0 + tile, cs, N);
-        __syncthreads();
+    if constexpr (ROPE) {
+        if (cs) {
+            if constexpr (STAGE)
+                mma_rope_staged<HD>(Vs, nqt, CSs);
+            else
+                mma_rope<HD>(Vs, nqt, q0 + tile, cs, N);
+            __syncthreads();
+        }
     }
-    uint32_t qf[HD / 16][4];
+    uint32_t qf[HDP / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) ldsm_x4(qf[kk], Vs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+    for (int kk = 0; kk < HDP / 16; kk++) ldsm_x4(qf[kk], Vs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
     __syncthreads();
 
-    // this thread's rows of the warp's 16: r = 0 (lane / 4) and r = 1 (lane / 4 + 8)
-    int qi[2] = {tile + warp * 16 + (lane >> 2), tile + warp * 16 + (lane >> 2) + 8};
-    float o[HD / 8][4];
+    float o[HDP / 8][4];
 #pragma unroll
-    for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    for (int n = 0; n < HDP / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sl2 = scale * 1.4426950408889634f; // exp(x) = exp2(x log2 e)
     for (int kt = 0; kt < kend; kt += MMA_BK) {
@@ -1070,24 +1139,26 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
         cp_async_commit();
         cp_async_wait<1>(); // K
         __syncthreads();
-        if (cs) {
-            int nkt = min(MMA_BK, nk - kt);
-            if constexpr (STAGE) {
-                if (kt > 0 || !kstaged) { // rows the query tile's cos/sin do not hold (the backend sends none)
-                    mma_cs_plain<HD>(CSs, cs, N, k0 + kt, nkt);
-                    __syncthreads();
+        if constexpr (ROPE) {
+            if (cs) {
+                int nkt = min(MMA_BK, nk - kt);
+                if constexpr (STAGE) {
+                    if (kt > 0 || !kstaged) { // rows the query tile's cos/sin do not hold (the backend sends none)
+                        mma_cs_plain<HD>(CSs, cs, N, k0 + kt, nkt);
+                        __syncthreads();
+                    }
+                    mma_rope_staged<HD>(Ks, nkt, CSs);
+                } else {
+                    mma_rope<HD>(Ks, nkt, k0 + kt, cs, N);
                 }
-                mma_rope_staged<HD>(Ks, nkt, CSs);
-            } else {
-                mma_rope<HD>(Ks, nkt, k0 + kt, cs, N);
+                __syncthreads();
             }
-            __syncthreads();
         }
         float sc[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++) {
+        for (int kk = 0; kk < HDP / 16; kk++) {
 #pragma unroll
             for (int n2 = 0; n2 < NT / 2; n2++) {
                 uint32_t b[4]; // keys [16 n2, +8) then [+8, +16); dims [16 kk, +8) then [+8, +16)
@@ -1103,8 +1174,22 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int key = kt + n * 8 + 2 * (lane & 3) + (e & 1), r = e >> 1;
-                bool masked = key >= nk || (causal && key > qi[r] + off);
-                sc[n][e] = masked ? -INFINITY : sc[n][e] * sl2;
+                if constexpr (MASK) {
+                    float x = sc[n][e] * sl2;
+                    if (key >= hi[r])
+                        x = -INFINITY;
+                    else if (mk.keys && mk.keys[k0 + key] == 0)
+                        x = -FLT_MAX;
+                    else if (mk.rh && qi[r] < nq) {
+                        size_t row = (size_t)(q0 + qi[r]);
+                        float bias = ld(mk.rh[row * mk.ldh + h * mk.gh + key / mk.gw]) + ld(mk.rw[row * mk.ldw + h * mk.gw + key % mk.gw]);
+                        x += rnd<bf16>(bias) * 1.4426950408889634f;
+                    }
+                    sc[n][e] = x;
+                } else {
+                    bool masked = key >= nk || (causal && key > qi[r] + off);
+                    sc[n][e] = masked ? -INFINITY : sc[n][e] * sl2;
+                }
                 mx[r] = fmaxf(mx[r], sc[n][e]);
             }
         float corr[2];
@@ -1117,7 +1202,7 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
             l[r] *= corr[r];
         }
 #pragma unroll
-        for (int n = 0; n < HD / 8; n++) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
+        for (int n = 0; n < HDP / 8; n++) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
         uint32_t pf[MMA_BK / 16][4]; // P as A fragments: the C layout of two 8-key tiles is A's
 #pragma unroll
         for (int n = 0; n < NT; n++) {
@@ -1136,7 +1221,7 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
 #pragma unroll
         for (int kk = 0; kk < MMA_BK / 16; kk++) {
 #pragma unroll
-            for (int d2 = 0; d2 < HD / 16; d2++) {
+            for (int d2 = 0; d2 < HDP / 16; d2++) {
                 uint32_t b[4]; // keys [16 kk, +16) transposed; dims [16 d2, +8) then [+8, +16)
                 ldsm_x4_t(b, Vs + (kk * 16 + (lane & 15)) * LD + d2 * 16 + (lane >> 4) * 8);
                 mma_16816(o[2 * d2], pf[kk], b[0], b[1]);
@@ -1160,9 +1245,17 @@ __device__ void attn_mma(bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v,
     extern "C" __global__ void __launch_bounds__(MMA_THREADS) iris_attn_mma_bf16_##HD(                                 \
         bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo, const int *seg,   \
         int heads, int kvh, int causal, float scale, const float *cs, int N) {                                         \
-        attn_mma<HD>(out, q, k, v, ldq, ldk, ldv, ldo, seg, heads, kvh, causal, scale, cs, N);                        \
+        attn_mma<HD, false>(out, q, k, v, ldq, ldk, ldv, ldo, seg, heads, kvh, causal, scale, cs, N, mma_mask{});     \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS) iris_attn_mma_mask_bf16_##HD(                            \
+        bf16 *out, const bf16 *q, const bf16 *k, const bf16 *v, int ldq, int ldk, int ldv, int ldo, const int *seg,   \
+        int heads, int kvh, int causal, float scale, int prefix, const int *lim, int lims, const int *keys,            \
+        const bf16 *rh, const bf16 *rw, int ldh, int ldw, int gh, int gw) {                                            \
+        attn_mma<HD, true>(out, q, k, v, ldq, ldk, ldv, ldo, seg, heads, kvh, causal, scale, nullptr, 0,               \
+                           mma_mask{prefix, lim, lims, keys, rh, rw, ldh, ldw, gh, gw});                               \
     }
 ATTN_MMA(64)
+ATTN_MMA(72)
 ATTN_MMA(80)
 ATTN_MMA(128)
 
