@@ -34,7 +34,10 @@ type maskInputs struct {
 // rows, a bidirectional block in a causal chunk after cached keys, and that chunk plainly causal.
 func maskCases(n int) []maskCase {
 	half := max(1, n/2)
-	bounds := []int32{0, int32(half), int32(n)}
+	bounds := []int32{0, int32(half)} // two segments, or one of a single row
+	if half < n {
+		bounds = append(bounds, int32(n))
+	}
 	gh := int(math.Ceil(math.Sqrt(float64(n))))
 	gw := (n + gh - 1) / gh
 	const past = 7

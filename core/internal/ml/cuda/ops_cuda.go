@@ -777,13 +777,12 @@ func (b *Backend) attend(a attnArgs) {
 		return
 	}
 	if b.mmaOK(a) {
-		seg := b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)})
 		if !a.masked() {
-			b.attendMMA(a, seg, a.nq, 0, 0)
+			b.attendMMA(a, b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)}), a.nq, 0, 0)
 			return
 		}
 		if b.mmaMaskOK(a) {
-			b.attendMMAMask(a, seg, a.nq, mmaMaskArgs{keys: a.keys, rel: a.rel})
+			b.attendMMAMask(a, b.Ints([]int32{0, int32(a.nq), 0, int32(a.nk)}), a.nq, mmaMaskArgs{keys: a.keys, rel: a.rel})
 			return
 		}
 	}
