@@ -414,7 +414,7 @@ if [[ $phase == smoke || $phase == check ]]; then
   step "gpu package: compat symbols, PTX load, launch, graph capture"
   run_tests gpu.test core/internal/ml/cuda/gpu 60 | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+gpu)'; verdict gpu.test ${PIPESTATUS[0]}
   step "kernels against CPU references"
-  run_tests cuda.test core/internal/ml/cuda 120 -test.run 'Kernel' | grep -vE '^=== (RUN|PAUSE|CONT)'; verdict kernels ${PIPESTATUS[0]}
+  run_tests cuda.test core/internal/ml/cuda 180 -test.run 'Kernel' | grep -vE '^=== (RUN|PAUSE|CONT)'; verdict kernels ${PIPESTATUS[0]}
   step "tiny fixtures: parity with transformers (fp32), graph vs plain decode, bf16, batch = single"
   run_tests cudaparity.test core/internal/enginetest/cudaparity 150 -test.run 'Parity|BF16|Graph|BatchEqualsSingle|VisionBatch|VisionLane' | tee "$OUT/fixtures.log" | grep -E -- '^--- (PASS|FAIL)|^    --- FAIL|FAIL|^ok|agree|error|panic' | tail -80; verdict fixtures ${PIPESTATUS[0]}
   step "shape sweeps: 14 Qwen2.5-VL and 11 Qwen3-VL seeded checkpoints x 6 cases against transformers (fp32)"
