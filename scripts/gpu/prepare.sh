@@ -112,8 +112,8 @@ Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says 
   bash scripts/gpu/run.sh check; bash scripts/gpu/run.sh speed   (~6 min; needs a carried ref.json,
       IRIS_SKIP_BASELINE=1 skips transformers, IRIS_HTTP_ONLY=1 runs only the photo over HTTP)
   bash scripts/gpu/run.sh attn        (IRIS_PHASE=attn; ~5 min: the attention kernels' tests, Iris's paths and
-                                      torch SDPA's backends on the profiles' shapes: $OUT/attn.md; after
-                                      IRIS_PHASE=check, `run.sh check; run.sh attn` is one call)
+                                      torch SDPA's backends on the profiles' shapes: $OUT/attn.md; the check
+                                      carry serves it too, in a call of its own)
   bash scripts/gpu/run.sh soak        (IRIS_PHASE=throughput; issue 14's soak: 2,000 mixed requests at c=64
                                       against iris serve on the 3B, KV back to 0, RSS flat)
   bash scripts/gpu/run.sh qwen3 2b    (IRIS_PHASE=qwen3; ~4 min: Qwen3-VL-2B parity, engine, HTTP, transformers)
