@@ -2054,51 +2054,6 @@ func TestKernelMixedPassAttention(t *testing.T) {
 	})
 }
 
-// keyFlagsRef is non-causal attention of one segment (q, k and v rows of ld values, heads of hd,
-// kvh key heads) in which only the keys flagged 1 are seen; a segment with none seen averages
-// its values, as ml.Mask.Keys says.
-func keyFlagsRef(q, k, v []float32, n, heads, kvh, hd, ld int, flags []int32, scale float64) []float64 {
-	out := make([]float64, n*heads*hd)
-	seen := slices.Contains(flags, 1)
-	for h := range heads {
-		g := h / (heads / kvh)
-		for i := range n {
-			w := make([]float64, n)
-			mx, sum := math.Inf(-1), 0.0
-			for j := range n {
-				if seen && flags[j] == 0 {
-					continue
-				}
-				s := 0.0
-				for d := range hd {
-					s += float64(q[i*ld+h*hd+d]) * float64(k[j*ld+g*hd+d])
-				}
-				w[j] = s * scale
-				mx = math.Max(mx, w[j])
-			}
-			for j := range n {
-				switch {
-				case !seen:
-					w[j] = 1
-				case flags[j] == 0:
-					w[j] = 0
-				default:
-					w[j] = math.Exp(w[j] - mx)
-				}
-				sum += w[j]
-			}
-			for d := range hd {
-				a := 0.0
-				for j := range n {
-					a += w[j] * float64(v[j*ld+g*hd+d])
-				}
-				out[i*heads*hd+h*hd+d] = a / sum
-			}
-		}
-	}
-	return out
-}
-
 // TestKernelBackendKeyFlags runs SegmentAttention with key flags (ml.Mask.Keys: a crop's padded
 // patches) on both backend types against a float64 reference: segments with their last keys
 // flagged out, one with none flagged out, one with every key flagged out (the plain mean of its
@@ -2164,44 +2119,6 @@ func TestKernelBackendKeyFlags(t *testing.T) {
 			}
 		}
 	})
-}
-
-// spanAttnRef is CachedAttention's definition in float64: query row i (heads of hd in rows of
-// qd values) sees the pool rows [spans[2i], spans[2i]+spans[2i+1]) (kv heads of hd in rows of
-// kvd values), softmax(q k^T * scale) v.
-func spanAttnRef(q, kp, vp []float32, spans []int32, heads, kvh, hd int, scale float64) []float64 {
-	rows := len(spans) / 2
-	qd, kvd := heads*hd, kvh*hd
-	out := make([]float64, rows*qd)
-	for i := range rows {
-		s0, n := int(spans[2*i]), int(spans[2*i+1])
-		for h := range heads {
-			g := h / (heads / kvh)
-			w := make([]float64, n)
-			mx := math.Inf(-1)
-			for j := range n {
-				s := 0.0
-				for d := range hd {
-					s += float64(q[i*qd+h*hd+d]) * float64(kp[(s0+j)*kvd+g*hd+d])
-				}
-				w[j] = s * scale
-				mx = math.Max(mx, w[j])
-			}
-			sum := 0.0
-			for j := range n {
-				w[j] = math.Exp(w[j] - mx)
-				sum += w[j]
-			}
-			for d := range hd {
-				a := 0.0
-				for j := range n {
-					a += w[j] * float64(vp[(s0+j)*kvd+g*hd+d])
-				}
-				out[i*qd+h*hd+d] = a / sum
-			}
-		}
-	}
-	return out
 }
 
 // TestKernelBackendBidirectionalBlock: CachedAttention's spans give each query row its own keys,

@@ -5,49 +5,45 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/iris-vlm/iris/core/internal/ml"
 )
 
-// maskRef is attention in float64 by ml.Mask's definition over one segment of n rows: causal
-// rows see keys [0, max(prefix, i+1)); bias(i, h, j) added to the scaled score.
-func maskRef(q, k, v []float32, n, heads, hd int, causal bool, prefix int, scale float64, bias func(i, h, j int) float64) []float64 {
-	out := make([]float64, n*heads*hd)
-	for i := range n {
-		m := n
-		if causal {
-			m = min(max(prefix, i+1), n)
-		}
-		for h := range heads {
-			s := make([]float64, m)
-			mx := math.Inf(-1)
-			for j := range m {
-				var d float64
-				for c := range hd {
-					d += float64(q[i*heads*hd+h*hd+c]) * float64(k[j*heads*hd+h*hd+c])
-				}
-				s[j] = d * scale
-				if bias != nil {
-					s[j] += bias(i, h, j)
-				}
-				mx = math.Max(mx, s[j])
-			}
-			var sum float64
-			for j := range m {
-				s[j] = math.Exp(s[j] - mx)
-				sum += s[j]
-			}
-			for j := range m {
-				for c := range hd {
-					out[i*heads*hd+h*hd+c] += s[j] / sum * float64(v[j*heads*hd+h*hd+c])
-				}
-			}
-		}
+// The references of the older attention tests, as forms of maskedRef (attnref_test.go).
+
+// keyFlagsRef is non-causal attention of one segment (q, k and v rows of ld values, heads of hd,
+// kvh key heads) in which only the keys flagged 1 are seen; a segment with none seen averages
+// its values, as ml.Mask.Keys says.
+func keyFlagsRef(q, k, v []float32, n, heads, kvh, hd, ld int, flags []int32, scale float64) []float64 {
+	return maskedRef(q, k, v, []maskedSeg{{0, n, 0, n}}, heads, kvh, hd, ld, ld, scale,
+		maskedForm{reach: func(s maskedSeg, _ int) int { return s.nk }, flags: flags})
+}
+
+// spanAttnRef is CachedAttention's definition in float64: query row i (heads of hd in rows of
+// qd values) sees the pool rows [spans[2i], spans[2i]+spans[2i+1]) (kv heads of hd in rows of
+// kvd values), softmax(q k^T * scale) v.
+func spanAttnRef(q, kp, vp []float32, spans []int32, heads, kvh, hd int, scale float64) []float64 {
+	segs := make([]maskedSeg, len(spans)/2)
+	for i := range segs {
+		segs[i] = maskedSeg{i, 1, int(spans[2*i]), int(spans[2*i+1])}
 	}
-	return out
+	return maskedRef(q, kp, vp, segs, heads, kvh, hd, heads*hd, kvh*hd, scale,
+		maskedForm{reach: func(s maskedSeg, _ int) int { return s.nk }})
+}
+
+// maskRef is attention in float64 by ml.Mask's definition over one segment of n rows (heads of
+// hd, one kv head each): causal rows see keys [0, max(prefix, i+1)); bias(i, h, j), when set,
+// added to the scaled score.
+func maskRef(q, k, v []float32, n, heads, hd int, causal bool, prefix int, scale float64, bias func(i, h, j int) float64) []float64 {
+	return maskedRef(q, k, v, []maskedSeg{{0, n, 0, n}}, heads, heads, hd, heads*hd, heads*hd, scale,
+		maskedForm{reach: func(s maskedSeg, i int) int {
+			if causal {
+				return min(max(prefix, i+1), s.nk)
+			}
+			return s.nk
+		}, bias: bias})
 }
 
 // TestKernelBackendMaskForms runs ml.Mask's prefix (an encoder's image tokens both ways, its
