@@ -240,6 +240,193 @@ budgeted() {
   return $rc
 }
 
+# ---- the served families: Phi-4-multimodal, DeepSeek-OCR-2, LocateAnything-3B and Lance-3B. Their
+# engines take views, crops and tiles that gpucheck's case files do not describe, so parity is end
+# to end (scripts/reference/gpu_served.py): the same image bytes and question to the reference's own
+# processor and model and to `iris serve` (the plugin, the engine in fp32), the greedy token ids
+# compared by benchmark/cmd/accuracy.
+served_family() { case $1 in phi4_multimodal | deepseek_ocr2 | locateanything | lance) return 0 ;; esac; return 1; }
+
+# served_py <family>: the interpreter of the family's reference. LocateAnything and Lance run the
+# official code in transformers 4.57.1 / 4.49: on the device the carried site-packages
+# ($carry/env/<family>.tar.xz, prepare.sh) unpacked into $work/env-<family> and put before the
+# system's on PYTHONPATH (their sources in .build/locany, .build/lance-src); here IRIS_LAPY and
+# IRIS_LANCEPY (the official envs' python, .build/laenv and .build/lance-venv).
+served_py() {
+  local v=
+  case $1 in locateanything) v=${IRIS_LAPY:-} ;; lance) v=${IRIS_LANCEPY:-} ;; esac
+  if [[ -n $v ]]; then echo "$v"; return; fi
+  if [[ $1 == locateanything || $1 == lance ]]; then
+    local site=$work/env-$1
+    if [[ ! -d $site && -f $carry/env/$1.tar.xz ]]; then
+      mkdir -p "$site.tmp" && xz -dc "$carry/env/$1.tar.xz" | tar -x -C "$site.tmp" && mv "$site.tmp" "$site"
+    fi
+    local src
+    for src in "$carry"/env/"$1"-src.tar.xz; do
+      [[ -f $src ]] && mkdir -p "$root/.build" && xz -dc "$src" | tar -x -C "$root/.build"
+    done
+    echo "env PYTHONPATH=$site $py"
+    return
+  fi
+  echo "$py"
+}
+
+# served_tokenizer <family>: the tokenizer directory its checkpoint copies (carried gzipped as
+# .carry/tokenizer/<name>/, or derived here from the Qwen files)
+served_tokenizer() {
+  local name
+  case $1 in phi4_multimodal) name=phi4 ;; deepseek_ocr2) name=deepseek_ocr2 ;; locateanything) name=locateanything ;; *) name=qwen3 ;; esac
+  local d=$root/.build/tokenizer/$name
+  if [[ ! -f $d/tokenizer.json && -f $carry/tokenizer/$name/tokenizer.json.gz ]]; then
+    mkdir -p "$d" && cp "$carry/tokenizer/$name"/*.json "$carry/tokenizer/$name"/*.jinja "$d/" 2>/dev/null
+    gunzip -c "$carry/tokenizer/$name/tokenizer.json.gz" >"$d/tokenizer.json"
+  fi
+  if [[ ! -f $d/tokenizer.json && $name == locateanything ]]; then
+    "$py" "$ref/locateanything_tokenizer.py" --src "$root/.build/tokenizer/qwen3" --out "$d" >&2 || echo "FAIL locateanything tokenizer" >&2
+  fi
+  echo "$d"
+}
+
+# served_workload <family> <cases>: the case image, question and max tokens of the profile's own
+# workload (OCR: a page, 300 tokens; grounding: the photo with upstream's question, 32 tokens; the
+# others: the photo, 10 tokens), from the reference's scene set
+served_workload() {
+  "$py" - "$1" "$2" <<'PY'
+import json, sys
+fam, cases = sys.argv[1], sys.argv[2]
+kind, n, case = {"deepseek_ocr2": ("ocr", 300, "page_850x1100"), "locateanything": ("grounding", 32, "photo_426x320")}.get(fam, ("photo", 10, "photo_426x320"))
+for line in open(f"{cases}/scenes.jsonl"):
+    s = json.loads(line)
+    if s["image"].split(".")[0] == case:
+        print(f'{cases}/{s["image"]}\t{s["question"]}\t{n}\t{case}')
+        break
+PY
+}
+
+# make_served_checkpoint <family> <config> <dir> <timeout>: gpu_served.py's random bf16
+# checkpoint in the real layout (reused while the machine is warm); its JSON line in <dir>.json
+make_served_checkpoint() {
+  if [[ -f $3/config.json && -f $3/tokenizer.json && -f $3.json ]]; then
+    echo "reusing the checkpoint in $3"
+    return
+  fi
+  step "checkpoint with random bf16 weights: $(basename "$2")"
+  if (($4 < 10)); then echo "SKIP checkpoint (the phase's time budget is spent)"; return; fi
+  local dev=cuda fpy tok
+  [[ -n $cpu ]] && dev=cpu
+  fpy=$(served_py "$1") tok=$(served_tokenizer "$1")
+  rm -rf "$3"
+  # shellcheck disable=SC2086
+  (cd "$ref" && timeout "$4" $fpy gpu_served.py checkpoint --config "$2" --out "$3" --tokenizer "$tok" --device "$dev") | tee "$3.json.tmp"
+  local rc=${PIPESTATUS[0]}
+  verdict checkpoint "$rc"
+  [[ $rc == 0 ]] && tail -1 "$3.json.tmp" >"$3.json"
+  rm -f "$3.json.tmp"
+}
+
+# served_phase <family> <size> [parts]: the vl phase of a served family: the checkpoint; the bundle
+# (built while the reference runs); gpu_served.py's fp32 reference on the cases; iris serve in fp32
+# (the bundle's engine.precision switched) and accuracy: every token id equal; iris serve as built
+# (bf16 on the GPU) and httpbench on the photo (3 and 10 tokens; c=1, 8, 32) and on the profile's
+# own workload (c=1); gpu_served.py's baselines on both; summary-<family>-<size>.json.
+served_phase() {
+  local family=$1 size=$2 parts=${3:-parity,speed}
+  local config=$ref/gpu_${family}_${size}.config.json
+  if [[ ! -f $config ]]; then echo "FAIL vl: no $config"; return; fi
+  local model=$work/$family-$size cases=$work/cases-$family-$size bundle=$work/bundle-vl-$family-$size
+  local name=${family//_/-}-$size res=$OUT
+  [[ $size == tiny ]] && res=$work/out-$family-$size
+  mkdir -p "$res"
+  local d
+  for d in "$work"/bundle "$work"/bundle-* "$work"/qwen3_vl-* "$work"/internvl-* "$work"/qwen2_5_vl-* \
+    "$work"/phi4_multimodal-* "$work"/deepseek_ocr2-* "$work"/locateanything-* "$work"/lance-*; do
+    [[ -e $d && $d != "$model" && $d != "$model.json" ]] && rm -rf "$d"
+  done
+  local backend=cuda dev=cuda new=${IRIS_NEW:-32} hruns=30 hsecs=4 bruns=8 conc=1,8,32
+  [[ $size == tiny ]] && hruns=10 hsecs=1 bruns=3
+  if [[ -n $cpu ]]; then backend=cpu dev=cpu new=${IRIS_NEW:-8} hruns=3 hsecs=1 bruns=2 conc=1; fi
+  local fpy
+  fpy=$(served_py "$family")
+  echo "vl $family $size ($parts, served): $model, results in $res, budget $((t_end - SECONDS)) s, reference: $fpy"
+
+  make_served_checkpoint "$family" "$config" "$model" "$(fit 300)"
+  if [[ ! -f $model.json ]]; then echo "FAIL vl: no checkpoint"; return; fi
+
+  step "bundle build (in the background, while the reference runs)"
+  rm -rf "$bundle"
+  local plugin=()
+  [[ -f $bin/$family.wasm ]] && plugin=(--plugin "$bin/$family.wasm")
+  (timeout "$(fit 400)" "$bin/iris" bundle build --from "$model" --family "$family" --out "$bundle" --backend "$backend" \
+    --name "$name" --context 4096 "${plugin[@]}" >"$work/bundle.log" 2>&1; echo $? >"$work/bundle.rc") &
+  local bpid=$!
+
+  step "cases and the reference's fp32 greedy answers ($new tokens)"
+  rm -f "$res/ref.jsonl" "$res/parity.json"
+  # shellcheck disable=SC2086
+  (cd "$ref" && budgeted reference 420 $fpy gpu_served.py reference --model "$model" --cases "$cases" --out "$res/ref.jsonl" \
+    --new "$new" --device "$dev")
+  wait "$bpid"
+  local brc
+  brc=$(cat "$work/bundle.rc" 2>/dev/null || echo 1)
+  verdict bundle "$brc"
+  grep -vE '%\)$' "$work/bundle.log" | tail -2
+  if [[ $brc != 0 ]]; then echo "FAIL vl: no bundle"; return; fi
+  local prec
+  prec=$(sed -n 's/^ *precision *= *"\(.*\)"/\1/p' "$bundle/bundle.toml" | head -1)
+
+  if [[ $parts == *parity* ]]; then
+    step "served parity: iris serve in fp32 against the reference (every token id equal)"
+    sed -i 's/^\( *\)precision *= *".*"/\1precision = "fp32"/' "$bundle/bundle.toml"
+    if [[ ! -s $res/ref.jsonl ]]; then
+      echo "SKIP parity: no reference"
+    elif serve_start "$bundle" "$(fit 150)"; then
+      # accuracy's table and token line (its list of answers that differ from the empty expected
+      # answers is noise here: random weights, no expected answer)
+      budgeted parity 240 bash -c '"$@" >"$0" 2>&1; rc=$?; head -4 "$0"; exit $rc' "$work/accuracy.txt" \
+        "$bin/accuracy" -url http://127.0.0.1:18080 -model "$name" -scenes "$cases" -reference "$res/ref.jsonl" \
+        -max-tokens "$new" -ignore-eos -concurrency 1 -min-token-agreement 1 -json "$res/parity.json"
+      serve_stop
+    else
+      serve_stop
+    fi
+    sed -i "s/^\( *\)precision *= *\".*\"/\1precision = \"$prec\"/" "$bundle/bundle.toml"
+  fi
+
+  if [[ $parts == *speed* ]]; then
+    local wl wimg wq wn wcase
+    wl=$(served_workload "$family" "$cases")
+    IFS=$'\t' read -r wimg wq wn wcase <<<"$wl"
+    step "HTTP ($prec): iris serve, the photo (3 and 10 tokens) and the profile's workload ($wcase, $wn tokens)"
+    if (($(fit 60) < 60)); then
+      echo "SKIP http (the phase's time budget is spent)"
+    elif serve_start "$bundle" "$(fit 150)"; then
+      budgeted http 120 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
+        -question "$photo_q" -runs "$hruns" -seconds "$hsecs" -concurrency "$conc" -out "$res/http.json"
+      if [[ -n $wimg && $wn != 10 ]]; then
+        budgeted http-workload 150 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$wimg" \
+          -question "$wq" -runs "$hruns" -tokens "$wn" -concurrency "" -out "$res/http-workload.json"
+      fi
+      serve_stop
+    else
+      serve_stop
+    fi
+    step "the reference's generate() (bf16 on the GPU): the photo, then the workload"
+    [[ -n $cpu ]] && echo "(IRIS_CPU=1: fp32 weights loaded as bf16 on the CPU)"
+    # shellcheck disable=SC2086
+    (cd "$ref" && budgeted baseline 240 $fpy gpu_served.py baseline --model "$model" --cases "$cases" --case photo_426x320 \
+      --tokens 3,10 --runs "$bruns" --device "$dev" --out "$res/baseline.json")
+    if [[ -n $wcase && $wn != 10 ]]; then
+      # shellcheck disable=SC2086
+      (cd "$ref" && budgeted baseline-workload 240 $fpy gpu_served.py baseline --model "$model" --cases "$cases" --case "$wcase" \
+        --tokens "$wn" --runs "$bruns" --device "$dev" --out "$res/baseline-workload.json")
+    fi
+  fi
+  rm -rf "$bundle"
+
+  step "summary"
+  "$py" "$root/scripts/gpu/summary.py" --served --dir "$res" --out "$res/summary-$family-$size.json" --model "$name" --checkpoint "$model.json"
+}
+
 # vl_phase <family> <size>: gpu_<family>_<size>.config.json's random checkpoint; fp32 parity of
 # the engine against transformers; the engine's timings on the photo; the bundle (built while the
 # reference runs) served over HTTP; transformers' baselines; summary-<family>-<size>.json.
@@ -247,6 +434,7 @@ budgeted() {
 # table), so `qwen3 tiny; qwen3 2b` in one call stays within $OUT's 8 files.
 vl_phase() {
   local family=$1 size=$2 parts=${3:-parity,speed}
+  if served_family "$family"; then served_phase "$@"; return; fi
   local stem=$family
   [[ $family == internvl ]] && stem=internvl3 # the InternVL3 generation's configs
   local config=$ref/gpu_${stem}_${size}.config.json

@@ -230,7 +230,7 @@ class Phi4:
         return self.proc(text=[prompt], images=[image], return_tensors="pt")
 
     def generate(self, x, n, scores=True):
-        x = {k: v.to(self.device) for k, v in x.items()}
+        x = _to(x, self.device, self.model.dtype)
         with torch.no_grad():
             out = self.model.generate(**x, do_sample=False, num_beams=1, repetition_penalty=1.0, max_new_tokens=n,
                                       min_new_tokens=n, eos_token_id=None, pad_token_id=199999,
@@ -272,7 +272,7 @@ class DeepseekOcr2:
         return self.proc(images=[image], text="<image>\n" + question, return_tensors="pt")
 
     def generate(self, x, n, scores=True):
-        x = {k: v.to(self.device) for k, v in x.items()}
+        x = _to(x, self.device, self.model.dtype)
         with torch.no_grad():
             out = self.model.generate(**x, do_sample=False, num_beams=1, repetition_penalty=1.0, max_new_tokens=n,
                                       min_new_tokens=n, eos_token_id=None, output_logits=scores, return_dict_in_generate=True)
@@ -524,6 +524,11 @@ def load_shards(model_dir, device):
     for f in files:
         state.update(load_file(os.path.join(model_dir, f), device=device))
     return state
+
+
+def _to(x, device, dtype):
+    """The processor's tensors on device, floating ones (pixels) in the model's dtype."""
+    return {k: v.to(device, dtype) if v.is_floating_point() else v.to(device) for k, v in x.items()}
 
 
 def _margin(logits):
