@@ -357,7 +357,7 @@ class LocateAnything:
         if unexpected or missing:
             raise SystemExit(f"loading {model_dir}: missing {missing[:4]}, unexpected {unexpected[:4]}")
         self.model = model.to(dtype).eval()
-        if device == "cpu":
+        if device == "cpu" and dtype == torch.float32:  # (its recomputation is a float32 table on the host)
             self.sweep.check_rotary(self.model)
         self.tok = AutoTokenizer.from_pretrained(model_dir)
         self.tmpl = _compile_jinja_template(json.load(open(os.path.join(self.sweep.SRC, "chat_template.json")))["chat_template"])
