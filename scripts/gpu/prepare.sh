@@ -138,6 +138,12 @@ for f in "${extra_fams[@]}"; do
   case $f in phi4_multimodal) carry_tokenizer phi4 ;; deepseek_ocr2) carry_tokenizer deepseek_ocr2 ;; esac
   pack_env "$f"
 done
+if [[ $phase == qualify ]]; then
+  # the three corpora (photo, grounding, ocr: scripts/gpu/qualify_corpus.py; ~1 MB) and the commit
+  # for the table
+  scripts/fetch-corpus.sh
+  .build/refenv/bin/python scripts/gpu/qualify_corpus.py --images .build/corpus/images --out "$out/qualify"
+fi
 if [[ $phase != base ]]; then
   cp .build/tokenizer/qwen3/tokenizer_config.json "$out/tokenizer/"
   gzip -9c .build/tokenizer/qwen3/tokenizer.json >"$out/tokenizer/tokenizer.json.gz" # 11 MB -> 2 MB

@@ -71,6 +71,14 @@
 #                                   Raw results stay in $IRIS_WORK/out-internvl-<size>; $OUT gets
 #                                   summary-internvl-<size>.json and raw-internvl-<size>.tgz
 #                                   (IRIS_PHASE=internvl `just gpu-bench` carries it)
+#   bash scripts/gpu/run.sh qualify 1/3|2/3|3/3|all
+#                                   the nine-profile qualification (docs/qualification.md): each
+#                                   profile of scripts/gpu/qualify.tsv of that call served in turn
+#                                   from its full-size random checkpoint, `iris profile` with the
+#                                   upstream protocol (c=1, 5 warm-up + 50 measured, native
+#                                   parity, provenance), transformers on the same corpus, the
+#                                   table in $OUT/qualify-<K>of<N>.md (IRIS_PHASE=qualify
+#                                   IRIS_PART=K/N `just qualify` carries it)
 #   bash scripts/gpu/run.sh demo    issue 15's demo model in one call: train it (~400 s), then the
 #                                   CUDA engine's bf16 and fp32 answers on the 300 held-out scenes
 #                                   against transformers' (IRIS_PHASE=demo `just gpu-bench` carries it)
@@ -787,7 +795,112 @@ if [[ $phase == soak ]]; then
   fi
 fi
 
-if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo || $phase == soak ]]; then
+# ---- qualify [K/N|all]: the upstream qualification's table (docs/qualification.md). Each profile of
+# scripts/gpu/qualify.tsv measured in call K/N (all: every row, the CPU dry run), in turn: its random
+# bf16 checkpoint from the full-size config (IRIS_CPU=1: the family's tiny config), the bundle (bf16
+# on the GPU; the profile's context), iris serve (the embedding cache off, its spans exported to
+# iris profile's OTLP receiver), `iris profile` with the corpus of qualify_corpus.py (AIPerf's
+# single_turn format: the request AIPerf's built-in chat sends), c=1, 5 warm-up + 50 measured
+# requests (IRIS_QWARMUP, IRIS_QREQUESTS), greedy, the profile's max tokens: HTTP and task latency,
+# images/s, output tokens, every answer checked against the runtime in-process (--bundle) and the
+# sources, bundle, inputs and tokenizer fingerprinted before and after (provenance); AIPerf 0.13.0
+# itself too where IRIS_AIPERF names its executable (its artifacts checked the same way by
+# `iris profile report --bundle`); then transformers' generate() on the same corpus (gpu_served.py
+# corpus, bf16, at most IRIS_TF_S seconds of rows). Results in $work/qualify/<profile>/; the table
+# (qualify_table.py) in the log and $OUT/qualify-<K>.md, the artifacts in $OUT/qualify-<K>.tgz.
+# into: a bash -c script that runs "$@" with its output in the file $0 (a step's log, its verdict outside)
+into='"$@" >"$0" 2>&1'
+qualify_profile() {
+  local profile=$1 family=$2 size=$3 context=$4 kind=$5 max=$6 call=$7
+  local dir=$work/qualify/$profile stem=$family
+  [[ $family == internvl ]] && stem=internvl3
+  local config=$ref/gpu_${stem}_${size}.config.json model=$work/$family-$size bundle=$work/bundle-q-$profile
+  local corpus=$qdata/corpus-$kind.jsonl backend=cuda dev=cuda tok
+  [[ -n $cpu ]] && backend=cpu dev=cpu
+  rm -rf "$dir" && mkdir -p "$dir"
+  printf '{"profile": "%s", "family": "%s", "size": "%s", "context": %s, "corpus": "%s", "max_tokens": %s, "call": "%s"}\n' \
+    "$profile" "$family" "$size" "$context" "$kind" "$max" "$call" >"$dir/row.json"
+  step "qualify $profile ($family $size, context $context, corpus $kind, $max tokens; call $call; $((t_end - SECONDS)) s left)"
+  if (($(fit 120) < 120)); then echo "SKIP qualify-$profile (the call's time budget is spent)"; return; fi
+  # disk: another size's or family's checkpoint and every bundle go first (the 8B is 17.5 GB, its bundle a copy)
+  local d
+  for d in "$work"/bundle* "$work"/qwen2_5_vl-* "$work"/qwen3_vl-* "$work"/internvl-* "$work"/phi4_multimodal-* \
+    "$work"/deepseek_ocr2-* "$work"/locateanything-* "$work"/lance-*; do
+    [[ -e $d && $d != "$model" && $d != "$model.json" ]] && rm -rf "$d"
+  done
+  if served_family "$family"; then
+    make_served_checkpoint "$family" "$config" "$model" "$(fit 240)"
+    tok=$(served_tokenizer "$family")
+  else
+    make_checkpoint "$config" "$model" "$(fit 240)" "$(tokenizer_dir "$family")"
+    tok=$(tokenizer_dir "$family")
+  fi
+  if [[ ! -f $model.json ]]; then echo "FAIL qualify-$profile: no checkpoint"; return; fi
+  cp "$model.json" "$dir/checkpoint.json"
+  local plugin=()
+  [[ -f $bin/$family.wasm ]] && plugin=(--plugin "$bin/$family.wasm")
+  rm -rf "$bundle"
+  budgeted "bundle-$profile" 240 bash -c "$into" "$dir/bundle.log" "$bin/iris" bundle build --from "$model" --family "$family" \
+    --out "$bundle" --backend "$backend" --name "$profile" --context "$context" "${plugin[@]}" || { tail -3 "$dir/bundle.log"; return; }
+  sed -n 's/^ *precision *= *"\(.*\)"/\1/p' "$bundle/bundle.toml" | head -1 >"$dir/precision"
+  local otlp=4319
+  OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_BSP_SCHEDULE_DELAY=100 \
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$otlp/v1/traces" serve_start "$bundle" "$(fit 180)" || { serve_stop; return; }
+  if [[ -n ${IRIS_AIPERF:-} ]]; then
+    # AIPerf 0.13.0 itself, as scripts/aiperf/ci.sh runs it, then its answers checked in-process
+    AIPERF_DATASET_MMAP_CACHE_ENABLED=false budgeted "aiperf-$profile" 240 bash -c "$into" "$dir/aiperf.log" "$IRIS_AIPERF" profile \
+      --model "$profile" --url http://127.0.0.1:18080 --endpoint-type chat --input-file "$corpus" --custom-dataset-type single_turn \
+      --concurrency 1 --request-count "$qreq" --warmup-request-count "$qwarm" --random-seed 0 \
+      --extra-inputs temperature:0 --extra-inputs top_k:1 --extra-inputs "max_tokens:$max" --tokenizer "$tok" \
+      --use-server-token-count --failed-request-threshold 0 --request-timeout-seconds 300 --export-level raw \
+      --artifact-dir "$dir/aiperf" --ui-type none --no-server-metrics --no-gpu-telemetry --workers-max 1 || tail -20 "$dir/aiperf.log"
+    [[ -d $dir/aiperf ]] && budgeted "aiperf-parity-$profile" 240 bash -c "$into" "$dir/aiperf-report.md" "$bin/iris" profile report "$dir/aiperf" --bundle "$bundle"
+    grep -E "^\| $profile \||Parity against" "$dir/aiperf-report.md"
+  fi
+  budgeted "profile-$profile" 420 bash -c "$into" "$dir/profile.log" "$bin/iris" profile --url http://127.0.0.1:18080 --model "$profile" --input "$corpus" \
+    --concurrency 1 --warmup "$qwarm" --requests "$qreq" --temperature 0 --top-k 1 --max-tokens "$max" --bundle "$bundle" \
+    --tokenizer "$tok" --otlp-listen "127.0.0.1:$otlp" --otlp-wait 5s --source "$root" --out "$dir/iris"
+  grep -E "^\| $profile \||Parity against|Provenance|Result:" "$dir/profile.log"
+  serve_stop
+  rm -rf "$bundle"
+  local fpy=$py
+  served_family "$family" && fpy=$(served_py "$family")
+  # shellcheck disable=SC2086
+  (cd "$ref" && budgeted "transformers-$profile" 240 $fpy gpu_served.py corpus --model "$model" --input "$corpus" \
+    --max-tokens "$max" --seconds "${IRIS_TF_S:-60}" --device "$dev" --out "$dir/transformers.json" 2>&1 | grep -vE 'Warning|warn\(' | tail -2)
+}
+
+qualify_phase() {
+  local part=${1:-all} n=0
+  qdata=${IRIS_QUALIFY_DATA:-$carry/qualify}
+  [[ -f $qdata/corpus-photo.jsonl ]] || qdata=$root/.build/qualify # here: qualify_corpus.py's output
+  qwarm=${IRIS_QWARMUP:-5} qreq=${IRIS_QREQUESTS:-50}
+  [[ -n $cpu ]] && qwarm=${IRIS_QWARMUP:-1} qreq=${IRIS_QREQUESTS:-10}
+  echo "qualify $part: corpora in $qdata, $qwarm warm-up + $qreq measured requests a profile, budget $((t_end - SECONDS)) s"
+  rm -rf "$work/qualify" && mkdir -p "$work/qualify"
+  local profile family size context kind max call
+  while IFS=$'\t' read -r profile family size context kind max call; do
+    [[ -z $profile || $profile == \#* ]] && continue
+    [[ $part != all && $call != "$part" ]] && continue
+    [[ -n $cpu ]] && size=tiny
+    qualify_profile "$profile" "$family" "$size" "$context" "$kind" "$max" "$call"
+    n=$((n + 1))
+  done <"$root/scripts/gpu/qualify.tsv"
+  step "the qualification's table ($n profiles, call $part)"
+  local tag=${part//\//of}
+  "$py" "$root/scripts/gpu/qualify_table.py" --dir "$work/qualify" --tsv "$root/scripts/gpu/qualify.tsv" --part "$part" \
+    --device "$( [[ -n $cpu ]] && echo "CPU dry run ($(nproc) cores)" || nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+    --commit "$(cat "$carry/commit" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+    --out "$OUT/qualify-$tag.md" --json "$OUT/qualify-$tag.json"
+  cat "$OUT/qualify-$tag.md"
+  tar -czf "$OUT/qualify-$tag.tgz" -C "$work/qualify" --exclude='*.svg' .
+}
+if [[ $phase == qualify ]]; then
+  t_end=$((SECONDS + ${IRIS_BUDGET_S:-570}))
+  qualify_phase "${2:-all}"
+fi
+
+if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo || $phase == soak || $phase == qualify ]]; then
   step "done"
   grep -hE '^(PASS|FAIL|SKIP)' "$log" | grep -vE '^PASS parity \S+ +\S+ +[0-9]+x[0-9]+ ' # not each passing case
   exit 0

@@ -5,6 +5,7 @@ DeepSeek-OCR-2, LocateAnything-3B and Lance-3B (scripts/gpu/run.sh `vl`, `qualif
   gpu_served.py checkpoint --config gpu_<family>_<size>.config.json --out DIR --tokenizer DIR [--device cuda]
   gpu_served.py reference  --model DIR --cases DIR --out ref.jsonl [--new 32] [--device cuda]
   gpu_served.py baseline   --model DIR --cases DIR --case NAME --tokens 3,300 [--runs 8] --out baseline.json
+  gpu_served.py corpus     --model DIR --input corpus.jsonl --max-tokens 10 --out tf.json   (any family: qualify)
 
 Their engines take views, crops and tiles that gpucheck's case files (processor outputs of one
 grid) do not describe, so their parity is end to end: the same image bytes and question go to the
@@ -526,6 +527,34 @@ def load_shards(model_dir, device):
     return state
 
 
+class HFFamily:
+    """The transformers-class families of gpu_family.py (Qwen2.5-VL, Qwen3-VL, InternVL3): their
+    AutoProcessor (the checkpoint's processor files and chat template) and model class, SDPA; used
+    by the qualification's transformers column (corpus)."""
+
+    def load(self, model_dir, dtype, device):
+        import gpu_family
+        from transformers import AutoProcessor
+        self.proc = AutoProcessor.from_pretrained(model_dir)
+        self.model = gpu_family.load_model(model_dir, dtype, device)
+        self.pad = gpu_family.generation_config(gpu_family.model_type(model_dir))["pad_token_id"]
+        self.device = device
+
+    def inputs(self, image, question):
+        import gpu_family
+        prompt = self.proc.apply_chat_template(gpu_family.messages(question), add_generation_prompt=True)
+        return self.proc(text=[prompt], images=[image], return_tensors="pt")
+
+    def generate(self, x, n, scores=True):
+        x = _to(x, self.device, self.model.dtype)
+        with torch.no_grad():
+            out = self.model.generate(**x, do_sample=False, num_beams=1, repetition_penalty=1.0, max_new_tokens=n,
+                                      min_new_tokens=n, eos_token_id=None, pad_token_id=self.pad,
+                                      output_logits=scores, return_dict_in_generate=True)
+        k = x["input_ids"].shape[1]
+        return out.sequences[0, k:].tolist(), [_margin(s[0]) for s in out.logits] if scores else []
+
+
 def _to(x, device, dtype):
     """The processor's tensors on device, floating ones (pixels) in the model's dtype."""
     return {k: v.to(device, dtype) if v.is_floating_point() else v.to(device) for k, v in x.items()}
@@ -536,7 +565,8 @@ def _margin(logits):
     return float(top[0] - top[1])
 
 
-ADAPTERS = {"phi4_multimodal": Phi4, "deepseek_ocr2": DeepseekOcr2, "locateanything": LocateAnything, "lance": Lance}
+ADAPTERS = {"phi4_multimodal": Phi4, "deepseek_ocr2": DeepseekOcr2, "locateanything": LocateAnything, "lance": Lance,
+            "qwen2_5_vl": HFFamily, "qwen3_vl": HFFamily, "internvl": HFFamily}
 
 
 # ---- the reference and the baseline
@@ -626,6 +656,52 @@ def baseline(args):
         json.dump(out, f, indent=1)
 
 
+def corpus(args):
+    """The qualification's transformers column: generate() in bf16 on each row of an AIPerf
+    single_turn corpus (its data-URI image and question), max tokens new tokens each (EOS not
+    stopping), one request at a time after one warm-up; per row the time of the processor and of
+    generate() (the task), and the prompt's length. Stops starting rows after --seconds."""
+    import base64
+    import io
+    mt = family_of(args.model)
+    fam = ADAPTERS[mt]()
+    dev = args.device
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    rows = [json.loads(l) for l in open(args.input) if l.strip()]
+    t = time.perf_counter()
+    fam.load(args.model, torch.bfloat16, dev)
+    out = {"model_type": mt, "load_s": round(time.perf_counter() - t, 1), "max_tokens": args.max_tokens,
+           "device": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu",
+           "transformers": __import__("transformers").__version__, "torch": torch.__version__, "rows": []}
+
+    def image_of(row):
+        return Image.open(io.BytesIO(base64.b64decode(row["image"].split(",", 1)[1]))).convert("RGB")
+
+    def task(row):
+        sync()
+        t0 = time.perf_counter()
+        x = fam.inputs(image_of(row), row["text"])
+        t1 = time.perf_counter()
+        tokens, _ = fam.generate(x, args.max_tokens, scores=False)
+        sync()
+        t2 = time.perf_counter()
+        return {"session_id": row.get("session_id"), "prompt_tokens": int(x["input_ids"].shape[1]), "tokens": len(tokens),
+                "processor_ms": round((t1 - t0) * 1e3, 2), "task_ms": round((t2 - t0) * 1e3, 2)}
+
+    task(rows[0])  # warm-up
+    t_end = time.perf_counter() + args.seconds
+    for row in rows:
+        if time.perf_counter() > t_end:
+            break
+        out["rows"].append(task(row))
+    ms = [r["task_ms"] for r in out["rows"]]
+    out["task_p50_ms"] = round(statistics.median(ms), 2) if ms else None
+    out["task_p95_ms"] = round(pct(ms, 95), 2) if ms else None
+    print(json.dumps({k: v for k, v in out.items() if k != "rows"}), flush=True)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -653,6 +729,14 @@ def main():
     b.add_argument("--out", required=True)
     b.add_argument("--device", default="cuda")
     b.set_defaults(fn=baseline)
+    c = sub.add_parser("corpus")
+    c.add_argument("--model", required=True)
+    c.add_argument("--input", required=True, help="an AIPerf single_turn JSONL (data-URI images)")
+    c.add_argument("--max-tokens", type=int, default=10)
+    c.add_argument("--seconds", type=float, default=90, help="start no row after this long")
+    c.add_argument("--out", required=True)
+    c.add_argument("--device", default="cuda")
+    c.set_defaults(fn=corpus)
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(16, os.cpu_count() or 1)))
     args.fn(args)
