@@ -71,14 +71,15 @@
 #                                   Raw results stay in $IRIS_WORK/out-internvl-<size>; $OUT gets
 #                                   summary-internvl-<size>.json and raw-internvl-<size>.tgz
 #                                   (IRIS_PHASE=internvl `just gpu-bench` carries it)
-#   bash scripts/gpu/run.sh qualify 1/3|2/3|3/3|all
+#   bash scripts/gpu/run.sh qualify 1/3|2/3|3/3|all [profile,...]
 #                                   the nine-profile qualification (docs/qualification.md): each
 #                                   profile of scripts/gpu/qualify.tsv of that call served in turn
 #                                   from its full-size random checkpoint, `iris profile` with the
 #                                   upstream protocol (c=1, 5 warm-up + 50 measured, native
 #                                   parity, provenance), transformers on the same corpus, the
 #                                   table in $OUT/qualify-<K>of<N>.md (IRIS_PHASE=qualify
-#                                   IRIS_PART=K/N `just qualify` carries it)
+#                                   IRIS_PART=K/N `just qualify` carries it); named profiles:
+#                                   only those rows again, the call's other results kept
 #   bash scripts/gpu/run.sh demo    issue 15's demo model in one call: train it (~400 s), then the
 #                                   CUDA engine's bf16 and fp32 answers on the 300 held-out scenes
 #                                   against transformers' (IRIS_PHASE=demo `just gpu-bench` carries it)
@@ -807,7 +808,8 @@ fi
 # itself too where IRIS_AIPERF names its executable (its artifacts checked the same way by
 # `iris profile report --bundle`); then transformers' generate() on the same corpus (gpu_served.py
 # corpus, bf16, at most IRIS_TF_S seconds of rows). Results in $work/qualify/<profile>/; the table
-# (qualify_table.py) in the log and $OUT/qualify-<K>.md, the artifacts in $OUT/qualify-<K>.tgz.
+# (qualify_table.py) in the log and $OUT/qualify-<K>of<N>.md and .json, the artifacts in
+# $OUT/qualify-<K>of<N>.tgz.
 # into: a bash -c script that runs "$@" with its output in the file $0 (a step's log, its verdict outside)
 into='"$@" >"$0" 2>&1'
 qualify_profile() {
@@ -871,17 +873,19 @@ qualify_profile() {
 }
 
 qualify_phase() {
-  local part=${1:-all} n=0
+  local part=${1:-all} only=${2:-} n=0
   qdata=${IRIS_QUALIFY_DATA:-$carry/qualify}
   [[ -f $qdata/corpus-photo.jsonl ]] || qdata=$root/.build/qualify # here: qualify_corpus.py's output
   qwarm=${IRIS_QWARMUP:-5} qreq=${IRIS_QREQUESTS:-50}
   [[ -n $cpu ]] && qwarm=${IRIS_QWARMUP:-1} qreq=${IRIS_QREQUESTS:-10}
   echo "qualify $part: corpora in $qdata, $qwarm warm-up + $qreq measured requests a profile, budget $((t_end - SECONDS)) s"
-  rm -rf "$work/qualify" && mkdir -p "$work/qualify"
+  [[ -z $only ]] && rm -rf "$work/qualify"
+  mkdir -p "$work/qualify"
   local profile family size context kind max call
   while IFS=$'\t' read -r profile family size context kind max call; do
     [[ -z $profile || $profile == \#* ]] && continue
     [[ $part != all && $call != "$part" ]] && continue
+    [[ -n $only && ",$only," != *",$profile,"* ]] && continue # `qualify 2/3 phi4-multimodal`: a row again
     [[ -n $cpu ]] && size=tiny
     qualify_profile "$profile" "$family" "$size" "$context" "$kind" "$max" "$call"
     n=$((n + 1))
@@ -893,11 +897,13 @@ qualify_phase() {
     --commit "$(cat "$carry/commit" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
     --out "$OUT/qualify-$tag.md" --json "$OUT/qualify-$tag.json"
   cat "$OUT/qualify-$tag.md"
-  tar -czf "$OUT/qualify-$tag.tgz" -C "$work/qualify" --exclude='*.svg' .
+  # the artifacts without the request bodies (inputs.json, *_raw.jsonl: the corpus's images again,
+  # ~0.5 MB a profile per file; they stay in $work/qualify while the machine is warm)
+  tar -czf "$OUT/qualify-$tag.tgz" -C "$work/qualify" --exclude='*.svg' --exclude=inputs.json --exclude='*_raw.jsonl' .
 }
 if [[ $phase == qualify ]]; then
   t_end=$((SECONDS + ${IRIS_BUDGET_S:-570}))
-  qualify_phase "${2:-all}"
+  qualify_phase "${2:-all}" "${3:-}"
 fi
 
 if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo || $phase == soak || $phase == qualify ]]; then
