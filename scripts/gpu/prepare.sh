@@ -102,10 +102,10 @@ pack_env() {
     pins+=("$v")
   done
   tmp=$(mktemp -d)
-  python3 -m pip install --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 --python-version 3.12 \
+  python3 -m pip install --quiet --no-deps --no-compile --only-binary=:all: --platform manylinux2014_x86_64 --python-version 3.12 \
     --implementation cp --target "$tmp/site" "${pins[@]}"
   mkdir -p "$out/env"
-  tar -C "$tmp/site" -cf - . | xz -9 -T0 >"$out/env/$fam.tar.xz"
+  tar -C "$tmp/site" -cf - --exclude=__pycache__ --exclude=./bin . | xz -9 -T0 >"$out/env/$fam.tar.xz"
   rm -rf "$tmp"
   case $fam in
     locateanything) [[ -f .build/locany/modeling_locateanything.py ]] || scripts/reference/fetch_locateanything.sh

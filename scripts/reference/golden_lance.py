@@ -546,7 +546,7 @@ def flash_attn_shim():
             s = (qi @ ki.transpose(1, 2)) * scale
             if causal:
                 lq, lk = q1 - q0, k1 - k0
-                allowed = torch.arange(lk)[None, :] <= (torch.arange(lq)[:, None] + (lk - lq))
+                allowed = torch.arange(lk, device=q.device)[None, :] <= (torch.arange(lq, device=q.device)[:, None] + (lk - lq))
                 s = s.masked_fill(~allowed, float("-inf"))
             out[q0:q1] = (torch.softmax(s, -1) @ vi).transpose(0, 1).to(q.dtype)
         return out
