@@ -144,7 +144,7 @@ def served_main(args):
     p = (s["parity"] or {}).get("fp32")
     if p:
         print(f'- parity fp32: {p["verdict"]} {p["agree"]}/{p["n"]} tokens, {p["same_tokens"]}/{p["cases"]} cases identical, '
-              f'{p["errors"]} errors (reference: {p["reference_cases"]} cases, smallest margin {fmt(s["reference"]["min_margin"])})')
+              f'{p["errors"]} errors (reference: {p["reference_cases"]} cases, smallest top-two margin {s["reference"]["min_margin"]:.3g})')
     h, b = s["http"] or {}, base or {}
     print()
     print("| figure | Iris HTTP (`iris serve`) | transformers generate() |")
