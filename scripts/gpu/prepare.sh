@@ -40,7 +40,7 @@ flags=(-tags "$tags" -trimpath -ldflags '-s -w')
 #            iris, httpbench, accuracy, the family's plugin and tokenizer (run.sh vl <family> <size>);
 #            locateanything and lance also their reference: the official sources and the site-packages
 #            of their transformers (pack_env below)
-#   qualify  iris, the plugins, tokenizers and reference environments of the profiles of one
+#   qualify  iris, the corpora, the plugins, tokenizers and reference environments of the profiles of one
 #            qualify call (IRIS_PART=1/3, 2/3 or 3/3: run.sh qualify's split)
 #   all      (default) everything the other phases use
 phase=${IRIS_PHASE:-all}
@@ -75,9 +75,13 @@ fi
 if [[ $phase == all ]]; then
   go test -c -ldflags '-s -w' -o "$out/bin/imageio.test" ./core/internal/imageio # the host's JPEG decoding
 fi
-# the served families' phases and the qualification: iris, the HTTP timing and parity clients
+# the served families' phases: iris, the HTTP timing and parity clients; the qualification: iris
+# alone (`iris profile` is its client: call 3/3 with both reference environments is ~62 MB with
+# the working tree, httpbench and accuracy would take it past 64 MiB)
 if is_served "$phase" || [[ $phase == qualify ]]; then
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
+fi
+if is_served "$phase"; then
   go build -trimpath -ldflags '-s -w' -o "$out/bin/httpbench" ./benchmark/cmd/httpbench
   go build -trimpath -ldflags '-s -w' -o "$out/bin/accuracy" ./benchmark/cmd/accuracy
 fi
