@@ -126,18 +126,19 @@ carry_tokenizer() {
   cp .build/tokenizer/"$1"/*.jinja "$out/tokenizer/$1/" 2>/dev/null || true
   gzip -9c ".build/tokenizer/$1/tokenizer.json" >"$out/tokenizer/$1/tokenizer.json.gz"
 }
-# the qualify calls' profiles (run.sh qualify's QUALIFY_PARTS): their families
+# the families of the profiles scripts/gpu/qualify.tsv assigns to call IRIS_PART
 qualify_families() {
-  case ${IRIS_PART:-1/3} in
-    1/3) echo "qwen2_5_vl qwen3_vl" ;;
-    2/3) echo "internvl phi4_multimodal" ;;
-    3/3) echo "deepseek_ocr2 locateanything lance" ;;
-    *) echo "prepare: IRIS_PART is 1/3, 2/3 or 3/3" >&2; exit 2 ;;
-  esac
+  local f
+  f=$(awk -F'\t' -v p="${IRIS_PART:-1/3}" '!/^#/ && $7 == p { print $2 }' scripts/gpu/qualify.tsv | sort -u | tr '\n' ' ')
+  [[ -n $f ]] || { echo "prepare: no profile of scripts/gpu/qualify.tsv in call ${IRIS_PART:-}" >&2; exit 2; }
+  echo "$f"
 }
 extra_fams=()
 if is_served "$phase"; then extra_fams=("$phase"); fi
-if [[ $phase == qualify ]]; then read -r -a extra_fams <<<"$(qualify_families)"; fi
+if [[ $phase == qualify ]]; then
+  fams=$(qualify_families) || exit 2
+  read -r -a extra_fams <<<"$fams"
+fi
 for f in "${extra_fams[@]}"; do
   case $f in phi4_multimodal) carry_tokenizer phi4 ;; deepseek_ocr2) carry_tokenizer deepseek_ocr2 ;; esac
   pack_env "$f"
