@@ -100,8 +100,8 @@ pack_env() {
   esac
   local pins=() p v
   for p in $pkgs; do
-    v=$(grep -iE "^${p}==" "$req" | head -1)
-    [[ -z $v ]] && v=$(grep -iE "^${p}==" scripts/reference/requirements-locateanything.txt | head -1) # the requests stack
+    v=$(grep -iE "^${p}==" "$req" | head -1 || true)
+    [[ -z $v ]] && v=$(grep -iE "^${p}==" scripts/reference/requirements-locateanything.txt | head -1 || true) # the requests stack
     [[ -n $v ]] || { echo "prepare: no pin of $p in $req" >&2; exit 1; }
     pins+=("$v")
   done
