@@ -41,7 +41,8 @@ flags=(-tags "$tags" -trimpath -ldflags '-s -w')
 #            locateanything and lance also their reference: the official sources and the site-packages
 #            of their transformers (pack_env below)
 #   qualify  iris, the corpora, the plugins, tokenizers and reference environments of the profiles of one
-#            qualify call (IRIS_PART=1/3, 2/3 or 3/3: run.sh qualify's split)
+#            qualify call (IRIS_PART=1/4 to 4/4: scripts/gpu/qualify.tsv's split), and in call 1/4 AIPerf
+#            0.13.0 (pack_aiperf)
 #   all      (default) everything the other phases use
 phase=${IRIS_PHASE:-all}
 served=(phi4_multimodal deepseek_ocr2 locateanything lance)
@@ -76,8 +77,8 @@ if [[ $phase == all ]]; then
   go test -c -ldflags '-s -w' -o "$out/bin/imageio.test" ./core/internal/imageio # the host's JPEG decoding
 fi
 # the served families' phases: iris, the HTTP timing and parity clients; the qualification: iris
-# alone (`iris profile` is its client: call 3/3 with both reference environments is ~62 MB with
-# the working tree, httpbench and accuracy would take it past 64 MiB)
+# alone (`iris profile` and AIPerf are its clients; httpbench and accuracy would take call 1/4,
+# AIPerf's, past 64 MiB)
 if is_served "$phase" || [[ $phase == qualify ]]; then
   go build "${flags[@]}" -o "$out/bin/iris" ./gateway/cmd/iris
 fi
@@ -129,7 +130,7 @@ carry_tokenizer() {
 # the families of the profiles scripts/gpu/qualify.tsv assigns to call IRIS_PART
 qualify_families() {
   local f
-  f=$(awk -F'\t' -v p="${IRIS_PART:-1/3}" '!/^#/ && $7 == p { print $2 }' scripts/gpu/qualify.tsv | sort -u | tr '\n' ' ')
+  f=$(awk -F'\t' -v p="${IRIS_PART:-1/4}" '!/^#/ && $7 == p { print $2 }' scripts/gpu/qualify.tsv | sort -u | tr '\n' ' ')
   [[ -n $f ]] || { echo "prepare: no profile of scripts/gpu/qualify.tsv in call ${IRIS_PART:-}" >&2; exit 2; }
   echo "$f"
 }
@@ -143,6 +144,24 @@ for f in "${extra_fams[@]}"; do
   case $f in phi4_multimodal) carry_tokenizer phi4 ;; deepseek_ocr2) carry_tokenizer deepseek_ocr2 ;; esac
   pack_env "$f"
 done
+# pack_aiperf: AIPerf 0.13.0 and what it imports beyond the machine's Python
+# (scripts/aiperf/requirements-device.txt), installed for CPython IRIS_DEVICE_PY (3.12) and
+# xz-packed (16.5 MB): carried by call 1/4 (IRIS_AIPERF_CARRY=1 or 0 says otherwise; 2/4 has room
+# for it too, 3/4 and 4/4 with their references have not), which stages it in /tmp/iris-aiperf,
+# where the later calls find it while the machine stays warm
+pack_aiperf() {
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip install --quiet --no-deps --no-compile --only-binary=:all: --platform manylinux2014_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --python-version "${IRIS_DEVICE_PY:-3.12}" \
+    --implementation cp --target "$tmp/site" -r scripts/aiperf/requirements-device.txt
+  mkdir -p "$out/env"
+  tar -C "$tmp/site" -cf - --exclude=__pycache__ --exclude=./bin . | xz -9 -T0 >"$out/env/aiperf.tar.xz"
+  rm -rf "$tmp"
+}
+if [[ $phase == qualify && ${IRIS_AIPERF_CARRY:-$([[ ${IRIS_PART:-1/4} == 1/4 ]] && echo 1 || echo 0)} == 1 ]]; then
+  pack_aiperf
+fi
 if [[ $phase == qualify ]]; then
   # the three corpora (photo, grounding, ocr: scripts/gpu/qualify_corpus.py; ~1 MB) and the commit
   # for the table
@@ -202,6 +221,6 @@ Device calls (tool `run`, kind nvidia-h200, carry [".carry"]); docs/gpu.md says 
                                       them; the same for 8b; timeout_s 600 each)
   bash scripts/gpu/run.sh vl phi4_multimodal 5b   (IRIS_PHASE=phi4_multimodal; likewise deepseek_ocr2 3b,
                                       locateanything 3b, lance 3b with IRIS_PHASE=<family>; timeout_s 600)
-  bash scripts/gpu/run.sh qualify 1/3 (IRIS_PHASE=qualify IRIS_PART=1/3; then 2/3 and 3/3, each with its own
-                                      carry: docs/qualification.md; timeout_s 600 each)
+  bash scripts/gpu/run.sh qualify 1/4 (IRIS_PHASE=qualify IRIS_PART=1/4; then 2/4, 3/4 and 4/4 on the warm
+                                      machine, each with its own carry: docs/qualification.md; timeout_s 600 each)
 MSG

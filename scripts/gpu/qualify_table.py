@@ -2,9 +2,9 @@
 """The qualification's table (run.sh qualify; docs/qualification.md) in the upstream layout, with
 transformers beside it and the call that measured each row.
 
-  python3 scripts/gpu/qualify_table.py --dir DIR --tsv scripts/gpu/qualify.tsv --part 1/3 \\
+  python3 scripts/gpu/qualify_table.py --dir DIR --tsv scripts/gpu/qualify.tsv --part 1/4 \\
       --device NAME --commit SHA --out qualify.md --json qualify.json
-  python3 scripts/gpu/qualify_table.py --merge qualify-1of3.json qualify-2of3.json qualify-3of3.json --out table.md
+  python3 scripts/gpu/qualify_table.py --merge qualify-1of4.json qualify-2of4.json qualify-3of4.json qualify-4of4.json --out table.md
 
 DIR holds one directory a profile (run.sh qualify_profile): row.json (its qualify.tsv row),
 precision (the bundle's), iris/ (`iris profile`'s artifacts: report.md's table row, the summary's
@@ -145,9 +145,12 @@ def main():
         for doc in docs:
             metas.append(doc["meta"])
             for r in doc["rows"]:
-                if r["profile"] not in rows or (r.get("measured_here") and not rows[r["profile"]].get("measured_here")):
-                    rows[r["profile"]] = r
-        order = [r["profile"] for r in docs[0]["rows"]]
+                k = r.get("key", r["profile"])
+                own = doc["meta"].get("part") == r.get("call")  # the call the row belongs to says why it is empty
+                if k not in rows or (r.get("measured_here") and not rows[k].get("measured_here")) or (
+                        own and not rows[k].get("measured_here")):
+                    rows[k] = r
+        order = [r.get("key", r["profile"]) for r in docs[0]["rows"]]
         meta = {"device": ", ".join(sorted({m["device"] for m in metas})), "commit": ", ".join(sorted({m["commit"] for m in metas})),
                 "date": ", ".join(sorted({m["date"] for m in metas})),
                 "command": "; ".join(m["command"] for m in metas)}
@@ -164,12 +167,13 @@ def main():
                 if row.get("size") == "tiny":  # the CPU dry run: the family's tiny config under the profile's name
                     r["profile"] += " (tiny)"
                 r["measured_here"] = True
+                r["key"] = row["profile"]
                 r["call"] = row["call"] if args.part == "all" else args.part
             else:
                 why = "not measured on the H200 yet" if args.part == "all" else (
                     f'call {row["call"]}' if row["call"] != args.part else "not reached in this call (its budget)")
-                r = {"profile": row["profile"], "precision/context": f'bf16/{row["context"]}', "parity": why,
-                     "call": row["call"], "measured_here": False}
+                r = {"profile": row["profile"], "key": row["profile"], "precision/context": f'bf16/{row["context"]}',
+                     "parity": why, "call": row["call"], "measured_here": False}
             rows.append(r)
         text = markdown(rows, meta)
         if args.json:

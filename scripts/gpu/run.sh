@@ -71,7 +71,7 @@
 #                                   Raw results stay in $IRIS_WORK/out-internvl-<size>; $OUT gets
 #                                   summary-internvl-<size>.json and raw-internvl-<size>.tgz
 #                                   (IRIS_PHASE=internvl `just gpu-bench` carries it)
-#   bash scripts/gpu/run.sh qualify 1/3|2/3|3/3|all [profile,...]
+#   bash scripts/gpu/run.sh qualify 1/4|2/4|3/4|4/4|all [profile,...]
 #                                   the nine-profile qualification (docs/qualification.md): each
 #                                   profile of scripts/gpu/qualify.tsv of that call served in turn
 #                                   from its full-size random checkpoint, `iris profile` with the
@@ -805,7 +805,7 @@ fi
 # requests (IRIS_QWARMUP, IRIS_QREQUESTS), greedy, the profile's max tokens: HTTP and task latency,
 # images/s, output tokens, every answer checked against the runtime in-process (--bundle) and the
 # sources, bundle, inputs and tokenizer fingerprinted before and after (provenance); AIPerf 0.13.0
-# itself too where IRIS_AIPERF names its executable (its artifacts checked the same way by
+# itself first where IRIS_AIPERF names its executable or aiperf_stage finds it staged (its artifacts checked the same way by
 # `iris profile report --bundle`); then transformers' generate() on the same corpus (gpu_served.py
 # corpus, bf16, at most IRIS_TF_S seconds of rows). Results in $work/qualify/<profile>/; the table
 # (qualify_table.py) in the log and $OUT/qualify-<K>of<N>.md and .json, the artifacts in
@@ -872,8 +872,33 @@ qualify_profile() {
     --max-tokens "$max" --seconds "${IRIS_TF_S:-60}" --device "$dev" --out "$dir/transformers.json" 2>&1 | grep -vE 'Warning|warn\(' | tail -2)
 }
 
+# aiperf_stage: AIPerf 0.13.0 for the profiles when IRIS_AIPERF names none: the carried
+# env/aiperf.tar.xz (prepare.sh: call 1/4's carry) unpacked into /tmp/iris-aiperf, where it stays
+# while the machine is warm, and a wrapper that runs it with the machine's python3; nothing when
+# neither is there or it does not import (the table then has iris profile's rows alone)
+aiperf_stage() {
+  [[ -n ${IRIS_AIPERF:-} || -n ${IRIS_NO_AIPERF:-} ]] && return
+  local site=${IRIS_AIPERF_SITE:-/tmp/iris-aiperf} # (IRIS_AIPERF_SITE: such a directory made here, the dry run)
+  if [[ ! -d $site && -f $carry/env/aiperf.tar.xz ]]; then
+    mkdir -p "$site.tmp" && xz -dc "$carry/env/aiperf.tar.xz" | tar -x -C "$site.tmp" && mv "$site.tmp" "$site"
+  fi
+  [[ -d $site ]] || { echo "AIPerf: not staged on this machine (call 1/4's carry stages it): iris profile alone"; return; }
+  if PYTHONPATH=$site "$py" -c 'import aiperf.cli' 2>"$work/aiperf-import.err"; then
+    cat >"$work/aiperf" <<SH
+#!/bin/sh
+PYTHONPATH=$site exec $py -c 'import sys; from aiperf.cli import app; sys.argv[0] = "aiperf"; app()' "\$@"
+SH
+    chmod +x "$work/aiperf"
+    IRIS_AIPERF=$work/aiperf
+    echo "AIPerf 0.13.0 staged in $site"
+  else
+    echo "AIPerf: staged in $site but does not import: $(tail -1 "$work/aiperf-import.err")"
+  fi
+}
+
 qualify_phase() {
   local part=${1:-all} only=${2:-} n=0
+  aiperf_stage
   qdata=${IRIS_QUALIFY_DATA:-$carry/qualify}
   [[ -f $qdata/corpus-photo.jsonl ]] || qdata=$root/.build/qualify # here: qualify_corpus.py's output
   qwarm=${IRIS_QWARMUP:-5} qreq=${IRIS_QREQUESTS:-50}
@@ -885,7 +910,7 @@ qualify_phase() {
   while IFS=$'\t' read -r profile family size context kind max call; do
     [[ -z $profile || $profile == \#* ]] && continue
     [[ $part != all && $call != "$part" ]] && continue
-    [[ -n $only && ",$only," != *",$profile,"* ]] && continue # `qualify 2/3 phi4-multimodal`: a row again
+    [[ -n $only && ",$only," != *",$profile,"* ]] && continue # `qualify 3/4 phi4-multimodal`: a row again
     [[ -n $cpu ]] && size=tiny
     qualify_profile "$profile" "$family" "$size" "$context" "$kind" "$max" "$call"
     n=$((n + 1))
