@@ -426,8 +426,9 @@ served_phase() {
       --tokens 3,10 --runs "$bruns" --device "$dev" --out "$res/baseline.json")
     if [[ -n $wcase && $wn != 10 ]]; then
       # shellcheck disable=SC2086
+      # half the runs: 300 tokens of the reference's generate() take seconds each
       (cd "$ref" && budgeted baseline-workload 240 $fpy gpu_served.py baseline --model "$model" --cases "$cases" --case "$wcase" \
-        --tokens "$wn" --runs "$bruns" --device "$dev" --out "$res/baseline-workload.json")
+        --tokens "$wn" --runs "$(((bruns + 1) / 2))" --device "$dev" --out "$res/baseline-workload.json")
     fi
   fi
   rm -rf "$bundle"

@@ -281,13 +281,16 @@ class DeepseekOcr2:
         return out.sequences[0, k:].tolist(), [_margin(s[0]) for s in out.logits] if scores else []
 
 
-def _stub(name, **attrs):
-    """An empty module for an import the image path never uses (documented per family)."""
+def _stub(name, force=False, **attrs):
+    """An empty module for an import the image path never uses (documented per family), where the
+    package is not installed, or always (force)."""
+    import importlib.machinery
     import importlib.util
     import types
-    if name in sys.modules or importlib.util.find_spec(name) is not None:
+    if not force and (name in sys.modules or importlib.util.find_spec(name) is not None):
         return
     m = types.ModuleType(name)
+    m.__spec__ = importlib.machinery.ModuleSpec(name, None)  # (transformers' availability checks call find_spec)
     for k, v in attrs.items():
         setattr(m, k, v)
     sys.modules[name] = m
@@ -300,8 +303,9 @@ class LocateAnything:
     locateanything_tokenizer.py); generate() in the official slow mode, temperature 0, repetition
     penalty 1.0, <|im_end|> not stopping. Shims beside make_sweep_locateanything.py's (decord): where
     they are not installed, processing_locateanything.py's module-level imports of lmdb and cv2
-    (video and dataset paths) and modeling_locateanything.py's of peft (LoRA, off in this config)
-    are empty modules, so that the device carries only transformers 4.57.1 and its tokenizers."""
+    (video and dataset paths) are empty modules, and modeling_locateanything.py's of peft (LoRA,
+    off in this config) always is, so that the device carries only transformers 4.57.1 and its
+    tokenizers."""
 
     PREPROCESSOR = {"auto_map": {"AutoImageProcessor": "image_processing_locateanything.LocateAnythingImageProcessor",
                                  "AutoProcessor": "processing_locateanything.LocateAnythingProcessor"},
@@ -314,7 +318,8 @@ class LocateAnything:
 
         def no_lora(*a, **k):
             raise SystemExit("LoRA is off in LocateAnything-3B's config: the peft stub has none")
-        _stub("peft", LoraConfig=no_lora, get_peft_model=no_lora)
+        # always: a peft built for the machine's transformers 5 may not import over 4.57.1
+        _stub("peft", force=True, LoraConfig=no_lora, get_peft_model=no_lora)
         import make_sweep_locateanything as sweep
         self.sweep = sweep
         return sweep.load_official()
