@@ -96,7 +96,7 @@ pack_env() {
   local fam=$1 req pkgs tmp
   case $fam in
     locateanything) req=scripts/reference/requirements-locateanything.txt pkgs="transformers tokenizers huggingface_hub requests charset-normalizer idna urllib3 certifi" ;;
-    lance) req=scripts/reference/requirements-lance.txt pkgs="transformers tokenizers huggingface-hub einops requests charset-normalizer idna urllib3 certifi" ;;
+    lance) req=scripts/reference/requirements-lance.txt pkgs="transformers tokenizers huggingface-hub einops imageio requests charset-normalizer idna urllib3 certifi" ;;
     *) return 0 ;;
   esac
   local pins=() p v
