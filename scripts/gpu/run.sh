@@ -75,6 +75,15 @@
 #                                   Iris's attention paths and torch SDPA's backends side by side on
 #                                   the nine profiles' long and masked shapes, the InternViT tower:
 #                                   $OUT/attn.md (scripts/gpu/attn_table.py)
+#   bash scripts/gpu/run.sh qualify 1/4|2/4|3/4|4/4|all [profile,...]
+#                                   the nine-profile qualification (docs/qualification.md): each
+#                                   profile of scripts/gpu/qualify.tsv of that call served in turn
+#                                   from its full-size random checkpoint, `iris profile` with the
+#                                   upstream protocol (c=1, 5 warm-up + 50 measured, native
+#                                   parity, provenance), transformers on the same corpus, the
+#                                   table in $OUT/qualify-<K>of<N>.md (IRIS_PHASE=qualify
+#                                   IRIS_PART=K/N `just qualify` carries it); named profiles:
+#                                   only those rows again, the call's other results kept
 #   bash scripts/gpu/run.sh demo    issue 15's demo model in one call: train it (~400 s), then the
 #                                   CUDA engine's bf16 and fp32 answers on the 300 held-out scenes
 #                                   against transformers' (IRIS_PHASE=demo `just gpu-bench` carries it)
@@ -244,6 +253,194 @@ budgeted() {
   return $rc
 }
 
+# ---- the served families: Phi-4-multimodal, DeepSeek-OCR-2, LocateAnything-3B and Lance-3B. Their
+# engines take views, crops and tiles that gpucheck's case files do not describe, so parity is end
+# to end (scripts/reference/gpu_served.py): the same image bytes and question to the reference's own
+# processor and model and to `iris serve` (the plugin, the engine in fp32), the greedy token ids
+# compared by benchmark/cmd/accuracy.
+served_family() { case $1 in phi4_multimodal | deepseek_ocr2 | locateanything | lance) return 0 ;; esac; return 1; }
+
+# served_py <family>: the interpreter of the family's reference. LocateAnything and Lance run the
+# official code in transformers 4.57.1 / 4.49: on the device the carried site-packages
+# ($carry/env/<family>.tar.xz, prepare.sh) unpacked into $work/env-<family> and put before the
+# system's on PYTHONPATH (their sources in .build/locany, .build/lance-src); here IRIS_LAPY and
+# IRIS_LANCEPY (the official envs' python, .build/laenv and .build/lance-venv).
+served_py() {
+  local v=
+  case $1 in locateanything) v=${IRIS_LAPY:-} ;; lance) v=${IRIS_LANCEPY:-} ;; esac
+  if [[ -n $v ]]; then echo "$v"; return; fi
+  if [[ $1 == locateanything || $1 == lance ]]; then
+    local site=$work/env-$1
+    if [[ ! -d $site && -f $carry/env/$1.tar.xz ]]; then
+      mkdir -p "$site.tmp" && xz -dc "$carry/env/$1.tar.xz" | tar -x -C "$site.tmp" && mv "$site.tmp" "$site"
+    fi
+    local src
+    for src in "$carry"/env/"$1"-src.tar.xz; do
+      [[ -f $src ]] && mkdir -p "$root/.build" && xz -dc "$src" | tar -x -C "$root/.build"
+    done
+    echo "env PYTHONPATH=$site $py"
+    return
+  fi
+  echo "$py"
+}
+
+# served_tokenizer <family>: the tokenizer directory its checkpoint copies (carried gzipped as
+# .carry/tokenizer/<name>/, or derived here from the Qwen files)
+served_tokenizer() {
+  local name
+  case $1 in phi4_multimodal) name=phi4 ;; deepseek_ocr2) name=deepseek_ocr2 ;; locateanything) name=locateanything ;; *) name=qwen3 ;; esac
+  local d=$root/.build/tokenizer/$name
+  if [[ ! -f $d/tokenizer.json && -f $carry/tokenizer/$name/tokenizer.json.gz ]]; then
+    mkdir -p "$d" && cp "$carry/tokenizer/$name"/*.json "$carry/tokenizer/$name"/*.jinja "$d/" 2>/dev/null
+    gunzip -c "$carry/tokenizer/$name/tokenizer.json.gz" >"$d/tokenizer.json"
+  fi
+  if [[ ! -f $d/tokenizer.json && $name == locateanything ]]; then
+    "$py" "$ref/locateanything_tokenizer.py" --src "$root/.build/tokenizer/qwen3" --out "$d" >&2 || echo "FAIL locateanything tokenizer" >&2
+  fi
+  echo "$d"
+}
+
+# served_workload <family> <cases>: the case image, question and max tokens of the profile's own
+# workload (OCR: a page, 300 tokens; grounding: the photo with upstream's question, 32 tokens; the
+# others: the photo, 10 tokens), from the reference's scene set
+served_workload() {
+  "$py" - "$1" "$2" <<'PY'
+import json, sys
+fam, cases = sys.argv[1], sys.argv[2]
+kind, n, case = {"deepseek_ocr2": ("ocr", 300, "page_850x1100"), "locateanything": ("grounding", 32, "photo_426x320")}.get(fam, ("photo", 10, "photo_426x320"))
+for line in open(f"{cases}/scenes.jsonl"):
+    s = json.loads(line)
+    if s["image"].split(".")[0] == case:
+        print(f'{cases}/{s["image"]}\t{s["question"]}\t{n}\t{case}')
+        break
+PY
+}
+
+# make_served_checkpoint <family> <config> <dir> <timeout>: gpu_served.py's random bf16
+# checkpoint in the real layout (reused while the machine is warm); its JSON line in <dir>.json
+make_served_checkpoint() {
+  if [[ -f $3/config.json && -f $3/tokenizer.json && -f $3.json ]]; then
+    echo "reusing the checkpoint in $3"
+    return
+  fi
+  step "checkpoint with random bf16 weights: $(basename "$2")"
+  if (($4 < 10)); then echo "SKIP checkpoint (the phase's time budget is spent)"; return; fi
+  local dev=cuda fpy tok
+  [[ -n $cpu ]] && dev=cpu
+  fpy=$(served_py "$1") tok=$(served_tokenizer "$1")
+  rm -rf "$3"
+  # shellcheck disable=SC2086
+  (cd "$ref" && timeout "$4" $fpy gpu_served.py checkpoint --config "$2" --out "$3" --tokenizer "$tok" --device "$dev") | tee "$3.json.tmp"
+  local rc=${PIPESTATUS[0]}
+  verdict checkpoint "$rc"
+  [[ $rc == 0 ]] && tail -1 "$3.json.tmp" >"$3.json"
+  rm -f "$3.json.tmp"
+}
+
+# served_phase <family> <size> [parts]: the vl phase of a served family: the checkpoint; the bundle
+# (built while the reference runs); gpu_served.py's fp32 reference on the cases; iris serve in fp32
+# (the bundle's engine.precision switched) and accuracy: every token id equal; iris serve as built
+# (bf16 on the GPU) and httpbench on the photo (3 and 10 tokens; c=1, 8, 32) and on the profile's
+# own workload (c=1); gpu_served.py's baselines on both; summary-<family>-<size>.json.
+served_phase() {
+  local family=$1 size=$2 parts=${3:-parity,speed}
+  local config=$ref/gpu_${family}_${size}.config.json
+  if [[ ! -f $config ]]; then echo "FAIL vl: no $config"; return; fi
+  local model=$work/$family-$size cases=$work/cases-$family-$size bundle=$work/bundle-vl-$family-$size
+  local name=${family//_/-}-$size res=$OUT
+  [[ $size == tiny ]] && res=$work/out-$family-$size
+  mkdir -p "$res"
+  local d
+  for d in "$work"/bundle "$work"/bundle-* "$work"/qwen3_vl-* "$work"/internvl-* "$work"/qwen2_5_vl-* \
+    "$work"/phi4_multimodal-* "$work"/deepseek_ocr2-* "$work"/locateanything-* "$work"/lance-*; do
+    [[ -e $d && $d != "$model" && $d != "$model.json" ]] && rm -rf "$d"
+  done
+  local backend=cuda dev=cuda new=${IRIS_NEW:-32} hruns=30 hsecs=4 bruns=8 conc=1,8,32
+  [[ $size == tiny ]] && hruns=10 hsecs=1 bruns=3
+  if [[ -n $cpu ]]; then backend=cpu dev=cpu new=${IRIS_NEW:-8} hruns=3 hsecs=1 bruns=2 conc=1; fi
+  local fpy
+  fpy=$(served_py "$family")
+  echo "vl $family $size ($parts, served): $model, results in $res, budget $((t_end - SECONDS)) s, reference: $fpy"
+
+  make_served_checkpoint "$family" "$config" "$model" "$(fit 300)"
+  if [[ ! -f $model.json ]]; then echo "FAIL vl: no checkpoint"; return; fi
+
+  step "bundle build (in the background, while the reference runs)"
+  rm -rf "$bundle"
+  local plugin=()
+  [[ -f $bin/$family.wasm ]] && plugin=(--plugin "$bin/$family.wasm")
+  (timeout "$(fit 400)" "$bin/iris" bundle build --from "$model" --family "$family" --out "$bundle" --backend "$backend" \
+    --name "$name" --context 4096 "${plugin[@]}" >"$work/bundle.log" 2>&1; echo $? >"$work/bundle.rc") &
+  local bpid=$!
+
+  step "cases and the reference's fp32 greedy answers ($new tokens)"
+  rm -f "$res/ref.jsonl" "$res/parity.json"
+  # shellcheck disable=SC2086
+  (cd "$ref" && budgeted reference 420 $fpy gpu_served.py reference --model "$model" --cases "$cases" --out "$res/ref.jsonl" \
+    --new "$new" --device "$dev")
+  wait "$bpid"
+  local brc
+  brc=$(cat "$work/bundle.rc" 2>/dev/null || echo 1)
+  verdict bundle "$brc"
+  grep -vE '%\)$' "$work/bundle.log" | tail -2
+  if [[ $brc != 0 ]]; then echo "FAIL vl: no bundle"; return; fi
+  local prec
+  prec=$(sed -n 's/^ *precision *= *"\(.*\)"/\1/p' "$bundle/bundle.toml" | head -1)
+
+  if [[ $parts == *parity* ]]; then
+    step "served parity: iris serve in fp32 against the reference (every token id equal)"
+    sed -i 's/^\( *\)precision *= *".*"/\1precision = "fp32"/' "$bundle/bundle.toml"
+    if [[ ! -s $res/ref.jsonl ]]; then
+      echo "SKIP parity: no reference"
+    elif serve_start "$bundle" "$(fit 150)"; then
+      # accuracy's table and token line (its list of answers that differ from the empty expected
+      # answers is noise here: random weights, no expected answer)
+      budgeted parity 240 bash -c '"$@" >"$0" 2>&1; rc=$?; head -4 "$0"; exit $rc' "$work/accuracy.txt" \
+        "$bin/accuracy" -url http://127.0.0.1:18080 -model "$name" -scenes "$cases" -reference "$res/ref.jsonl" \
+        -max-tokens "$new" -ignore-eos -concurrency 1 -min-token-agreement 1 -json "$res/parity.json"
+      serve_stop
+    else
+      serve_stop
+    fi
+    sed -i "s/^\( *\)precision *= *\".*\"/\1precision = \"$prec\"/" "$bundle/bundle.toml"
+  fi
+
+  if [[ $parts == *speed* ]]; then
+    local wl wimg wq wn wcase
+    wl=$(served_workload "$family" "$cases")
+    IFS=$'\t' read -r wimg wq wn wcase <<<"$wl"
+    step "HTTP ($prec): iris serve, the photo (3 and 10 tokens) and the profile's workload ($wcase, $wn tokens)"
+    if (($(fit 60) < 60)); then
+      echo "SKIP http (the phase's time budget is spent)"
+    elif serve_start "$bundle" "$(fit 150)"; then
+      budgeted http 120 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$cases/photo_426x320.jpg" \
+        -question "$photo_q" -runs "$hruns" -seconds "$hsecs" -concurrency "$conc" -out "$res/http.json"
+      if [[ -n $wimg && $wn != 10 ]]; then
+        budgeted http-workload 150 "$bin/httpbench" -url http://127.0.0.1:18080 -model "$name" -image "$wimg" \
+          -question "$wq" -runs "$hruns" -tokens "$wn" -concurrency "" -out "$res/http-workload.json"
+      fi
+      serve_stop
+    else
+      serve_stop
+    fi
+    step "the reference's generate() (bf16 on the GPU): the photo, then the workload"
+    [[ -n $cpu ]] && echo "(IRIS_CPU=1: fp32 weights loaded as bf16 on the CPU)"
+    # shellcheck disable=SC2086
+    (cd "$ref" && budgeted baseline 240 $fpy gpu_served.py baseline --model "$model" --cases "$cases" --case photo_426x320 \
+      --tokens 3,10 --runs "$bruns" --device "$dev" --out "$res/baseline.json")
+    if [[ -n $wcase && $wn != 10 ]]; then
+      # shellcheck disable=SC2086
+      # half the runs: 300 tokens of the reference's generate() take seconds each
+      (cd "$ref" && budgeted baseline-workload 240 $fpy gpu_served.py baseline --model "$model" --cases "$cases" --case "$wcase" \
+        --tokens "$wn" --runs "$(((bruns + 1) / 2))" --device "$dev" --out "$res/baseline-workload.json")
+    fi
+  fi
+  rm -rf "$bundle"
+
+  step "summary"
+  "$py" "$root/scripts/gpu/summary.py" --served --dir "$res" --out "$res/summary-$family-$size.json" --model "$name" --checkpoint "$model.json"
+}
+
 # vl_phase <family> <size>: gpu_<family>_<size>.config.json's random checkpoint; fp32 parity of
 # the engine against transformers; the engine's timings on the photo; the bundle (built while the
 # reference runs) served over HTTP; transformers' baselines; summary-<family>-<size>.json.
@@ -251,6 +448,7 @@ budgeted() {
 # table), so `qwen3 tiny; qwen3 2b` in one call stays within $OUT's 8 files.
 vl_phase() {
   local family=$1 size=$2 parts=${3:-parity,speed}
+  if served_family "$family"; then served_phase "$@"; return; fi
   local stem=$family
   [[ $family == internvl ]] && stem=internvl3 # the InternVL3 generation's configs
   local config=$ref/gpu_${stem}_${size}.config.json
@@ -620,7 +818,142 @@ if [[ $phase == soak ]]; then
   fi
 fi
 
-if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo || $phase == soak ]]; then
+# ---- qualify [K/N|all]: the upstream qualification's table (docs/qualification.md). Each profile of
+# scripts/gpu/qualify.tsv measured in call K/N (all: every row, the CPU dry run), in turn: its random
+# bf16 checkpoint from the full-size config (IRIS_CPU=1: the family's tiny config), the bundle (bf16
+# on the GPU; the profile's context), iris serve (the embedding cache off, its spans exported to
+# iris profile's OTLP receiver), `iris profile` with the corpus of qualify_corpus.py (AIPerf's
+# single_turn format: the request AIPerf's built-in chat sends), c=1, 5 warm-up + 50 measured
+# requests (IRIS_QWARMUP, IRIS_QREQUESTS), greedy, the profile's max tokens: HTTP and task latency,
+# images/s, output tokens, every answer checked against the runtime in-process (--bundle) and the
+# sources, bundle, inputs and tokenizer fingerprinted before and after (provenance); AIPerf 0.13.0
+# itself first where IRIS_AIPERF names its executable or aiperf_stage finds it staged (its artifacts checked the same way by
+# `iris profile report --bundle`); then transformers' generate() on the same corpus (gpu_served.py
+# corpus, bf16, at most IRIS_TF_S seconds of rows). Results in $work/qualify/<profile>/; the table
+# (qualify_table.py) in the log and $OUT/qualify-<K>of<N>.md and .json, the artifacts in
+# $OUT/qualify-<K>of<N>.tgz.
+# into: a bash -c script that runs "$@" with its output in the file $0 (a step's log, its verdict outside)
+into='"$@" >"$0" 2>&1'
+qualify_profile() {
+  local profile=$1 family=$2 size=$3 context=$4 kind=$5 max=$6 call=$7
+  local dir=$work/qualify/$profile stem=$family
+  [[ $family == internvl ]] && stem=internvl3
+  local config=$ref/gpu_${stem}_${size}.config.json model=$work/$family-$size bundle=$work/bundle-q-$profile
+  local corpus=$qdata/corpus-$kind.jsonl backend=cuda dev=cuda tok
+  [[ -n $cpu ]] && backend=cpu dev=cpu
+  rm -rf "$dir" && mkdir -p "$dir"
+  printf '{"profile": "%s", "family": "%s", "size": "%s", "context": %s, "corpus": "%s", "max_tokens": %s, "call": "%s"}\n' \
+    "$profile" "$family" "$size" "$context" "$kind" "$max" "$call" >"$dir/row.json"
+  step "qualify $profile ($family $size, context $context, corpus $kind, $max tokens; call $call; $((t_end - SECONDS)) s left)"
+  if (($(fit 120) < 120)); then echo "SKIP qualify-$profile (the call's time budget is spent)"; return; fi
+  # disk: another size's or family's checkpoint and every bundle go first (the 8B is 17.5 GB, its bundle a copy)
+  local d
+  for d in "$work"/bundle* "$work"/qwen2_5_vl-* "$work"/qwen3_vl-* "$work"/internvl-* "$work"/phi4_multimodal-* \
+    "$work"/deepseek_ocr2-* "$work"/locateanything-* "$work"/lance-*; do
+    [[ -e $d && $d != "$model" && $d != "$model.json" ]] && rm -rf "$d"
+  done
+  if served_family "$family"; then
+    make_served_checkpoint "$family" "$config" "$model" "$(fit 240)"
+    tok=$(served_tokenizer "$family")
+  else
+    make_checkpoint "$config" "$model" "$(fit 240)" "$(tokenizer_dir "$family")"
+    tok=$(tokenizer_dir "$family")
+  fi
+  if [[ ! -f $model.json ]]; then echo "FAIL qualify-$profile: no checkpoint"; return; fi
+  cp "$model.json" "$dir/checkpoint.json"
+  local plugin=()
+  [[ -f $bin/$family.wasm ]] && plugin=(--plugin "$bin/$family.wasm")
+  rm -rf "$bundle"
+  budgeted "bundle-$profile" 240 bash -c "$into" "$dir/bundle.log" "$bin/iris" bundle build --from "$model" --family "$family" \
+    --out "$bundle" --backend "$backend" --name "$profile" --context "$context" "${plugin[@]}" || { tail -3 "$dir/bundle.log"; return; }
+  sed -n 's/^ *precision *= *"\(.*\)"/\1/p' "$bundle/bundle.toml" | head -1 >"$dir/precision"
+  local otlp=4319
+  OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_BSP_SCHEDULE_DELAY=100 \
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$otlp/v1/traces" serve_start "$bundle" "$(fit 180)" || { serve_stop; return; }
+  if [[ -n ${IRIS_AIPERF:-} ]]; then
+    # AIPerf 0.13.0 itself, as scripts/aiperf/ci.sh runs it, then its answers checked in-process
+    AIPERF_DATASET_MMAP_CACHE_ENABLED=false budgeted "aiperf-$profile" 240 bash -c "$into" "$dir/aiperf.log" "$IRIS_AIPERF" profile \
+      --model "$profile" --url http://127.0.0.1:18080 --endpoint-type chat --input-file "$corpus" --custom-dataset-type single_turn \
+      --concurrency 1 --request-count "$qreq" --warmup-request-count "$qwarm" --random-seed 0 \
+      --extra-inputs temperature:0 --extra-inputs top_k:1 --extra-inputs "max_tokens:$max" --tokenizer "$tok" \
+      --use-server-token-count --failed-request-threshold 0 --request-timeout-seconds 300 --export-level raw \
+      --artifact-dir "$dir/aiperf" --ui-type none --no-server-metrics --no-gpu-telemetry --workers-max 1 || tail -20 "$dir/aiperf.log"
+    [[ -d $dir/aiperf ]] && budgeted "aiperf-parity-$profile" 240 bash -c "$into" "$dir/aiperf-report.md" "$bin/iris" profile report "$dir/aiperf" --bundle "$bundle"
+    grep -E "^\| $profile \||Parity against" "$dir/aiperf-report.md"
+  fi
+  budgeted "profile-$profile" 420 bash -c "$into" "$dir/profile.log" "$bin/iris" profile --url http://127.0.0.1:18080 --model "$profile" --input "$corpus" \
+    --concurrency 1 --warmup "$qwarm" --requests "$qreq" --temperature 0 --top-k 1 --max-tokens "$max" --bundle "$bundle" \
+    --tokenizer "$tok" --otlp-listen "127.0.0.1:$otlp" --otlp-wait 5s --source "$root" --out "$dir/iris"
+  grep -E "^\| $profile \||Parity against|Provenance|Result:" "$dir/profile.log"
+  serve_stop
+  rm -rf "$bundle"
+  local fpy=$py
+  served_family "$family" && fpy=$(served_py "$family")
+  # shellcheck disable=SC2086
+  (cd "$ref" && budgeted "transformers-$profile" 240 $fpy gpu_served.py corpus --model "$model" --input "$corpus" \
+    --max-tokens "$max" --seconds "${IRIS_TF_S:-60}" --device "$dev" --out "$dir/transformers.json" 2>&1 | grep -vE 'Warning|warn\(' | tail -2)
+}
+
+# aiperf_stage: AIPerf 0.13.0 for the profiles when IRIS_AIPERF names none: the carried
+# env/aiperf.tar.xz (prepare.sh: call 1/4's carry) unpacked into /tmp/iris-aiperf, where it stays
+# while the machine is warm, and a wrapper that runs it with the machine's python3; nothing when
+# neither is there or it does not import (the table then has iris profile's rows alone)
+aiperf_stage() {
+  [[ -n ${IRIS_AIPERF:-} || -n ${IRIS_NO_AIPERF:-} ]] && return
+  local site=${IRIS_AIPERF_SITE:-/tmp/iris-aiperf} # (IRIS_AIPERF_SITE: such a directory made here, the dry run)
+  if [[ ! -d $site && -f $carry/env/aiperf.tar.xz ]]; then
+    mkdir -p "$site.tmp" && xz -dc "$carry/env/aiperf.tar.xz" | tar -x -C "$site.tmp" && mv "$site.tmp" "$site"
+  fi
+  [[ -d $site ]] || { echo "AIPerf: not staged on this machine (call 1/4's carry stages it): iris profile alone"; return; }
+  if PYTHONPATH=$site "$py" -c 'import aiperf.cli' 2>"$work/aiperf-import.err"; then
+    cat >"$work/aiperf" <<SH
+#!/bin/sh
+PYTHONPATH=$site exec $py -c 'import sys; from aiperf.cli import app; sys.argv[0] = "aiperf"; app()' "\$@"
+SH
+    chmod +x "$work/aiperf"
+    IRIS_AIPERF=$work/aiperf
+    echo "AIPerf 0.13.0 staged in $site"
+  else
+    echo "AIPerf: staged in $site but does not import: $(tail -1 "$work/aiperf-import.err")"
+  fi
+}
+
+qualify_phase() {
+  local part=${1:-all} only=${2:-} n=0
+  aiperf_stage
+  qdata=${IRIS_QUALIFY_DATA:-$carry/qualify}
+  [[ -f $qdata/corpus-photo.jsonl ]] || qdata=$root/.build/qualify # here: qualify_corpus.py's output
+  qwarm=${IRIS_QWARMUP:-5} qreq=${IRIS_QREQUESTS:-50}
+  [[ -n $cpu ]] && qwarm=${IRIS_QWARMUP:-1} qreq=${IRIS_QREQUESTS:-10}
+  echo "qualify $part: corpora in $qdata, $qwarm warm-up + $qreq measured requests a profile, budget $((t_end - SECONDS)) s"
+  [[ -z $only ]] && rm -rf "$work/qualify"
+  mkdir -p "$work/qualify"
+  local profile family size context kind max call
+  while IFS=$'\t' read -r profile family size context kind max call; do
+    [[ -z $profile || $profile == \#* ]] && continue
+    [[ $part != all && $call != "$part" ]] && continue
+    [[ -n $only && ",$only," != *",$profile,"* ]] && continue # `qualify 3/4 phi4-multimodal`: a row again
+    [[ -n $cpu ]] && size=tiny
+    qualify_profile "$profile" "$family" "$size" "$context" "$kind" "$max" "$call"
+    n=$((n + 1))
+  done <"$root/scripts/gpu/qualify.tsv"
+  step "the qualification's table ($n profiles, call $part)"
+  local tag=${part//\//of}
+  "$py" "$root/scripts/gpu/qualify_table.py" --dir "$work/qualify" --tsv "$root/scripts/gpu/qualify.tsv" --part "$part" \
+    --device "$( [[ -n $cpu ]] && echo "CPU dry run ($(nproc) cores)" || nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+    --commit "$(cat "$carry/commit" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+    --out "$OUT/qualify-$tag.md" --json "$OUT/qualify-$tag.json"
+  cat "$OUT/qualify-$tag.md"
+  # the artifacts without the request bodies (inputs.json, *_raw.jsonl: the corpus's images again,
+  # ~0.5 MB a profile per file; they stay in $work/qualify while the machine is warm)
+  tar -czf "$OUT/qualify-$tag.tgz" -C "$work/qualify" --exclude='*.svg' --exclude=inputs.json --exclude='*_raw.jsonl' .
+}
+if [[ $phase == qualify ]]; then
+  t_end=$((SECONDS + ${IRIS_BUDGET_S:-570}))
+  qualify_phase "${2:-all}" "${3:-}"
+fi
+
+if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo || $phase == soak || $phase == qualify ]]; then
   step "done"
   grep -hE '^(PASS|FAIL|SKIP)' "$log" | grep -vE '^PASS parity \S+ +\S+ +[0-9]+x[0-9]+ ' # not each passing case
   exit 0

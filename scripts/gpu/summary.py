@@ -8,7 +8,10 @@ DIR holds what the phase wrote: parity.json (gpucheck parity), bench.json (gpuch
 http.json (httpbench), baseline.json (gpu_baseline.py), ref.json (gpu_parity.py); a missing file
 leaves its figures out. --also SUFFIX adds a variant's speed figures from bench<SUFFIX>.json,
 http<SUFFIX>.json and baseline<SUFFIX>.json (InternVL's single tile: -t1) under "variants", with
-its own table. Only the standard library: it runs wherever run.sh does.
+its own table. --served: a served family's phase (run.sh served_phase): parity.json is
+benchmark/cmd/accuracy's report against ref.jsonl (gpu_served.py), http-workload.json and
+baseline-workload.json the profile's own workload. Only the standard library: it runs wherever
+run.sh does.
 """
 
 import argparse
@@ -104,14 +107,74 @@ def table(s):
     return "\n".join(lines)
 
 
+def load_jsonl(path):
+    try:
+        with open(path) as f:
+            return [json.loads(l) for l in f if l.strip()]
+    except (OSError, ValueError):
+        return None
+
+
+def served_parity(acc, ref):
+    """accuracy's report against gpu_served.py's reference: cases and tokens equal."""
+    if not acc:
+        return None
+    o = acc["summary"]["overall"]
+    n = o.get("reference_tokens", 0)
+    return {"fp32": {"cases": o.get("items", 0), "same_tokens": o.get("same_tokens", 0), "agree": o.get("prefix_tokens", 0),
+                     "n": n, "errors": o.get("errors", 0), "reference_cases": len(ref or []),
+                     "verdict": "PASS" if n and o.get("prefix_tokens") == n and not o.get("errors") else "FAIL"}}
+
+
+def served_main(args):
+    d = args.dir
+    ref = load_jsonl(os.path.join(d, "ref.jsonl"))
+    base, wbase = load(os.path.join(d, "baseline.json")), load(os.path.join(d, "baseline-workload.json"))
+    wh = load(os.path.join(d, "http-workload.json")) or {}
+    s = {"model": args.model, "checkpoint": load(args.checkpoint) if args.checkpoint else None,
+         "reference": {"cases": [r["case"] for r in ref or []], "prompt_tokens": [r["prompt_tokens"] for r in ref or []],
+                       "min_margin": min((r["min_margin"] for r in ref or []), default=None)},
+         "parity": served_parity(load(os.path.join(d, "parity.json")), ref),
+         "http": http_summary(load(os.path.join(d, "http.json"))),
+         "http_workload": {k: v for k, v in wh.items() if k.startswith("c1_")} or None,
+         "transformers": base, "transformers_workload": wbase}
+    with open(args.out, "w") as f:
+        json.dump(s, f, indent=1)
+    print(f"## {args.model} (served parity)")
+    p = (s["parity"] or {}).get("fp32")
+    if p:
+        print(f'- parity fp32: {p["verdict"]} {p["agree"]}/{p["n"]} tokens, {p["same_tokens"]}/{p["cases"]} cases identical, '
+              f'{p["errors"]} errors (reference: {p["reference_cases"]} cases, smallest top-two margin {s["reference"]["min_margin"]:.3g})')
+    h, b = s["http"] or {}, base or {}
+    print()
+    print("| figure | Iris HTTP (`iris serve`) | transformers generate() |")
+    print("| --- | --- | --- |")
+    print(f'| photo, c=1, 3 tokens: p50 / p95 | {pair(h, "c1_3tok")} | {pair(b, "c1_3tok")} |')
+    print(f'| photo, c=1, 10 tokens: p50 / p95 | {pair(h, "c1_10tok")} | {pair(b, "c1_10tok")} |')
+    print(f'| photo TTFT (p50) / TPOT | {fmt(h.get("ttft_ms"), " ms")} / {fmt(h.get("tpot_ms"), " ms")} | '
+          f'{fmt(b.get("ttft_ms"), " ms")} / {fmt(b.get("tpot_ms"), " ms")} |')
+    for k, v in sorted((s["http_workload"] or {}).items()):
+        n = k[3:-3]
+        wb = (wbase or {}).get(k)
+        print(f'| workload ({(wbase or {}).get("case", "?")}), c=1, {n} tokens: p50 / p95 | {v["p50_ms"]:.2f} / {v["p95_ms"]:.2f} ms '
+              f'(TTFT {v["ttft_p50_ms"]:.2f}, TPOT {v["tpot_mean_ms"]:.3f}) | {pair({"x": wb}, "x")} |')
+    if "c8_images_per_s" in h or "c1_images_per_s" in h:
+        print("| images/s, 10 tokens | " + " · ".join(f'c={c} {h[f"c{c}_images_per_s"]:.1f}' for c in (1, 8, 32)
+                                                    if f"c{c}_images_per_s" in h) + " | - |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--served", action="store_true", help="a served family's phase (accuracy's parity, the workload)")
     ap.add_argument("--dir", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default="")
     ap.add_argument("--checkpoint", default="", help="gpu_checkpoint.py's JSON line")
     ap.add_argument("--also", action="append", default=[], help="suffix of a variant's speed files (repeatable)")
     args = ap.parse_args()
+    if args.served:
+        served_main(args)
+        return
     d = args.dir
     ref = load(os.path.join(d, "ref.json")) or {}
     base = load(os.path.join(d, "baseline.json"))

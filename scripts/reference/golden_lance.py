@@ -546,7 +546,7 @@ def flash_attn_shim():
             s = (qi @ ki.transpose(1, 2)) * scale
             if causal:
                 lq, lk = q1 - q0, k1 - k0
-                allowed = torch.arange(lk)[None, :] <= (torch.arange(lq)[:, None] + (lk - lq))
+                allowed = torch.arange(lk, device=q.device)[None, :] <= (torch.arange(lq, device=q.device)[:, None] + (lk - lq))
                 s = s.masked_fill(~allowed, float("-inf"))
             out[q0:q1] = (torch.softmax(s, -1) @ vi).transpose(0, 1).to(q.dtype)
         return out
@@ -581,7 +581,9 @@ def load_navit():
 def lance_model(text, vision, seed):
     """Lance(visual_gen=False, visual_und=True, vit_type qwen_2_5_vl_original) of the given shape,
     every parameter seeded; returns the model, the config.json Iris reads, and the checkpoint's
-    tensors (the understanding path and the tower; the generation expert left out)."""
+    tensors (the understanding path and the tower; the generation expert left out). seed None
+    leaves the classes' own initialisation (on the device of the caller's torch.device context:
+    gpu_served.py builds the full size on the meta device) and returns no tensors."""
     import numpy as np
     import torch
     from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
@@ -614,7 +616,7 @@ def lance_model(text, vision, seed):
     cfg = LanceConfig(visual_gen=False, visual_und=True, llm_config=llm, vit_config=vit_config)
     model = Lance(language_model=lm, vit_model=vit, vit_type="qwen_2_5_vl_original", config=cfg)
     model.update_tokenizer  # noqa: B018 (present in the official class)
-    state = model.state_dict()
+    state = model.state_dict() if seed is not None else {}
     tensors = {}
     with torch.no_grad():
         for name, p in state.items():
@@ -648,10 +650,12 @@ def sweep_cases(tok, new_ids):
     return images, cases
 
 
-def run_case(model, case, grid, pixels, new_ids, causal_image=False):
+def run_case(model, case, grid, pixels, new_ids, causal_image=False, device="cpu", dtype=None):
     """validation_und_KVcache on one prompt (max_length MAX_NEW_TOKENS, the vocabulary mask at
-    VOCAB_SIZE), with the first step's logits and every step's top-two margin recorded from lm_head."""
+    VOCAB_SIZE), with the first step's logits and every step's top-two margin recorded from lm_head.
+    device and dtype: where and in what the model runs (gpu_served.py: the GPU, fp32 or bf16)."""
     import torch
+    dtype = dtype or torch.float32
     ids = torch.tensor(case["input_ids"])
     n = len(ids)
     s0, s1 = case["bidirectional"]
@@ -674,11 +678,11 @@ def run_case(model, case, grid, pixels, new_ids, causal_image=False):
         model.language_model.forward_inference = lambda *a, **kw: real_fi(*a, **{**kw, "is_causal": True})
     try:
         out, _, _ = model.validation_und_KVcache(
-            val_packed_text_ids=torch.cat([ids, torch.tensor([IM_END])]), val_packed_text_indexes=None,
-            val_packed_position_ids=torch.arange(n + 1), val_ce_loss_indexes=torch.tensor([n - 1, n]),
+            val_packed_text_ids=torch.cat([ids, torch.tensor([IM_END])]).to(device), val_packed_text_indexes=None,
+            val_packed_position_ids=torch.arange(n + 1, device=device), val_ce_loss_indexes=torch.tensor([n - 1, n], device=device),
             val_sample_N_target=[1], val_split_lens=split_lens, val_attn_modes=attn_modes, val_sample_lens=[n + 1],
-            val_sample_type=["und"], val_packed_vit_tokens=[pixels], val_vit_video_grid_thw=torch.tensor([grid]),
-            max_samples=1, max_length=MAX_NEW_TOKENS, device="cpu", dtype=torch.float32, new_token_ids=new_ids,
+            val_sample_type=["und"], val_packed_vit_tokens=[pixels], val_vit_video_grid_thw=torch.tensor([grid], device=device),
+            max_samples=1, max_length=MAX_NEW_TOKENS, device=device, dtype=dtype, new_token_ids=new_ids,
             pad_token_id=151643, vocab_size=VOCAB_SIZE, do_sample=False, apply_qwen_2_5_vl_pos_emb=True,
             image_token_id=VIDEO_PAD)
     finally:

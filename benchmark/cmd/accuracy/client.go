@@ -25,6 +25,9 @@ type client struct {
 	endpoint  string
 	model     string
 	maxTokens int
+	// ignoreEOS asks for maxTokens tokens whatever is generated (a reference run whose EOS never
+	// stops, as the GPU runs' parity references are).
+	ignoreEOS bool
 	// sleep waits d or until ctx ends (tests shorten it).
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -59,6 +62,7 @@ func (c *client) ask(ctx context.Context, question, imageURL string) (*answer, e
 		MaxTokens:      c.maxTokens,
 		Temperature:    0,
 		ReturnTokenIDs: true,
+		IgnoreEOS:      c.ignoreEOS,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the request: %w", err)

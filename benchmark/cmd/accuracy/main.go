@@ -55,6 +55,7 @@ const progressEvery = 5 * time.Second
 type options struct {
 	url, model, scenes, reference, jsonOut string
 	maxTokens, concurrency                 int
+	ignoreEOS                              bool
 	gates                                  gates
 }
 
@@ -68,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.reference, "reference", "", "reference run (JSONL: index, question, got, tokens) to compare with")
 	fs.StringVar(&o.jsonOut, "json", "", "write the summary and every item's row as JSON here")
 	fs.IntVar(&o.maxTokens, "max-tokens", 8, "max_tokens of each request")
+	fs.BoolVar(&o.ignoreEOS, "ignore-eos", false, "send ignore_eos: every answer runs to -max-tokens (a reference whose EOS never stops)")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "requests in flight")
 	fs.Float64Var(&o.gates.MinAccuracy, "min-accuracy", 0, "fail (exit 1) below this overall accuracy (0: off)")
 	fs.BoolVar(&o.gates.RequireReference, "require-reference", false, "fail (exit 1) unless every answer equals the reference's")
@@ -111,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	c := newClient(o.url, o.model, o.maxTokens)
+	c.ignoreEOS = o.ignoreEOS
 	start := time.Now()
 	askAll(ctx, c, items, images, o.concurrency, func(done int) {
 		fmt.Fprintf(stderr, "accuracy: %d/%d done, %.0fs\n", done, len(items), time.Since(start).Seconds())

@@ -35,8 +35,10 @@ var fakeAnswers = map[string]struct {
 type fakeServer struct {
 	t       *testing.T
 	refused atomic.Int32
-	mu      sync.Mutex
-	asked   map[string]int
+	// ignoreEOS counts the requests that sent ignore_eos true
+	ignoreEOS atomic.Int32
+	mu        sync.Mutex
+	asked     map[string]int
 }
 
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -50,6 +52,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		MaxTokens      int     `json:"max_tokens"`
 		Temperature    float64 `json:"temperature"`
 		ReturnTokenIDs bool    `json:"return_token_ids"`
+		IgnoreEOS      bool    `json:"ignore_eos"`
 		Messages       []struct {
 			Role    string               `json:"role"`
 			Content []openai.ContentPart `json:"content"`
@@ -66,6 +69,9 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.t.Errorf("unexpected request %+v", req)
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
+	}
+	if req.IgnoreEOS {
+		f.ignoreEOS.Add(1)
 	}
 	q := m[0].Content[1].Text
 	f.mu.Lock()
@@ -133,6 +139,9 @@ func TestRun(t *testing.T) {
 	}
 	if n := f.refused.Load(); n != 6 { // 5 items, one of them twice
 		t.Errorf("%d requests, want 6 (one retried after a 429)", n)
+	}
+	if n := f.ignoreEOS.Load(); n != 0 {
+		t.Errorf("%d requests sent ignore_eos without -ignore-eos", n)
 	}
 	for q, n := range f.asked {
 		if n != 1 {
@@ -243,5 +252,23 @@ func TestRetryAfter(t *testing.T) {
 	c.sleep = func(context.Context, time.Duration) error { waits++; return nil }
 	if _, err := c.ask(context.Background(), "q", "data:image/png;base64,AA=="); err == nil || !strings.Contains(err.Error(), "HTTP 429") || waits != maxRetries {
 		t.Errorf("always busy: err %v after %d waits", err, waits)
+	}
+}
+
+// TestIgnoreEOS: -ignore-eos sends ignore_eos with every request (a reference whose EOS never
+// stops, the GPU runs' parity), and the answers are compared as without it.
+func TestIgnoreEOS(t *testing.T) {
+	f := &fakeServer{t: t, asked: map[string]int{}}
+	f.refused.Store(1) // no 429 first
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	dir, ref := writeSet(t)
+	var stdout, stderr bytes.Buffer
+	args := []string{"-url", srv.URL, "-model", "m", "-scenes", dir, "-reference", ref, "-ignore-eos", "-min-token-agreement", "0.5"}
+	if code := run(context.Background(), args, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if n := f.ignoreEOS.Load(); n != 5 {
+		t.Errorf("%d of 5 requests sent ignore_eos", n)
 	}
 }

@@ -11,6 +11,7 @@ type chatRequest struct {
 	MaxTokens      int       `json:"max_tokens"`
 	Temperature    float64   `json:"temperature"`
 	ReturnTokenIDs bool      `json:"return_token_ids"`
+	IgnoreEOS      bool      `json:"ignore_eos,omitempty"`
 }
 
 type message struct {

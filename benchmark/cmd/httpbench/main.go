@@ -123,6 +123,19 @@ func main() {
 	}
 }
 
+// tokenCounts parses -tokens: answer lengths of at least 2 tokens (TPOT needs a second token).
+func tokenCounts(s string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 {
+			return nil, fmt.Errorf("-tokens %q: each a count of at least 2", s)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
 func httpBench(args []string) error {
 	fs := flag.NewFlagSet("httpbench", flag.ContinueOnError)
 	url := fs.String("url", "http://127.0.0.1:8080", "server base URL")
@@ -130,7 +143,8 @@ func httpBench(args []string) error {
 	image := fs.String("image", "", "PNG or JPEG file to send")
 	question := fs.String("question", "Describe the picture.", "question")
 	runs := fs.Int("runs", 30, "requests per latency figure (0: no c=1 latency figures)")
-	conc := fs.String("concurrency", "1,8,32,64,128", "concurrencies for images/s")
+	conc := fs.String("concurrency", "1,8,32,64,128", "concurrencies for images/s (\"\": none)")
+	lengths := fs.String("tokens", "3,10", "answer lengths of the c=1 latency figures (a profile's own workload: 300 for OCR, 32 for grounding)")
 	distinct := fs.Int("distinct", 512, "distinct variants of the image, sent in turn (1: the file itself every time)")
 	secs := fs.Float64("seconds", 5, "seconds per throughput figure")
 	warm := fs.Float64("warmup", 1, "seconds of each level before its steady images/s (the answers after them, up to -seconds, over that window)")
@@ -171,7 +185,11 @@ func httpBench(args []string) error {
 		}
 	}
 	res := map[string]any{"image": *image, "bytes": len(img), "distinct": len(urls)}
-	for _, n := range []int{3, 10} {
+	ns, err := tokenCounts(*lengths)
+	if err != nil {
+		return err
+	}
+	for _, n := range ns {
 		if *runs <= 0 { // -runs 0: the concurrency levels only
 			break
 		}
@@ -214,6 +232,9 @@ func httpBench(args []string) error {
 	}
 	level, warmup := time.Duration(*secs*float64(time.Second)), time.Duration(*warm*float64(time.Second))
 	for _, f := range strings.Split(*conc, ",") {
+		if f == "" { // -concurrency "": the latency figures only
+			continue
+		}
 		c, err := strconv.Atoi(f)
 		if err != nil {
 			return err

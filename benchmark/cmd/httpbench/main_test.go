@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image"
 	"image/jpeg"
 	"image/png"
@@ -80,6 +81,32 @@ func TestVariantsOf(t *testing.T) {
 		}
 		if len(seen) < 36 {
 			t.Errorf("%s: %d distinct variants of 40", format, len(seen))
+		}
+	}
+}
+
+func TestTokenCounts(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		bad  bool
+	}{
+		{in: "3,10", want: []int{3, 10}},
+		{in: "3, 300", want: []int{3, 300}},
+		{in: "32", want: []int{32}},
+		{in: "1", bad: true}, // no TPOT from one token
+		{in: "3,x", bad: true},
+		{in: "", bad: true},
+	} {
+		got, err := tokenCounts(tc.in)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("tokenCounts(%q) = %v, want an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("tokenCounts(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
 }
