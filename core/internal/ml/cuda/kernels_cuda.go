@@ -39,8 +39,8 @@ var flashHeadDims = []int{8, 16, 32, 64, 80, 128}
 var windowHeadDims = []int{16, 32, 64, 80}
 
 // mmaHeadDims are those of iris_attn_mma and iris_attn_mma_mask (tensor cores, bf16): decoders'
-// 128 and 64, vision towers' 80, 72 (SigLIP-so400m, MoonViT: held as 80, the padding zeros)
-// and 64.
+// 128 and 64, vision towers' 80, 72 (1152-wide towers of 16 heads: held as 80, the padding
+// zeros) and 64.
 var mmaHeadDims = []int{64, 72, 80, 128}
 
 // poolGQAHeadDims are those of iris_attn_pool_gqa (bf16, at most gqaMax query heads a KV head).
