@@ -633,9 +633,9 @@ if [[ $phase == attn ]]; then
   step "Iris's attention paths on the profiles' shapes, and the InternViT tower (cuda.test -test.bench)"
   budgeted attn-iris 240 bash -c "cd core/internal/ml/cuda && '$bin/cuda.test' -test.run '^$' -test.bench 'AttentionForms|VisionTower' -test.benchtime 5x 2>&1 | tee '$OUT/attn-iris.txt'; exit \${PIPESTATUS[0]}"
   step "torch SDPA's backends on the same shapes (flash, cuDNN, memory-efficient, math)"
-  budgeted attn-sdpa 150 python3 scripts/gpu/attn_sdpa.py --out "$OUT/attn-sdpa.json"
+  budgeted attn-sdpa 150 "$py" scripts/gpu/attn_sdpa.py --out "$OUT/attn-sdpa.json"
   step "the table"
-  python3 scripts/gpu/attn_table.py --iris "$OUT/attn-iris.txt" --sdpa "$OUT/attn-sdpa.json" | tee "$OUT/attn.md"
+  "$py" scripts/gpu/attn_table.py --iris "$OUT/attn-iris.txt" --sdpa "$OUT/attn-sdpa.json" | tee "$OUT/attn.md"
 fi
 if [[ $phase == smoke ]]; then
   step "pipeline dry run on the tiny model (gpu_parity.py, gpucheck parity/bench, gpu_baseline.py)"
@@ -953,7 +953,7 @@ if [[ $phase == qualify ]]; then
   qualify_phase "${2:-all}" "${3:-}"
 fi
 
-if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo || $phase == soak || $phase == qualify ]]; then
+if [[ $phase == smoke || $phase == check || $phase == qwen3 || $phase == vl || $phase == internvl || $phase == demo || $phase == soak || $phase == qualify || $phase == attn ]]; then
   step "done"
   grep -hE '^(PASS|FAIL|SKIP)' "$log" | grep -vE '^PASS parity \S+ +\S+ +[0-9]+x[0-9]+ ' # not each passing case
   exit 0
