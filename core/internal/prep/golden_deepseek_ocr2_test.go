@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,14 +30,8 @@ const (
 
 type dsManifest struct {
 	Question string
-	Images   []struct {
-		Name      string
-		File      string
-		SHA256    string
-		Synth     *struct{ Width, Height, Seed int }
-		RGBSHA256 string `json:"rgb_sha256"`
-	}
-	Cases []dsCase
+	Images   []goldenImage
+	Cases    []dsCase
 }
 
 type dsCase struct {
@@ -59,14 +50,8 @@ type dsCase struct {
 
 func readDSManifest(t *testing.T) *dsManifest {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dsGoldenDir, "manifest.json"))
-	if err != nil {
-		t.Fatalf("reading the DeepSeek-OCR-2 golden manifest: %v", err)
-	}
 	var m dsManifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("parsing the DeepSeek-OCR-2 golden manifest: %v", err)
-	}
+	readGoldenManifest(t, dsGoldenDir, "DeepSeek-OCR-2", &m)
 	if len(m.Images) < 20 || len(m.Cases) < 20 {
 		t.Fatalf("DeepSeek-OCR-2 golden manifest: %d images, %d cases", len(m.Images), len(m.Cases))
 	}
@@ -82,25 +67,6 @@ func newDeepseekOCR2(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.
 		"DeepSeek-OCR-2's tokenizer (`just setup` writes it with scripts/reference/deepseek_ocr2_tokenizer.py)", wrap)
 }
 
-// dsInputs decodes (or synthesises) every golden image, checking its RGB against PIL's.
-func dsInputs(t *testing.T, m *dsManifest) map[string]prep.Input {
-	t.Helper()
-	inputs := map[string]prep.Input{}
-	for _, im := range m.Images {
-		var in prep.Input
-		if im.Synth != nil {
-			in = prep.Input{Image: synthRGB(im.Synth.Width, im.Synth.Height, im.Synth.Seed), Format: "png"}
-			if hexSum(in.Image.Pix) != im.RGBSHA256 {
-				t.Fatalf("%s: the synthetic pixels differ from golden_deepseek_ocr2.py's synth()", im.Name)
-			}
-		} else {
-			in = decode(t, filepath.Base(im.File), im.SHA256, im.RGBSHA256)
-		}
-		inputs[im.Name] = in
-	}
-	return inputs
-}
-
 // TestGoldenDeepseekOCR2 runs the whole pipeline (the deepseek_ocr2 plugin's plan and frame under
 // wazero, the views executed natively: the tiles' uint8 bicubic canvas, the global view's resize
 // and centred grey pad; the tokenizer) on every golden image and compares it with transformers'
@@ -109,7 +75,7 @@ func dsInputs(t *testing.T, m *dsManifest) map[string]prep.Input {
 // count, and the input_ids with the image before the question and after it.
 func TestGoldenDeepseekOCR2(t *testing.T) {
 	m := readDSManifest(t)
-	inputs := dsInputs(t, m)
+	inputs := goldenInputs(t, m.Images, nil)
 	pr := newDeepseekOCR2(t, nil)
 	for _, c := range m.Cases {
 		name := c.Image
@@ -216,7 +182,7 @@ func checkDSViews(res *prep.Result, c *dsCase) []string {
 // remote code does (PIL), padded black, or padded all on one side instead of centred.
 func TestGoldenDeepseekOCR2CatchesMutations(t *testing.T) {
 	m := readDSManifest(t)
-	inputs := dsInputs(t, m)
+	inputs := goldenInputs(t, m.Images, nil)
 	var c *dsCase
 	for i := range m.Cases {
 		if m.Cases[i].Image == "synth_1700x2200" && len(m.Cases[i].Params) == 0 {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -34,16 +31,8 @@ const (
 type ivManifest struct {
 	Question string
 	System   string
-	Images   []struct {
-		Name      string
-		File      string
-		SHA256    string
-		Synth     *struct{ Width, Height, Seed int }
-		Width     int
-		Height    int
-		RGBSHA256 string `json:"rgb_sha256"`
-	}
-	Cases []ivCase
+	Images   []goldenImage
+	Cases    []ivCase
 }
 
 type ivCase struct {
@@ -152,31 +141,13 @@ func BenchmarkPrepareInternVL(b *testing.B) {
 // values), and the input_ids with the image before
 // the question, after it, and after a client system message.
 func TestGoldenInternVL(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(internvlGoldenDir, "manifest.json"))
-	if err != nil {
-		t.Fatalf("reading the InternVL golden manifest: %v", err)
-	}
 	var m ivManifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("parsing the InternVL golden manifest: %v", err)
-	}
+	readGoldenManifest(t, internvlGoldenDir, "InternVL", &m)
 	if len(m.Images) < 18 || len(m.Cases) < 2*len(m.Images) {
 		t.Fatalf("InternVL golden manifest: %d images, %d cases", len(m.Images), len(m.Cases))
 	}
 	pr := newInternVL(t)
-	inputs := map[string]prep.Input{}
-	for _, im := range m.Images {
-		var in prep.Input
-		if im.Synth != nil {
-			in = prep.Input{Image: synthRGB(im.Synth.Width, im.Synth.Height, im.Synth.Seed), Format: "png"}
-			if hexSum(in.Image.Pix) != im.RGBSHA256 {
-				t.Fatalf("%s: the synthetic pixels differ from golden_internvl.py's synth()", im.Name)
-			}
-		} else {
-			in = decode(t, filepath.Base(im.File), im.SHA256, im.RGBSHA256)
-		}
-		inputs[im.Name] = in
-	}
+	inputs := goldenInputs(t, m.Images, nil)
 	for _, c := range m.Cases {
 		name := c.Image
 		if len(c.Params) > 0 {

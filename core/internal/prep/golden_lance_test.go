@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -22,16 +21,17 @@ import (
 const lanceGoldenDir = "testdata/golden_lance"
 
 type lanceManifest struct {
-	Images []struct {
-		Name, File, SHA256 string
-		Synth              *struct{ Width, Height, Seed int }
-		RGBSHA256          string `json:"rgb_sha256"`
-		LanceRGBSHA256     string `json:"lance_rgb_sha256"`
-		// HostRGBDiffers marks an image Lance's loader reads otherwise than transformers'
-		// load_image (what Iris decodes): transparency composited on white, no EXIF transpose.
-		HostRGBDiffers bool `json:"host_rgb_differs"`
-	}
-	Cases []lanceCase
+	Images []lanceImage
+	Cases  []lanceCase
+}
+
+// lanceImage is a golden image with the RGB Lance's loader reads from its file.
+type lanceImage struct {
+	goldenImage
+	LanceRGBSHA256 string `json:"lance_rgb_sha256"`
+	// HostRGBDiffers marks an image Lance's loader reads otherwise than transformers'
+	// load_image (what Iris decodes): transparency composited on white, no EXIF transpose.
+	HostRGBDiffers bool `json:"host_rgb_differs"`
 }
 
 type lanceCase struct {
@@ -49,14 +49,8 @@ type lanceCase struct {
 
 func readLanceManifest(t *testing.T) *lanceManifest {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(lanceGoldenDir, "manifest.json"))
-	if err != nil {
-		t.Fatalf("reading the Lance golden manifest: %v", err)
-	}
 	var m lanceManifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("parsing the Lance golden manifest: %v", err)
-	}
+	readGoldenManifest(t, lanceGoldenDir, "Lance", &m)
 	if len(m.Images) < 20 || len(m.Cases) < len(m.Images) {
 		t.Fatalf("Lance golden manifest: %d images, %d cases", len(m.Images), len(m.Cases))
 	}
@@ -75,20 +69,9 @@ func newLance(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.Prepare
 // (imageio.Options.OverWhite, the stored orientation), checking its RGB against the loader's.
 func lanceInputs(t *testing.T, m *lanceManifest) map[string]prep.Input {
 	t.Helper()
-	inputs := map[string]prep.Input{}
-	for _, im := range m.Images {
-		var in prep.Input
-		if im.Synth != nil {
-			in = prep.Input{Image: synthRGB(im.Synth.Width, im.Synth.Height, im.Synth.Seed), Format: "png"}
-			if hexSum(in.Image.Pix) != im.RGBSHA256 {
-				t.Fatalf("%s: the synthetic pixels differ from golden_internvl.py's synth()", im.Name)
-			}
-		} else {
-			in = decodeLance(t, filepath.Base(im.File), im.SHA256, im.LanceRGBSHA256)
-		}
-		inputs[im.Name] = in
-	}
-	return inputs
+	return goldenInputs(t, m.Images, func(t *testing.T, im lanceImage) prep.Input {
+		return decodeLance(t, filepath.Base(im.File), im.SHA256, im.LanceRGBSHA256)
+	})
 }
 
 // decodeLance reads a golden image as Lance's get_video_tensor_online does: transparency

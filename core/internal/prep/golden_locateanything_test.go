@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -28,14 +26,8 @@ const laRow = 3 * 14 * 14
 type laManifest struct {
 	Question string
 	System   string
-	Images   []struct {
-		Name      string
-		File      string
-		SHA256    string
-		Synth     *struct{ Width, Height, Seed int }
-		RGBSHA256 string `json:"rgb_sha256"`
-	}
-	Cases []laCase
+	Images   []goldenImage
+	Cases    []laCase
 }
 
 // laFrame is the reference's framed prompt: its text around the image span and its input_ids
@@ -61,14 +53,8 @@ type laCase struct {
 
 func readLAManifest(t *testing.T) *laManifest {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(laGoldenDir, "manifest.json"))
-	if err != nil {
-		t.Fatalf("reading the LocateAnything golden manifest: %v", err)
-	}
 	var m laManifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("parsing the LocateAnything golden manifest: %v", err)
-	}
+	readGoldenManifest(t, laGoldenDir, "LocateAnything", &m)
 	if len(m.Images) < 20 || len(m.Cases) < len(m.Images) {
 		t.Fatalf("LocateAnything golden manifest: %d images, %d cases", len(m.Images), len(m.Cases))
 	}
@@ -83,24 +69,6 @@ func newLA(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.Preparer {
 		"LocateAnything's tokenizer (`just setup` writes it with scripts/reference/locateanything_tokenizer.py)", wrap)
 }
 
-func laInputs(t *testing.T, m *laManifest) map[string]prep.Input {
-	t.Helper()
-	inputs := map[string]prep.Input{}
-	for _, im := range m.Images {
-		var in prep.Input
-		if im.Synth != nil {
-			in = prep.Input{Image: synthRGB(im.Synth.Width, im.Synth.Height, im.Synth.Seed), Format: "png"}
-			if hexSum(in.Image.Pix) != im.RGBSHA256 {
-				t.Fatalf("%s: the synthetic pixels differ from golden_locateanything.py's synth()", im.Name)
-			}
-		} else {
-			in = decode(t, filepath.Base(im.File), im.SHA256, im.RGBSHA256)
-		}
-		inputs[im.Name] = in
-	}
-	return inputs
-}
-
 // TestGoldenLocateAnything runs the whole pipeline (the locateanything plugin's plan and frame
 // under wazero; PIL's bicubic resize once or twice, the normalisation and the raster patches
 // natively) on every golden image and compares it with the remote code's processor: the
@@ -109,7 +77,7 @@ func laInputs(t *testing.T, m *laManifest) map[string]prep.Input {
 // after a client system message.
 func TestGoldenLocateAnything(t *testing.T) {
 	m := readLAManifest(t)
-	inputs := laInputs(t, m)
+	inputs := goldenInputs(t, m.Images, nil)
 	pr := newLA(t, nil)
 	for _, c := range m.Cases {
 		name := c.Image
@@ -191,7 +159,7 @@ func checkLAPixels(res *prep.Result, c *laCase) []string {
 // patch order instead of raster patches.
 func TestGoldenLocateAnythingCatchesMutations(t *testing.T) {
 	m := readLAManifest(t)
-	inputs := laInputs(t, m)
+	inputs := goldenInputs(t, m.Images, nil)
 	var c *laCase
 	for i := range m.Cases {
 		if m.Cases[i].Image == "synth_4000x3000" && len(m.Cases[i].Params) == 0 {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -34,14 +31,8 @@ const (
 type phiManifest struct {
 	Question string
 	System   string
-	Images   []struct {
-		Name      string
-		File      string
-		SHA256    string
-		Synth     *struct{ Width, Height, Seed int }
-		RGBSHA256 string `json:"rgb_sha256"`
-	}
-	Cases []phiCase
+	Images   []goldenImage
+	Cases    []phiCase
 }
 
 type phiCase struct {
@@ -61,14 +52,8 @@ type phiCase struct {
 
 func readPhiManifest(t *testing.T) *phiManifest {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(phi4GoldenDir, "manifest.json"))
-	if err != nil {
-		t.Fatalf("reading the Phi-4 golden manifest: %v", err)
-	}
 	var m phiManifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("parsing the Phi-4 golden manifest: %v", err)
-	}
+	readGoldenManifest(t, phi4GoldenDir, "Phi-4", &m)
 	if len(m.Images) < 24 || len(m.Cases) < len(m.Images) {
 		t.Fatalf("Phi-4 golden manifest: %d images, %d cases", len(m.Images), len(m.Cases))
 	}
@@ -83,25 +68,6 @@ func newPhi4(tb testing.TB, wrap func(prep.Planner) prep.Planner) *prep.Preparer
 		"Phi-4's tokenizer (`just setup` writes it with scripts/reference/phi4_tokenizer.py)", wrap)
 }
 
-// phiInputs decodes (or synthesises) every golden image, checking its RGB against PIL's.
-func phiInputs(t *testing.T, m *phiManifest) map[string]prep.Input {
-	t.Helper()
-	inputs := map[string]prep.Input{}
-	for _, im := range m.Images {
-		var in prep.Input
-		if im.Synth != nil {
-			in = prep.Input{Image: synthRGB(im.Synth.Width, im.Synth.Height, im.Synth.Seed), Format: "png"}
-			if hexSum(in.Image.Pix) != im.RGBSHA256 {
-				t.Fatalf("%s: the synthetic pixels differ from golden_phi4.py's synth()", im.Name)
-			}
-		} else {
-			in = decode(t, filepath.Base(im.File), im.SHA256, im.RGBSHA256)
-		}
-		inputs[im.Name] = in
-	}
-	return inputs
-}
-
 // TestGoldenPhi4 runs the whole pipeline (the phi4_multimodal plugin's plan and frame under
 // wazero, the views executed natively: the uint8 bilinear resize, the white pad, the crops, the
 // float bicubic global view; Phi-4's tokenizer) on every golden image and compares it with
@@ -111,7 +77,7 @@ func phiInputs(t *testing.T, m *phiManifest) map[string]prep.Input {
 // after it, and after a client system message.
 func TestGoldenPhi4(t *testing.T) {
 	m := readPhiManifest(t)
-	inputs := phiInputs(t, m)
+	inputs := goldenInputs(t, m.Images, nil)
 	pr := newPhi4(t, nil)
 	for _, c := range m.Cases {
 		name := c.Image
@@ -270,7 +236,7 @@ func (m mutated) Plan(ctx context.Context, img abi.ImageHeader, params map[strin
 // bicubic instead of bilinear, padded black instead of white, or left unmasked.
 func TestGoldenPhi4CatchesMutations(t *testing.T) {
 	m := readPhiManifest(t)
-	inputs := phiInputs(t, m)
+	inputs := goldenInputs(t, m.Images, nil)
 	var c *phiCase
 	for i := range m.Cases {
 		if m.Cases[i].Image == "synth_500x300" && len(m.Cases[i].Params) == 0 {

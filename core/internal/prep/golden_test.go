@@ -115,6 +115,57 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
+// goldenImage is an image of a family's golden manifest: a committed file (its bytes' sha256, and
+// the RGB the reference decoded) or pixels of golden_internvl.py's synth() formula.
+type goldenImage struct {
+	Name      string
+	File      string
+	SHA256    string
+	Synth     *struct{ Width, Height, Seed int }
+	RGBSHA256 string `json:"rgb_sha256"`
+}
+
+func (g goldenImage) golden() goldenImage { return g }
+
+// goldenInputs decodes (or synthesises) every image of a golden manifest, checking its RGB
+// against the reference's; a committed file is read by decodeFile, or when it is nil as
+// transformers' load_image reads it (decode). E is goldenImage or a manifest's image type that
+// embeds it.
+func goldenInputs[E interface{ golden() goldenImage }](t *testing.T, images []E, decodeFile func(*testing.T, E) prep.Input) map[string]prep.Input {
+	t.Helper()
+	inputs := map[string]prep.Input{}
+	for _, e := range images {
+		im := e.golden()
+		var in prep.Input
+		switch {
+		case im.Synth != nil:
+			in = prep.Input{Image: synthRGB(im.Synth.Width, im.Synth.Height, im.Synth.Seed), Format: "png"}
+			if hexSum(in.Image.Pix) != im.RGBSHA256 {
+				t.Fatalf("%s: the synthetic pixels differ from golden_internvl.py's synth()", im.Name)
+			}
+		case decodeFile != nil:
+			in = decodeFile(t, e)
+		default:
+			in = decode(t, filepath.Base(im.File), im.SHA256, im.RGBSHA256)
+		}
+		inputs[im.Name] = in
+	}
+	return inputs
+}
+
+// readGoldenManifest parses a family's golden manifest.json in dir into m; what names it in
+// failures.
+func readGoldenManifest(t *testing.T, dir, what string, m any) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatalf("reading the %s golden manifest: %v", what, err)
+	}
+	if err := json.Unmarshal(raw, m); err != nil {
+		t.Fatalf("parsing the %s golden manifest: %v", what, err)
+	}
+}
+
 // decode reads a golden image the way the gateway does, with no aspect-ratio cap: refusing
 // extreme aspect ratios is the plugin's decision under test here.
 func decode(t testing.TB, file, wantSHA, wantRGB string) prep.Input {
